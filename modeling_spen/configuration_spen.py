@@ -1,0 +1,151 @@
+"""SPEN model configuration."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from transformers import PretrainedConfig
+
+PREDICTORS = ("linear", "linear_attention", "softmax_attention")
+PREDICTOR_SCOPES = ("sequence", "state")
+TRACES = ("ema", "learned", "selective")
+
+
+class SPENConfig(PretrainedConfig):
+    r"""Configuration of a SPEN (Sparse Predictive Equilibrium Network) language model.
+
+    A SPEN block has no attention over tokens: every bit of temporal context enters through
+    EMA traces of the block input, ``h_t = (1 - a) h_{t-1} + a x_t``, one per write rate ``a``.
+    There are no position embeddings: the traces themselves carry order.
+
+    Args:
+        vocab_size (`int`, defaults to 50257): vocabulary size (GPT-2's by default).
+        hidden_size (`int`, defaults to 768): model width ``d_model``.
+        num_hidden_layers (`int`, defaults to 12): number of SPEN blocks.
+        intermediate_size (`int`, defaults to 2048): hidden width of the sparse FFN. 2048 rather
+            than GPT-2's 3072 so that 12 blocks at width 768 total the paper's ~130M parameters
+            (each block also carries a predictor and a context mix).
+        ffn_topk_fraction (`float`, defaults to 0.06): fraction of FFN hidden units kept per
+            token (top-k of the activations; the paper's 6% active), in (0, 1].
+        trace (`str`, defaults to ``"ema"``): how the write rates are set.
+            ``"ema"``: the fixed ``trace_decays`` (the paper); ``"learned"``: per-channel rates
+            learned but independent of the input (initialised at ``trace_decays``);
+            ``"selective"``: input-dependent per-channel rates ``a_t = sigmoid(W x_t + b)``
+            (a gated recurrence in the style of Mamba/GLA; ``b`` initialised at ``trace_decays``).
+        trace_decays (`Sequence[float]`, defaults to ``(0.5, 0.1, 0.02)``): write rates ``a`` of the
+            traces (fast, medium, slow), distinct, each in (0, 1).
+        selective_rank (`int`, defaults to 48): rank of the low-rank map ``W`` of the selective
+            trace (as Mamba's ``dt_rank``); unused by the other traces.
+        predictor (`str`, defaults to ``"linear"``): reader of the past traces that predicts
+            ``x_t``: ``"linear"``, ``"linear_attention"`` or ``"softmax_attention"``.
+        predictor_scope (`str`, defaults to ``"sequence"``): what the attention predictors attend
+            over. ``"sequence"``: the trace states of every past position (the paper's causal
+            attention; its cache grows with the sequence). ``"state"``: only the timescale slots
+            of the current past state ``h_{t-1}`` (the reader sees nothing but the state).
+            Ignored by ``"linear"``.
+        num_attention_heads (`int`, defaults to 12): heads of the attention predictors; must
+            divide ``hidden_size`` when an attention predictor is used.
+        layer_norm_epsilon (`float`, defaults to 1e-5): LayerNorm epsilon.
+        initializer_range (`float`, defaults to 0.02): std of the normal weight init.
+        max_position_embeddings (`int`, defaults to 1024): the training context length. SPEN has
+            no position embeddings and no hard limit; tools such as lm-eval read this field.
+        use_cache (`bool`, defaults to True): return the recurrent state from ``forward``.
+    """
+
+    model_type = "spen"
+    keys_to_ignore_at_inference = ["cache", "past_key_values"]
+
+    def __init__(
+        self,
+        vocab_size: int = 50257,
+        hidden_size: int = 768,
+        num_hidden_layers: int = 12,
+        intermediate_size: int = 2048,
+        ffn_topk_fraction: float = 0.06,
+        trace: str = "ema",
+        trace_decays: Sequence[float] = (0.5, 0.1, 0.02),
+        selective_rank: int = 48,
+        predictor: str = "linear",
+        predictor_scope: str = "sequence",
+        num_attention_heads: int = 12,
+        layer_norm_epsilon: float = 1e-5,
+        initializer_range: float = 0.02,
+        max_position_embeddings: int = 1024,
+        use_cache: bool = True,
+        bos_token_id: int | None = 50256,
+        eos_token_id: int | None = 50256,
+        pad_token_id: int | None = None,
+        tie_word_embeddings: bool = True,
+        **kwargs,
+    ) -> None:
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = num_hidden_layers
+        self.intermediate_size = intermediate_size
+        self.ffn_topk_fraction = ffn_topk_fraction
+        self.trace = trace
+        self.trace_decays = [float(a) for a in trace_decays] if _is_sequence(trace_decays) else trace_decays
+        self.selective_rank = selective_rank
+        self.predictor = predictor
+        self.predictor_scope = predictor_scope
+        self.num_attention_heads = num_attention_heads
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.initializer_range = initializer_range
+        self.max_position_embeddings = max_position_embeddings
+        self.use_cache = use_cache
+        self._validate()
+        super().__init__(
+            bos_token_id=bos_token_id,
+            eos_token_id=eos_token_id,
+            pad_token_id=pad_token_id,
+            tie_word_embeddings=tie_word_embeddings,
+            **kwargs,
+        )
+
+    @property
+    def num_traces(self) -> int:
+        return len(self.trace_decays)
+
+    @property
+    def ffn_topk(self) -> int:
+        """Number of FFN hidden units kept per token."""
+        return max(1, round(self.ffn_topk_fraction * self.intermediate_size))
+
+    def _validate(self) -> None:
+        for name in ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size", "selective_rank",
+                     "num_attention_heads", "max_position_embeddings"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ValueError(f"SPENConfig.{name} must be a positive integer, got {value!r}")
+        if self.trace not in TRACES:
+            raise ValueError(f"SPENConfig.trace must be one of {TRACES}, got {self.trace!r}")
+        if self.predictor not in PREDICTORS:
+            raise ValueError(f"SPENConfig.predictor must be one of {PREDICTORS}, got {self.predictor!r}")
+        if self.predictor_scope not in PREDICTOR_SCOPES:
+            raise ValueError(
+                f"SPENConfig.predictor_scope must be one of {PREDICTOR_SCOPES}, got {self.predictor_scope!r}"
+            )
+        decays = self.trace_decays
+        if not _is_sequence(decays) or len(decays) == 0:
+            raise ValueError(f"SPENConfig.trace_decays must be a non-empty list of floats, got {decays!r}")
+        if any(not 0.0 < a < 1.0 for a in decays):
+            raise ValueError(f"SPENConfig.trace_decays must each lie in (0, 1), got {decays!r}")
+        if len(set(decays)) != len(decays):
+            raise ValueError(f"SPENConfig.trace_decays must be distinct, got {decays!r}")
+        if not 0.0 < self.ffn_topk_fraction <= 1.0:
+            raise ValueError(f"SPENConfig.ffn_topk_fraction must lie in (0, 1], got {self.ffn_topk_fraction!r}")
+        if self.predictor != "linear" and self.hidden_size % self.num_attention_heads != 0:
+            raise ValueError(
+                f"SPENConfig.num_attention_heads ({self.num_attention_heads}) must divide "
+                f"hidden_size ({self.hidden_size}) for the {self.predictor} predictor"
+            )
+        if not self.layer_norm_epsilon > 0:
+            raise ValueError(f"SPENConfig.layer_norm_epsilon must be > 0, got {self.layer_norm_epsilon!r}")
+        if not self.initializer_range > 0:
+            raise ValueError(f"SPENConfig.initializer_range must be > 0, got {self.initializer_range!r}")
+
+
+def _is_sequence(value: object) -> bool:
+    return isinstance(value, (list, tuple)) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in value
+    )

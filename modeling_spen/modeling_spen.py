@@ -1,0 +1,411 @@
+"""SPEN: Sparse Predictive Equilibrium Network, an EMA-trace language model.
+
+One block (pre-norm, as GPT-2), for block input x_t:
+
+    u_t       = LayerNorm(x_t)                                   (zeroed at padded positions)
+    h_t^(s)   = (1 - a_s) h_{t-1}^(s) + a_s u_t                  S traces, h_{-1} = 0
+    x̂_t       = Predictor(u_t, h_{t-1})                          reads the strictly past traces
+    e_t       = u_t - x̂_t                                        prediction error
+    c_t       = W_mix [u_t; e_t; h_{t-1}^(1); ...; h_{t-1}^(S)]  context mix
+    x'_t      = x_t + c_t
+    x''_t     = x'_t + SparseFFN(LayerNorm(x'_t))                top-k hidden units per token
+
+Context mix: a learned linear map of the concatenation, the reference choice. It reads
+``h_{t-1}`` rather than ``h_t``: since ``h_t = (1 - a) h_{t-1} + a u_t`` is a fixed linear
+function of ``h_{t-1}`` and ``u_t``, both give the same span, and one trace tensor serves the
+predictor, the mix and the recurrent state.
+
+There are no position embeddings: the traces carry order. The LM head is tied to the token
+embeddings. Decoding keeps a recurrent state (:class:`SPENState`): per layer the S traces,
+plus the linear-attention sums or the key/value cache of a ``sequence``-scope attention
+predictor. For ``predictor="linear"`` and the ``state`` scope the state has constant size.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
+
+from .configuration_spen import SPENConfig
+from .predictors import build_predictor
+from .traces import ema_step, ema_traces
+
+# transformers 5.24 renamed the cache field/argument from `past_key_values` to `cache`.
+_CACHE_KEY = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
+
+
+class SPENState:
+    """The recurrent state of a SPEN model: everything needed to continue a batch of sequences.
+
+    ``layers[i]`` is a dict: ``"traces"`` ``(B, S, D)`` float32 (``h_{t-1}`` for the next token),
+    and for attention predictors of scope ``sequence`` either ``"kv"``/``"z"`` (linear
+    attention sums) or ``"k"``/``"v"``/``"valid"`` (softmax key/value cache).
+    """
+
+    is_compileable = False
+
+    def __init__(self, num_layers: int) -> None:
+        self.layers: list[dict[str, torch.Tensor]] = [{} for _ in range(num_layers)]
+        self.seen_tokens = 0
+
+    # --- the parts of the transformers Cache interface that generate() uses ---
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return self.seen_tokens
+
+    @property
+    def is_linear(self) -> list[bool]:
+        return [True] * len(self.layers)
+
+    def reorder_cache(self, beam_idx: torch.LongTensor) -> None:
+        """Reorder the batch (beam search)."""
+        for layer in self.layers:
+            for name, tensor in layer.items():
+                layer[name] = tensor.index_select(0, beam_idx.to(tensor.device))
+
+    def num_bytes(self) -> int:
+        return sum(t.numel() * t.element_size() for layer in self.layers for t in layer.values())
+
+
+class SPENTraces(nn.Module):
+    """Write rates of the traces (fixed, learned or input-dependent) and the trace computation."""
+
+    def __init__(self, config: SPENConfig) -> None:
+        super().__init__()
+        self.kind = config.trace
+        decays = torch.tensor(config.trace_decays, dtype=torch.float32)
+        logit = torch.log(decays) - torch.log1p(-decays)
+        D, S = config.hidden_size, config.num_traces
+        if self.kind == "ema":
+            self.register_buffer("alpha", decays, persistent=False)
+        elif self.kind == "learned":
+            self.alpha_logit = nn.Parameter(logit[:, None].repeat(1, D))
+        else:
+            self.alpha_down = nn.Linear(D, config.selective_rank, bias=False)
+            self.alpha_up = nn.Linear(config.selective_rank, S * D)
+        self.register_buffer("alpha_init_logit", logit, persistent=False)
+        self.num_traces = S
+
+    def write_rates(self, u: torch.Tensor) -> torch.Tensor:
+        """``(S,)``, ``(S, D)`` or ``(B, T, S, D)`` write rates for input ``u`` of shape (B, T, D)."""
+        if self.kind == "ema":
+            return self.alpha
+        if self.kind == "learned":
+            return torch.sigmoid(self.alpha_logit.float())
+        logits = self.alpha_up(self.alpha_down(u)).float()
+        return torch.sigmoid(logits.unflatten(-1, (self.num_traces, -1)))
+
+    def forward(self, u: torch.Tensor, h0: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Past traces ``h_{t-1}`` for every position ``(B, T, S, D)`` and the final state ``h_{T-1}``."""
+        alpha = self.write_rates(u)
+        B, T, D = u.shape
+        if h0 is None:
+            h0 = u.new_zeros(B, self.num_traces, D, dtype=torch.float32)
+        if T == 1:  # decoding: the one-step update
+            h_last = ema_step(u[:, 0], alpha[:, 0] if alpha.dim() == 4 else alpha, h0)
+            return h0[:, None], h_last
+        traces, h_last = ema_traces(u, alpha, h0)
+        return torch.cat([h0[:, None], traces[:, :-1]], 1), h_last
+
+
+class SparseFFN(nn.Module):
+    """GELU FFN whose hidden activation keeps only its top-k units per token."""
+
+    def __init__(self, config: SPENConfig) -> None:
+        super().__init__()
+        self.up = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.down = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.k = config.ffn_topk
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = F.gelu(self.up(x), approximate="tanh")
+        if self.k < h.shape[-1]:
+            idx = h.topk(self.k, dim=-1).indices
+            h = torch.zeros_like(h).scatter(-1, idx, h.gather(-1, idx))
+        return self.down(h)
+
+
+class SPENBlock(nn.Module):
+    def __init__(self, config: SPENConfig, layer_idx: int) -> None:
+        super().__init__()
+        D, S = config.hidden_size, config.num_traces
+        self.layer_idx = layer_idx
+        self.ln_1 = nn.LayerNorm(D, eps=config.layer_norm_epsilon)
+        self.traces = SPENTraces(config)
+        self.predictor = build_predictor(config)
+        self.mix = nn.Linear((2 + S) * D, D)
+        self.ln_2 = nn.LayerNorm(D, eps=config.layer_norm_epsilon)
+        self.ffn = SparseFFN(config)
+
+    def forward(
+        self, x: torch.Tensor, valid: torch.Tensor | None, state: dict[str, torch.Tensor] | None
+    ) -> torch.Tensor:
+        u = self.ln_1(x)
+        if valid is not None:
+            # Padded positions enter the traces as zeros: with traces starting at zero, left
+            # padding then leaves every trace exactly as if the padding were absent.
+            u = u * valid[..., None].to(u.dtype)
+        h_prev, h_last = self.traces(u, state.get("traces") if state is not None else None)
+        x_hat = self.predictor(u, h_prev, valid, state)
+        e = u - x_hat
+        c = self.mix(torch.cat([u, e, h_prev.flatten(-2).to(u.dtype)], -1))
+        if state is not None:
+            state["traces"] = h_last
+        x = x + c
+        return x + self.ffn(self.ln_2(x))
+
+
+class SPENPreTrainedModel(PreTrainedModel):
+    config_class = SPENConfig
+    config: SPENConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = False
+    _no_split_modules = ["SPENBlock"]
+    _is_stateful = True
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        # transformers' init functions skip tensors that from_pretrained already loaded.
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            init.normal_(module.weight, mean=0.0, std=std)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, mean=0.0, std=std)
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+        if isinstance(module, SPENBlock):
+            # GPT-2's scaled init of the two residual projections per block.
+            resid_std = std / math.sqrt(2 * self.config.num_hidden_layers)
+            init.normal_(module.mix.weight, mean=0.0, std=resid_std)
+            init.normal_(module.ffn.down.weight, mean=0.0, std=resid_std)
+        if isinstance(module, SPENTraces):
+            # Non-persistent buffers are not in the checkpoint: from_pretrained builds the model
+            # on the meta device, so they must be (re)written here.
+            decays = torch.tensor(self.config.trace_decays, dtype=torch.float32)
+            init.copy_(module.alpha_init_logit, torch.log(decays) - torch.log1p(-decays))
+            if module.kind == "ema":
+                init.copy_(module.alpha, decays)
+            elif module.kind == "learned":
+                init.copy_(module.alpha_logit, module.alpha_init_logit[:, None].expand_as(module.alpha_logit))
+            elif module.kind == "selective":
+                # Start as the fixed EMA: the input term only gradually moves the rates.
+                D = module.alpha_up.out_features // module.num_traces
+                init.copy_(module.alpha_up.bias, module.alpha_init_logit.repeat_interleave(D))
+        if hasattr(module, "slot_embedding"):
+            init.normal_(module.slot_embedding, mean=0.0, std=std)
+
+
+def _validate_inputs(
+    config: SPENConfig,
+    input_ids: torch.Tensor | None,
+    inputs_embeds: torch.Tensor | None,
+    attention_mask: torch.Tensor | None,
+    past: int,
+) -> tuple[int, int]:
+    if (input_ids is None) == (inputs_embeds is None):
+        raise ValueError("SPEN: pass exactly one of input_ids and inputs_embeds")
+    if input_ids is not None:
+        if input_ids.dtype.is_floating_point or input_ids.dtype.is_complex or input_ids.dtype == torch.bool:
+            raise ValueError(f"SPEN: input_ids must be an integer tensor, got dtype {input_ids.dtype}")
+        if input_ids.dim() != 2:
+            raise ValueError(f"SPEN: input_ids must have shape (batch, seq_len), got {tuple(input_ids.shape)}")
+        B, T = input_ids.shape
+        if T > 0 and B > 0:
+            lo, hi = int(input_ids.min()), int(input_ids.max())
+            if lo < 0 or hi >= config.vocab_size:
+                raise ValueError(
+                    f"SPEN: input_ids must lie in [0, vocab_size={config.vocab_size}), got values in [{lo}, {hi}]"
+                )
+    else:
+        if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != config.hidden_size:
+            raise ValueError(
+                f"SPEN: inputs_embeds must have shape (batch, seq_len, {config.hidden_size}), "
+                f"got {tuple(inputs_embeds.shape)}"
+            )
+        B, T = inputs_embeds.shape[:2]
+    if T == 0:
+        raise ValueError("SPEN: empty sequence (seq_len == 0)")
+    if attention_mask is not None:
+        if attention_mask.dim() != 2 or attention_mask.shape[0] != B or attention_mask.shape[1] not in (T, past + T):
+            expected = f"({B}, {T})" if past == 0 else f"({B}, {T}) or ({B}, {past + T})"
+            raise ValueError(
+                f"SPEN: attention_mask must have shape {expected}, got {tuple(attention_mask.shape)}"
+            )
+    return B, T
+
+
+class SPENModel(SPENPreTrainedModel):
+    """The SPEN trunk: token embeddings, blocks, final LayerNorm. No position embeddings."""
+
+    def __init__(self, config: SPENConfig) -> None:
+        super().__init__(config)
+        self.wte = nn.Embedding(config.vocab_size, config.hidden_size)
+        self.h = nn.ModuleList(SPENBlock(config, i) for i in range(config.num_hidden_layers))
+        self.ln_f = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_epsilon)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.wte
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.wte = value
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        cache: SPENState | None = None,
+        use_cache: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        past_key_values: Any = None,
+        **kwargs: Any,
+    ) -> BaseModelOutputWithPast:
+        r"""
+        Args:
+            input_ids: token ids ``(batch, seq_len)``.
+            attention_mask: 1 for real tokens, 0 for padding, ``(batch, seq_len)`` or, when continuing
+                from a state, ``(batch, past + seq_len)``. Padding must be on the left (or at the
+                end, where it affects nothing before it).
+            cache: an :class:`SPENState` to continue from (``past_key_values`` is accepted too).
+                Any other object (e.g. a cache that generate() built) is treated as empty.
+            use_cache: return the updated state.
+        """
+        state = cache if cache is not None else past_key_values
+        if not isinstance(state, SPENState):
+            state = None
+        use_cache = use_cache if use_cache is not None else self.config.use_cache
+        past = state.seen_tokens if state is not None else 0
+        _validate_inputs(self.config, input_ids, inputs_embeds, attention_mask, past)
+        if use_cache and state is None:
+            state = SPENState(self.config.num_hidden_layers)
+        valid = None
+        if attention_mask is not None:
+            valid = attention_mask[:, -(input_ids if input_ids is not None else inputs_embeds).shape[1]:].bool()
+            if bool(valid.all()):
+                valid = None  # nothing to mask: take the cheaper path
+        x = self.wte(input_ids) if inputs_embeds is None else inputs_embeds
+        hidden_states = [x] if output_hidden_states else None
+        for i, block in enumerate(self.h):
+            x = block(x, valid, state.layers[i] if use_cache else None)
+            if output_hidden_states:
+                hidden_states.append(x)
+        x = self.ln_f(x)
+        if output_hidden_states:
+            hidden_states[-1] = x
+        if use_cache:
+            state.seen_tokens += x.shape[1]
+        return BaseModelOutputWithPast(
+            last_hidden_state=x,
+            hidden_states=tuple(hidden_states) if output_hidden_states else None,
+            **{_CACHE_KEY: state if use_cache else None},
+        )
+
+
+class SPENForCausalLM(SPENPreTrainedModel, GenerationMixin):
+    _tied_weights_keys = {"lm_head.weight": "model.wte.weight"}
+
+    def __init__(self, config: SPENConfig) -> None:
+        super().__init__(config)
+        self.model = SPENModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.model.wte
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.model.wte = value
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, value: nn.Linear) -> None:
+        self.lm_head = value
+
+    @classmethod
+    def _supports_default_dynamic_cache(cls) -> bool:
+        # SPEN builds its own recurrent state; a DynamicCache would only be thrown away.
+        return False
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        cache: SPENState | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        logits_to_keep: int | torch.Tensor = 0,
+        past_key_values: Any = None,
+        **kwargs: Any,
+    ) -> CausalLMOutputWithPast:
+        r"""
+        Args:
+            labels: targets ``(batch, seq_len)`` for the next-token loss (shifted inside, as in
+                GPT-2); -100 is ignored.
+            logits_to_keep: if an int ``n > 0``, compute logits for the last ``n`` positions only.
+        """
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            inputs_embeds=inputs_embeds,
+            cache=cache if cache is not None else past_key_values,
+            use_cache=use_cache,
+            output_hidden_states=output_hidden_states,
+        )
+        x = out.last_hidden_state
+        if isinstance(logits_to_keep, int):
+            x = x[:, -logits_to_keep:] if logits_to_keep > 0 else x
+        else:
+            x = x[:, logits_to_keep]
+        logits = self.lm_head(x)
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+        return CausalLMOutputWithPast(
+            loss=loss,
+            logits=logits,
+            hidden_states=out.hidden_states,
+            **{_CACHE_KEY: getattr(out, _CACHE_KEY)},
+        )
+
+    def prepare_inputs_for_generation(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool = True,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        # Feed only the tokens the state has not consumed yet: one per step after prefill.
+        state = kwargs.pop("cache", None) or kwargs.pop("past_key_values", None)
+        if not isinstance(state, SPENState):
+            state = None
+        inputs: dict[str, Any] = {"attention_mask": attention_mask, "use_cache": use_cache, _CACHE_KEY: state}
+        if state is not None and state.seen_tokens > 0:
+            inputs["input_ids"] = input_ids[:, state.seen_tokens:]
+        elif inputs_embeds is not None:
+            inputs["inputs_embeds"] = inputs_embeds
+        else:
+            inputs["input_ids"] = input_ids
+        for key in ("logits_to_keep", "output_hidden_states"):
+            if key in kwargs:
+                inputs[key] = kwargs[key]
+        return inputs
+
+
+__all__ = ["SPENState", "SPENModel", "SPENForCausalLM", "SPENPreTrainedModel"]
