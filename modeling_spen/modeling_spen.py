@@ -38,6 +38,7 @@ from .predictors import build_predictor
 from .traces import ema_step, ema_traces
 
 # transformers 5.24 renamed the cache field/argument from `past_key_values` to `cache`.
+_MAX_RATE = 1.0 - 1e-6
 _CACHE_KEY = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
 
 
@@ -96,10 +97,11 @@ class SPENTraces(nn.Module):
         """``(S,)``, ``(S, D)`` or ``(B, T, S, D)`` write rates for input ``u`` of shape (B, T, D)."""
         if self.kind == "ema":
             return self.alpha
+        # A rate of exactly 1 (a saturated sigmoid) would put log(1 - a) = -inf in the operator.
         if self.kind == "learned":
-            return torch.sigmoid(self.alpha_logit.float())
+            return torch.sigmoid(self.alpha_logit.float()).clamp(max=_MAX_RATE)
         logits = self.alpha_up(self.alpha_down(u)).float()
-        return torch.sigmoid(logits.unflatten(-1, (self.num_traces, -1)))
+        return torch.sigmoid(logits.unflatten(-1, (self.num_traces, -1))).clamp(max=_MAX_RATE)
 
     def forward(self, u: torch.Tensor, h0: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """Past traces ``h_{t-1}`` for every position ``(B, T, S, D)`` and the final state ``h_{T-1}``."""

@@ -98,10 +98,12 @@ def ema_step(x_t: torch.Tensor, alpha: torch.Tensor, h: torch.Tensor) -> torch.T
     return torch.lerp(h, x_t.float()[:, None, :].expand_as(h), a.expand_as(h))
 
 
-def _chunked_lti(b: torch.Tensor, lam: torch.Tensor, h0: torch.Tensor | None, chunk: int) -> torch.Tensor:
-    """Solve ``h_t = lam * h_{t-1} + b_t`` for time-invariant ``lam`` of shape (S, 1) or (S, D).
+def _chunked_lti(b: torch.Tensor, log_lam: torch.Tensor, h0: torch.Tensor | None, chunk: int) -> torch.Tensor:
+    """Solve ``h_t = lam * h_{t-1} + b_t`` for time-invariant ``lam`` given as ``log(lam)``.
 
-    b: (B, T, S, D) float32. Returns all states (B, T, S, D).
+    b: (B, T, S, D) float32; log_lam: (S, 1) or (S, D). Returns all states (B, T, S, D).
+    Powers are formed as exp(k * log_lam) with k >= 0: lam^C of a fast decay underflows to 0
+    one level up, while its log stays finite, so values and gradients stay finite.
     """
     B, T, S, D = b.shape
     C = min(chunk, T)
@@ -112,13 +114,10 @@ def _chunked_lti(b: torch.Tensor, lam: torch.Tensor, h0: torch.Tensor | None, ch
     idx = torch.arange(C, device=b.device)
     diff = idx[:, None] - idx[None, :]  # i - j
     causal = diff >= 0
-    # lam^C of a fast decay underflows to 0 one level up; clamping the log keeps lam^0 = 1 there
-    # (exp(-inf * 0) would be NaN) while every positive power still underflows to 0 as it should.
-    log_lam = torch.log(lam).clamp(min=-80.0)  # (S, D')
     # decay[s, d', i, j] = lam^(i-j) for j <= i, else 0: only non-negative powers are formed.
     expo = diff.clamp(min=0).to(b.dtype)
     decay = torch.exp(log_lam[:, :, None, None] * expo) * causal
-    if lam.shape[1] == 1:
+    if log_lam.shape[1] == 1:
         local = torch.einsum("sij,bnjsd->bnisd", decay[:, 0], bc)
     else:
         local = torch.einsum("sdij,bnjsd->bnisd", decay, bc)
@@ -129,8 +128,7 @@ def _chunked_lti(b: torch.Tensor, lam: torch.Tensor, h0: torch.Tensor | None, ch
         carry_in = h0[:, None] if h0 is not None else None
     else:
         ends = local[:, :, -1]  # (B, n, S, D)
-        lam_c = lam_pow[-1]  # lam^C
-        ends_true = _chunked_lti(ends, lam_c, h0, chunk)  # (B, n, S, D)
+        ends_true = _chunked_lti(ends, log_lam * C, h0, chunk)  # (B, n, S, D), decay lam^C
         prev = ends_true[:, :-1]
         first = h0[:, None] if h0 is not None else torch.zeros_like(prev[:, :1])
         carry_in = torch.cat([first, prev], 1)
@@ -178,8 +176,8 @@ def ema_traces(
     """
     _check(x, alpha, h0)
     B, T, D = x.shape
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    if chunk_size < 2:  # a chunk of one step would never shorten the carry recursion
+        raise ValueError(f"chunk_size must be >= 2, got {chunk_size}")
     # Keep decays and accumulation in float32 whatever autocast says.
     with torch.autocast(device_type=x.device.type, enabled=False):
         xf = x.float()[:, :, None, :]
@@ -193,5 +191,5 @@ def ema_traces(
             traces = _scan_selective(a * xf, 1.0 - a, h0f)
         else:
             a2 = a[:, None] if a.dim() == 1 else a
-            traces = _chunked_lti(a2 * xf, 1.0 - a2, h0f, chunk_size)
+            traces = _chunked_lti(a2 * xf, torch.log1p(-a2), h0f, chunk_size)
     return traces, traces[:, -1]
