@@ -1,0 +1,89 @@
+"""``python -m grammar_probe build|run``: build the grammar corpus, run the SPCN-vs-BiGRU probe.
+
+Bad input ends with one line on stderr naming the field or file, and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from grammar_probe.grammar import GrammarError
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage dump
+        raise SystemExit(_fail(f"{self.prog}: {message}"))
+
+
+def _fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m grammar_probe", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    build = sub.add_parser("build", help="write the grammar corpus (save_to_disk + parquet + card)")
+    build.add_argument("--out", required=True, help="output folder (replaced atomically)")
+    build.add_argument("--seed", type=int, default=0)
+    build.add_argument("--train-size", type=int, default=4000, help="train sentences")
+    build.add_argument("--validation-size", type=int, default=500)
+    build.add_argument("--test-size", type=int, default=1000, help="sentences per test split")
+    build.add_argument("--max-depth", type=int, default=2, help="clause-embedding cap of train")
+    build.add_argument("--deep-depth", type=int, default=None, help="cap of test_deep (default max+2)")
+
+    run = sub.add_parser("run", help="fit SPCN, the probes and the BiGRU; write results")
+    run.add_argument("--dataset", required=True, help="folder written by `build`")
+    run.add_argument("--out", required=True, help="output folder (replaced atomically)")
+    run.add_argument("--quick", action="store_true", help="1000 train sentences, fewer epochs")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument("--splits", nargs="+", default=None, help="evaluate only these splits")
+    run.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    # Imported late so that `--help` and argument errors answer instantly.
+    import datasets
+
+    from grammar_probe.dataset import DatasetFormatError, build_dataset, write_dataset
+
+    datasets.disable_progress_bars()  # per-shard bars of save_to_disk/to_parquet are noise here
+
+    try:
+        if args.command == "build":
+            build_args = {
+                "seed": args.seed, "train_size": args.train_size, "validation_size": args.validation_size,
+                "test_size": args.test_size, "max_depth": args.max_depth,
+            }
+            if args.deep_depth is not None:
+                build_args["deep_depth"] = args.deep_depth
+            dataset = build_dataset(**build_args)
+            write_dataset(dataset, args.out, build_args)
+            print(f"wrote {args.out}: " + ", ".join(f"{k} {len(v)}" for k, v in dataset.items()))
+            return 0
+
+        from grammar_probe.probe import run_probe
+
+        if args.threads <= 0:
+            return _fail(f"--threads must be a positive integer, got {args.threads}")
+        results = run_probe(args.dataset, args.out, quick=args.quick, seed=args.seed,
+                            splits=args.splits, threads=args.threads)
+        for split, scores in results["splits"].items():
+            ratio = results["ratio_spcn_over_bigru"][split]
+            print(f"{split:18s} " + "  ".join(f"{m} {100 * s['accuracy']:.1f}" for m, s in scores.items())
+                  + ("" if ratio is None else f"  ratio {ratio:.3f}"))
+        print(f"wrote {args.out} in {results['seconds']:.0f} s")
+        return 0
+    except (GrammarError, DatasetFormatError, ValueError, OSError) as err:
+        return _fail(str(err).splitlines()[0] if str(err) else type(err).__name__)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
