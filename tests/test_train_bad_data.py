@@ -1,0 +1,95 @@
+"""Bad input fails before training with one line naming the file (and line), and writes nothing."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+import train
+import train_data
+from tests.train_testkit import ROOT, run_cmd, write_config
+
+
+def _files(tmp_path):
+    (tmp_path / "empty.txt").write_bytes(b"")
+    (tmp_path / "bad_utf8.txt").write_bytes(b"first paragraph\n\nsecond\nthird \xff\xfe line\n")
+    lines = [json.dumps({"text": "fine"}), json.dumps({"body": "no text"})]
+    (tmp_path / "no_text.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "bad_json.jsonl").write_text('{"text": "fine"}\n{"text": \n')
+
+
+CASES = {
+    "empty file": (["--data", "{tmp}/empty.txt"], "{tmp}/empty.txt: file is empty"),
+    "invalid UTF-8": (["--data", "{tmp}/bad_utf8.txt"], "{tmp}/bad_utf8.txt:4: invalid UTF-8"),
+    "JSON line without text": (["--data", "{tmp}/no_text.jsonl"],
+                               '{tmp}/no_text.jsonl:2: JSON line without a "text"'),
+    "invalid JSON": (["--data", "{tmp}/bad_json.jsonl"], "{tmp}/bad_json.jsonl:2: invalid JSON"),
+    "missing path": (["--data", "{tmp}/nowhere.txt"], "{tmp}/nowhere.txt: no such file"),
+    "tokenizer too big": (["--tokenizer", "{tmp}/big_tokenizer"],
+                          "{tmp}/big_tokenizer: tokenizer vocabulary of 2000 tokens exceeds the model's "
+                          f"vocab_size 1024 ({ROOT}/hub_configs/gpt2-tiny/config.json)"),
+    "unknown setting": (["--config", "{tmp}/typo.yaml"],
+                        "{tmp}/typo.yaml:3: unknown setting 'learning_rate'"),
+    "missing config": (["--config", "{tmp}/none.yaml"], "{tmp}/none.yaml: no such file"),
+}
+
+
+@pytest.fixture(scope="module")
+def big_tokenizer(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tok") / "big_tokenizer"
+    train_data.train_bpe(train_data.embedded_documents(), 2000).save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bad_input_one_line_nothing_written(tmp_path, case, big_tokenizer, capsys, monkeypatch):
+    _files(tmp_path)
+    (tmp_path / "big_tokenizer").symlink_to(big_tokenizer)
+    cfg = write_config(tmp_path / "train.yaml")
+    (tmp_path / "typo.yaml").write_text(f"model_config: {ROOT}/hub_configs/gpt2-tiny\nmax_steps: 2\n"
+                                        "learning_rate: 0.1\n")
+    flags, expected = CASES[case]
+    flags = [f.format(tmp=tmp_path) for f in flags]
+    argv = ["--config", str(cfg), *flags, "--output_dir", str(tmp_path / "out")]
+    monkeypatch.setattr(sys, "argv", ["train.py", *argv])
+
+    assert train.cli() == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith(f"train.py: error: {expected.format(tmp=tmp_path)}"), err
+    assert not (tmp_path / "out").exists()
+
+
+def test_command_line_error_has_no_traceback(tmp_path):
+    cfg = write_config(tmp_path / "train.yaml")
+    result = run_cmd([sys.executable, "train.py", "--config", str(cfg), "--data",
+                      str(tmp_path / "nowhere.jsonl"), "--output_dir", str(tmp_path / "out")])
+    assert result.returncode == 1
+    assert result.stderr == f"train.py: error: {tmp_path}/nowhere.jsonl: no such file\n"
+    assert not (tmp_path / "out").exists()
+
+
+def test_existing_run_is_not_overwritten(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out"
+    (out / "checkpoints").mkdir(parents=True)
+    cfg = write_config(tmp_path / "train.yaml")
+    monkeypatch.setattr(sys, "argv", ["train.py", "--config", str(cfg), "--output_dir", str(out)])
+    assert train.cli() == 1
+    assert "already holds a run; pass --resume_from_checkpoint latest" in capsys.readouterr().err
+    assert [p.name for p in out.iterdir()] == ["checkpoints"]
+
+
+def test_resume_with_other_data_settings_is_refused(tmp_path, capsys, monkeypatch):
+    out = tmp_path / "out"
+    out.mkdir()
+    cfg = write_config(tmp_path / "train.yaml")
+    saved = train.load_config(train.parse_args(["--config", str(cfg)])) | {"block_size": 32}
+    (out / "train_config.json").write_text(json.dumps(saved))
+    monkeypatch.setattr(sys, "argv", ["train.py", "--config", str(cfg), "--output_dir", str(out),
+                                      "--resume_from_checkpoint", "latest"])
+    assert train.cli() == 1
+    assert capsys.readouterr().err == (f"train.py: error: {out}/train_config.json: the run to resume used "
+                                       "another block_size\n")
+    assert [p.name for p in out.iterdir()] == ["train_config.json"]

@@ -1,0 +1,73 @@
+"""SIGKILL, resume, SIGKILL mid-checkpoint, resume: the same losses and the same batches as one run."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import train
+from tests.train_testkit import ROOT, metrics, run_python, tokenizer_dir, write_config
+
+# Runs train.main in a real process that kills itself with SIGKILL (no cleanup, like a preempted node):
+# after logging step KILL_AFTER_LOG, or inside the checkpoint save of step KILL_IN_SAVE, after Accelerate
+# has written the whole state but before train.py renames the folder into place.
+KILLER = """
+import os, signal, sys
+import train
+from accelerate import Accelerator
+
+kill_after_log, kill_in_save = int(sys.argv[1]), int(sys.argv[2])
+log, save = train.JSONLTracker.log, Accelerator.save_state
+
+def log_then_die(self, values, step=None, **kwargs):
+    log(self, values, step, **kwargs)
+    if step == kill_after_log:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+def save_then_die(self, output_dir=None, **kwargs):
+    save(self, output_dir, **kwargs)
+    if output_dir.endswith(f".tmp_step_{kill_in_save}"):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+train.JSONLTracker.log, Accelerator.save_state = log_then_die, save_then_die
+train.main(sys.argv[3:])
+"""
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the same arithmetic in-process as in the subprocesses (OMP_NUM_THREADS=1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize("model", ["gpt2-tiny", "spen-tiny"])
+def test_two_kills_and_resumes_match_an_uninterrupted_run(tmp_path, model):
+    # 16 steps, a checkpoint every 3, the last 2 kept
+    cfg = write_config(tmp_path / "train.yaml", model_config=str(ROOT / "hub_configs" / model),
+                       tokenizer=tokenizer_dir())
+    reference = metrics(train.main(["--config", str(cfg), "--output_dir", str(tmp_path / "ref")]))
+
+    out = tmp_path / "killed"
+    args = ["--config", str(cfg), "--output_dir", str(out), "--resume_from_checkpoint", "latest"]
+    first = run_python(KILLER, "7", "0", *args)  # dies after step 7: latest checkpoint is step_6
+    assert first.returncode == -9, first.stderr[-3000:]
+    assert [m["step"] for m in metrics(out)] == list(range(1, 8))
+
+    second = run_python(KILLER, "0", "12", *args)  # resumes at 6, dies while saving step 12
+    assert second.returncode == -9, second.stderr[-3000:]
+    assert "resumed from" in second.stdout + second.stderr
+    ckpts = sorted(p.name for p in (out / "checkpoints").iterdir())
+    assert ckpts == [".tmp_step_12", "step_6", "step_9"]  # the half-saved one does not count
+    assert train.find_checkpoint(out, "latest").name == "step_9"
+
+    resumed = metrics(train.main(args))  # resumes at 9 and runs to the end (in-process: no kill needed)
+
+    assert [m["step"] for m in resumed] == [m["step"] for m in reference] == list(range(1, 17))
+    for ref, got in zip(reference, resumed, strict=True):
+        assert got["loss"] == pytest.approx(ref["loss"], abs=1e-6), ref["step"]
+        assert got["batch_crc32"] == ref["batch_crc32"], f"different batch at step {ref['step']}"
+        assert got["data_pos"] == ref["data_pos"]
+    assert resumed[-1]["val_loss"] == pytest.approx(reference[-1]["val_loss"], abs=1e-6)
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_15", "step_16"]
