@@ -272,7 +272,7 @@ class ProbeSettings:
     num_classes: int = 32
     probe_steps: int = 300
     recall_pairs: tuple[int, ...] = (2, 4, 8, 16)
-    recall_steps: int = 400
+    recall_steps: int = 300
     recall_lrs: tuple[float, ...] = (1e-3, 3e-3)
     seed: int = 0
     extra: dict = field(default_factory=dict)
@@ -280,7 +280,7 @@ class ProbeSettings:
     @classmethod
     def quick(cls) -> ProbeSettings:
         return cls(max_lag=32, seq_len=96, num_sequences=32, probe_steps=200, recall_pairs=(2, 4, 8),
-                   recall_steps=250, recall_lrs=(3e-3,))
+                   recall_steps=150, recall_lrs=(3e-3,))
 
 
 def _probe_text_ids(tokenizer, text: str, settings: ProbeSettings) -> torch.Tensor:
