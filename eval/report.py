@@ -186,6 +186,8 @@ def assemble(structure: dict, pred: dict, traces: dict, baseline: dict, probes: 
             "ratio_spcn_over_bigru": {s: structure["ratio_spcn_over_bigru"][s] for s in grammar_splits},
             "accuracy": {s: {m: v["accuracy"] for m, v in structure["splits"][s].items()} for s in grammar_splits},
             "per_role": {s: structure["per_role"][s] for s in grammar_splits},
+            "by_kind": {s: structure["by_kind"][s] for s in grammar_splits},
+            "targets": structure["targets"],
             "command": structure["commands"],
         },
         "content": {
@@ -310,6 +312,22 @@ def write_index(report: dict, figures: dict[str, str], path: Path) -> None:
         row = acc[split]
         lines.append(f"| {split} | {_pct(row['spcn_probe'])} | {_pct(row['bigru'])} | {_pct(row['control'])} | "
                      f"{ratio:.3f} | {paper_cells.get(split, '')} |")
+    lines += [
+        "",
+        "Structural roles (decided by position) against lexical roles (decided by word identity); the causal GRU "
+        "is a supervised left-to-right tagger that sees what the traces see (past and current word):",
+        "",
+        "| split | kind | SPCN probe | BiGRU | causal GRU | control |",
+        "|---|---|---|---|---|---|",
+    ]
+    for split, kinds in s["by_kind"].items():
+        for kind, row in kinds.items():
+            lines.append(f"| {split} | {kind} | {_pct(row['spcn_probe'])} | {_pct(row['bigru'])} | "
+                         f"{_pct(row.get('causal_gru', float('nan')))} | {_pct(row['control'])} |")
+    lines += ["", "Against the paper's targets:", ""]
+    for name, tgt in s["targets"].items():
+        lines.append(f"- {name}: measured {tgt['measured']:.3f}, target {tgt['target']:.3f}: "
+                     f"{'met' if tgt['met'] else '**not met**'}")
     for key in ("structure_per_role", "structure_by_kind"):
         if key in figures:
             lines += ["", f"![{key}]({figures[key]})"]
