@@ -1,0 +1,133 @@
+"""Write the local data files that the task YAMLs in eval/tasks read (paths relative to the repo root).
+
+    python -m eval.make_data pydoc                      # outputs/eval_data/pydoc_validation.jsonl
+    python -m eval.make_data grammar                    # builds the grammar corpus, then the task files
+    python -m eval.make_data grammar --dataset DIR      # from a folder of `python -m grammar_probe build`
+
+Grammar task design (multiple choice, documented in docs/evaluation.md): one item per sentence, at one
+word chosen deterministically among the sentence's words (the final "." is excluded: its role is always
+END). The model scores the 20 role descriptions as continuations of
+
+    Sentence: the old dog saw a cat .
+    Word 3: "dog"
+    Role:
+
+and the answer is the description with the highest log-likelihood (acc) or per-byte log-likelihood
+(acc_norm). Chance is 1/20. Few-shot examples (--num_fewshot) come from the train split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from eval._io import EXIT_USAGE, UsageError, atomic_dir, write_jsonl
+
+DEFAULT_OUT = Path("outputs/eval_data")
+PYDOC_VAL_EVERY = 10  # train.py's hub_configs/*-tiny/train.yaml hold out every 10th help topic
+GRAMMAR_TASK_SPLITS = ("train", "test_within_a", "test_transfer_b", "test_deep", "test_novel_words")
+
+# The choices of the grammar task, in ClassLabel order. They must equal doc_to_choice in
+# eval/tasks/grammar_roles/_grammar_roles_template.yaml; tests/test_eval_tasks.py checks it.
+ROLE_DESCRIPTIONS: dict[str, str] = {
+    "DET_AGENT": "determiner of the agent",
+    "DET_PATIENT": "determiner of the patient",
+    "DET_OBLIQUE": "determiner of an oblique noun",
+    "ADJ_AGENT": "adjective of the agent",
+    "ADJ_PATIENT": "adjective of the patient",
+    "AGENT": "agent",
+    "PATIENT": "patient",
+    "COMPANION": "companion",
+    "REL_PRON": "relative pronoun",
+    "COMP": "complementizer",
+    "VERB_TRANS": "transitive verb",
+    "VERB_INTRANS": "intransitive verb",
+    "VERB_COMM": "verb of communication",
+    "PREP_LOC": "preposition of place",
+    "PREP_WITH": "preposition with",
+    "LOCATION": "location",
+    "INSTRUMENT": "instrument",
+    "ADV_MANNER": "adverb of manner",
+    "ADV_TIME": "adverb of time",
+    "END": "end of sentence",
+}
+
+
+def write_pydoc(out: Path = DEFAULT_OUT) -> Path:
+    """The embedded corpus' validation documents (what train.py holds out) as `pydoc_validation.jsonl`."""
+    import train_data
+
+    docs = [d["text"] for d in train_data.documents([train_data.EMBEDDED], "validation", PYDOC_VAL_EVERY)]
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "pydoc_validation.jsonl"
+    tmp = path.with_name(f".{path.name}.tmp")
+    write_jsonl(tmp, [{"text": t} for t in docs])
+    tmp.replace(path)
+    return path
+
+
+def grammar_items(split, split_name: str) -> list[dict]:
+    """One multiple-choice item per sentence of a grammar-corpus split (a `datasets.Dataset`)."""
+    names = split.features["roles"].feature.names
+    if list(names) != list(ROLE_DESCRIPTIONS):
+        raise UsageError(f"grammar corpus: role names {names} differ from eval.make_data.ROLE_DESCRIPTIONS")
+    items = []
+    for i, row in enumerate(split):
+        words, roles = row["tokens"], row["roles"]
+        candidates = [j for j, r in enumerate(roles) if names[r] != "END"] or list(range(len(words)))
+        # Seeded by split and row, so regenerating the files gives the same items.
+        j = random.Random(f"eval-grammar/{split_name}/{i}").choice(candidates)
+        items.append({"sentence": " ".join(words), "position": j + 1, "word": words[j], "label": roles[j],
+                      "role": names[roles[j]], "depth": row["depth"], "grammar": row["grammar"]})
+    return items
+
+
+def write_grammar(dataset: str | Path | None = None, out: Path = DEFAULT_OUT) -> Path:
+    """Task files `grammar/<split>.jsonl` from a grammar-corpus folder (built with defaults if None)."""
+    from grammar_probe.dataset import DatasetFormatError, build_dataset, load_grammar_dataset
+
+    try:
+        ds = build_dataset() if dataset is None else load_grammar_dataset(dataset)
+    except DatasetFormatError as e:
+        raise UsageError(f"--dataset: {e}") from None
+    missing = [s for s in GRAMMAR_TASK_SPLITS if s not in ds]
+    if missing:
+        raise UsageError(f"--dataset {dataset}: splits {missing} are missing")
+    with atomic_dir(out / "grammar") as tmp:
+        for name in GRAMMAR_TASK_SPLITS:
+            write_jsonl(tmp / f"{name}.jsonl", grammar_items(ds[name], name))
+    return out / "grammar"
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage dump
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = _Parser(prog="python -m eval.make_data", description="Write the data files of eval/tasks.")
+    p.add_argument("what", choices=["pydoc", "grammar", "all"])
+    p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder (default {DEFAULT_OUT}; the task "
+                   "YAMLs read this one, relative to the working directory)")
+    p.add_argument("--dataset", help="grammar corpus folder from `python -m grammar_probe build` "
+                   "(default: build one with the default settings)")
+    args = p.parse_args(argv)
+    try:
+        if args.dataset is not None and not Path(args.dataset).is_dir():
+            raise UsageError(f"--dataset {args.dataset}: no such folder")
+        if args.what in ("pydoc", "all"):
+            print(write_pydoc(args.out))
+        if args.what in ("grammar", "all"):
+            print(write_grammar(args.dataset, args.out))
+    except UsageError as e:
+        print(f"{p.prog}: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
