@@ -33,7 +33,7 @@ def test_identity_recoverable_exactly_at_the_lag_the_model_copies() -> None:
     g = torch.Generator().manual_seed(0)
     tokens = torch.randint(0, 8, (40, 50), generator=g)
     feats = _copy_features(tokens, 8, lag=1)
-    res = fit_lag_probes(feats, tokens, lags=[1, 2, 5], num_classes=8, steps=200)
+    res = fit_lag_probes(feats, tokens, lags=[1, 2, 5], num_classes=8)
     assert res["accuracy"][0] > 0.99  # the copied token
     assert res["accuracy"][1] < 0.3 and res["accuracy"][2] < 0.3  # i.i.d. tokens: nothing to read
     assert all(0.1 < c < 0.2 for c in res["chance"])  # 8 equiprobable classes
@@ -49,7 +49,7 @@ def test_blurred_state_loses_identity_with_lag() -> None:
         h = 0.5 * h + 0.5 * onehot[:, t]
         out.append(h.clone())
     feats = torch.stack(out, 1)
-    res = fit_lag_probes(feats, tokens, lags=[0, 1, 8], num_classes=8, steps=300)
+    res = fit_lag_probes(feats, tokens, lags=[0, 1, 8], num_classes=8)
     assert res["accuracy"][0] > 0.95
     assert res["accuracy"][0] > res["accuracy"][1] > res["accuracy"][2]
     assert res["accuracy"][2] < 0.3
@@ -65,7 +65,7 @@ def test_fit_lag_probes_rejects_bad_shapes() -> None:
 def test_identity_at_lag_on_a_model_covers_every_layer() -> None:
     model = tiny_model()
     ids = torch.randint(0, 61, (10, 24), generator=torch.Generator().manual_seed(2))
-    res = identity_at_lag(model, ids, max_lag=4, num_classes=8, steps=20)
+    res = identity_at_lag(model, ids, max_lag=4, num_classes=8)
     assert res["lags"] == [1, 2, 3, 4]
     assert sorted(res["layers"]) == ["0", "1", "2"]  # embeddings + 2 blocks
     assert len(res["best"]) == 4 and all(0.0 <= a <= 1.0 for a in res["best"])
@@ -105,7 +105,7 @@ def test_cli_end_to_end_on_a_saved_checkpoint(tmp_path: Path) -> None:
     words = "the cat sat on a mat and dog ran to big red house".split()
     g = torch.Generator().manual_seed(4)
     text = " ".join(words[i] for i in torch.randint(0, len(words), (2000,), generator=g).tolist())
-    settings = ProbeSettings(max_lag=4, seq_len=32, num_sequences=10, num_classes=8, probe_steps=10,
+    settings = ProbeSettings(max_lag=4, seq_len=32, num_sequences=10, num_classes=8,
                              recall_pairs=(2,), recall_steps=5, recall_lrs=(1e-3,))
     res = run_content_probes({"spen": ckpt}, text, tmp_path / "out", settings)
     data = json.loads((tmp_path / "out" / "content_probes.json").read_text())
