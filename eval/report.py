@@ -353,7 +353,10 @@ def write_index(report: dict, figures: dict[str, str], path: Path) -> None:
         "",
         "### What the hidden state still knows about past tokens",
         "",
-        "A linear probe on each layer's hidden state predicts the token k positions back (best layer shown).",
+        "A linear probe on each layer's hidden state predicts the token k positions back (best layer shown). "
+        "For SPEN the hidden state is all the memory there is; a transformer keeps its memory in the "
+        "key/value cache and need not copy past tokens into the residual stream, so for GPT-2 the fair test "
+        "of what it can retrieve is the recall task below.",
         "",
         "| model | " + " | ".join(f"k={k}" for k in _lag_marks(report)) + " |",
         "|---|" + "---|" * len(_lag_marks(report)),
