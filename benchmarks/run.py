@@ -1,0 +1,148 @@
+"""Run the benchmarks, print their tables, write one JSON file.
+
+    python -m benchmarks.run --out results.json              # the CPU suite (~10 min on 2 cores)
+    python -m benchmarks.run --quick --out quick.json        # smoke run, about a minute
+    python -m benchmarks.run --only traces,decode --out x.json
+    python -m benchmarks.run --device cuda --out gpu.json    # the GPU suite (benchmarks/gpu.sh)
+
+Every ratio in a table (SPEN over GPT-2, fast path over the reference, operator over copy) is
+measured within the same run, side by side, so machine-wide noise hits both sides alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+import torch
+
+from . import bench_decode, bench_spcn, bench_traces, bench_train, tables
+from .common import machine
+
+BENCHMARKS = ("traces", "chunks", "train", "decode", "spcn")
+SPEN_130M = {"width": 768, "depth": 12, "heads": 12, "vocab": 50257}
+
+# Suites. "cpu": full-size decoding (cheap per token), but training at a reduced size: a
+# 130M-parameter step at T = 4096 takes minutes on two cores. Width 256 / depth 4 / vocab 8192
+# keeps the LM head's share of the parameters close to the full model's.
+SUITES: dict[str, dict[str, Any]] = {
+    "quick": {
+        "traces": {"sizes": [1e5, 1e6], "dtypes": ["fp32", "bf16"], "repeats": 2, "slow_cap": 1e5},
+        "chunks": {"sizes": [1e5], "chunks": [16, 64], "repeats": 2},
+        "train": {"seq_lens": [64, 256], "tokens_per_step": 512, "repeats": 1,
+                  "size": {"width": 64, "depth": 2, "heads": 4, "vocab": 1024}},
+        "decode": {"contexts": [128, 1024], "batches": [1, 16], "steps": 3,
+                   "size": {"width": 64, "depth": 2, "heads": 4, "vocab": 1024}},
+        "spcn": {"n_sentences": 64, "repeats": 1, "probe_iters": 5},
+    },
+    "cpu": {
+        "traces": {"sizes": [1e5, 1e6, 1e7, 1e8], "dtypes": ["fp32", "bf16"], "repeats": 3},
+        "chunks": {"sizes": [1e6, 1e7], "chunks": [8, 16, 32, 64], "repeats": 3},
+        "train": {"seq_lens": [256, 1024, 4096], "tokens_per_step": 4096, "repeats": 3,
+                  "size": {"width": 256, "depth": 4, "heads": 4, "vocab": 8192}},
+        "decode": {"contexts": [128, 512, 1024, 2048, 4096, 8192], "batches": [1, 16], "steps": 8,
+                   "size": SPEN_130M, "max_cache_bytes": 5.5e9},
+        "spcn": {"n_sentences": 1024, "repeats": 3, "probe_iters": 50},
+    },
+    "gpu": {
+        "traces": {"sizes": [1e5, 1e6, 1e7, 1e8], "dtypes": ["fp32", "bf16"], "repeats": 10},
+        "chunks": {"sizes": [1e7], "chunks": [16, 64], "repeats": 5},
+        "train": {"seq_lens": [256, 1024, 4096], "tokens_per_step": 16384, "repeats": 5, "dtype": "bf16",
+                  "size": SPEN_130M},
+        "decode": {"contexts": [128, 512, 1024, 2048, 4096, 8192], "batches": [1, 16], "steps": 20,
+                   "size": SPEN_130M, "max_cache_bytes": 40e9},
+        "spcn": {"n_sentences": 1024, "repeats": 3, "probe_iters": 50},
+    },
+}  # fmt: skip
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # One line that names the flag; argparse's messages already do ("argument --only: ...").
+        print(f"benchmarks.run: error: {message}", file=sys.stderr)
+        raise SystemExit(2)
+
+
+def _only(value: str) -> list[str]:
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    bad = [n for n in names if n not in BENCHMARKS]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(f"unknown benchmark {bad or value!r}; choose from {', '.join(BENCHMARKS)}")
+    return names
+
+
+def _positive_int(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+    return n
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = _Parser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
+    p.add_argument("--out", required=True, type=Path, help="JSON file to write")
+    p.add_argument("--quick", action="store_true", help="tiny sizes, one or two repeats: a smoke run")
+    p.add_argument("--only", type=_only, default=list(BENCHMARKS), help=f"comma-separated subset of {BENCHMARKS}")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cuda runs the GPU suite")
+    p.add_argument("--threads", type=_positive_int, default=None, help="torch CPU threads (default: torch's)")
+    p.add_argument("--repeats", type=_positive_int, default=None, help="override every benchmark's repeats")
+    args = p.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        p.error("argument --device: cuda requested but torch.cuda.is_available() is False")
+    if args.out.is_dir() or not args.out.parent.exists():
+        p.error(f"argument --out: {str(args.out)!r} is not a writable file path")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    suite_name = "quick" if args.quick else ("gpu" if args.device == "cuda" else "cpu")
+    suite = SUITES[suite_name]
+    runners = {
+        "traces": lambda c: bench_traces.run(
+            c["sizes"], c["dtypes"], c["repeats"], device=args.device, slow_cap=c.get("slow_cap", bench_traces.SLOW_CAP)
+        ),
+        "chunks": lambda c: bench_traces.run_chunks(c["sizes"], c["chunks"], c["repeats"], device=args.device),
+        "train": lambda c: bench_train.run(c["seq_lens"], c["tokens_per_step"], c["size"], c["repeats"],
+                                           device=args.device, dtype=c.get("dtype", "fp32")),
+        "decode": lambda c: bench_decode.run(c["contexts"], c["batches"], c["size"], c["steps"], device=args.device,
+                                             max_cache_bytes=c.get("max_cache_bytes", 4e9)),
+        "spcn": lambda c: bench_spcn.run(c["n_sentences"], c["repeats"], c["probe_iters"]),
+    }  # fmt: skip
+    renderers = tables.RENDER
+    report: dict[str, Any] = {
+        "command": "python -m benchmarks.run " + " ".join(sys.argv[1:] if argv is None else argv),
+        "suite": suite_name,
+        "machine": machine(),
+        "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "results": {},
+    }
+    for name in args.only:
+        cfg = dict(suite[name])
+        if args.repeats and "repeats" in cfg:
+            cfg["repeats"] = args.repeats
+        if args.repeats and "steps" in cfg:
+            cfg["steps"] = args.repeats
+        t0 = time.perf_counter()
+        result = runners[name](cfg)
+        result["seconds"] = time.perf_counter() - t0
+        result["settings"] = cfg
+        report["results"][name] = result
+        print(renderers[name](result), flush=True)
+        # Written after every benchmark: a long run that dies still leaves what it measured.
+        args.out.write_text(json.dumps(report, indent=1, allow_nan=False) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
