@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +18,14 @@ EXIT_USAGE = 2
 
 class UsageError(Exception):
     """Bad input: the message is one line naming the flag or file; nothing has been written."""
+
+
+class UsageParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line on stderr and exit status 2 (no usage dump)."""
+
+    def error(self, message: str) -> None:
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
 
 
 @contextlib.contextmanager

@@ -34,7 +34,7 @@ from typing import Any
 import yaml
 from tqdm.auto import tqdm
 
-from eval._io import EXIT_USAGE, UsageError, atomic_dir, write_json
+from eval._io import EXIT_USAGE, UsageError, UsageParser, atomic_dir, write_json
 
 # The paper's ablation: the static linear reader against causal attention readers over the same traces.
 # Scope "sequence" attends over the trace states of every past position (the paper's causal attention);
@@ -256,14 +256,8 @@ def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variant
     return result
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage dump
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    p = _Parser(prog="python -m eval.ablation", description=__doc__.split("\n\n")[0],
+    p = UsageParser(prog="python -m eval.ablation", description=__doc__.split("\n\n")[0],
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", required=True,
                    help="train.py YAML of a SPEN model, e.g. hub_configs/spen-tiny/train.yaml")

@@ -27,7 +27,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from eval._io import EXIT_USAGE, UsageError, atomic_dir, write_json
+from eval._io import EXIT_USAGE, UsageError, UsageParser, atomic_dir, write_json
 
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 # The metric plotted for a task: the first of these it reports. Bits per byte first: tokenizer-independent
@@ -208,12 +208,6 @@ def compare(models: Sequence[str], tasks: Sequence[str], out_dir: str | Path, *,
     return result
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage dump
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE)
-
-
 def _positive_int(value: str) -> int:
     if not value.isdigit() or int(value) < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
@@ -236,7 +230,7 @@ def _limit(value: str) -> int | float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = _Parser(prog="python -m eval.compare", description=__doc__.split("\n\n")[0],
+    p = UsageParser(prog="python -m eval.compare", description=__doc__.split("\n\n")[0],
                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", nargs="+", required=True, metavar="MODEL", help="model folders or hub names")
     p.add_argument("--tasks", nargs="+", required=True, metavar="TASK", help="lm-eval task or group names")

@@ -25,9 +25,7 @@ checkpoints and writes ``DIR/content_probes.json`` and PNG curves.
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
 import sys
 import time
 from collections.abc import Sequence
@@ -37,6 +35,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
+
+from eval._io import EXIT_USAGE, UsageParser, atomic_dir, write_json
+
+PROG = "python -m eval.content_probes"
 
 # ---------------------------------------------------------------------------------------------
 # Identity at lag
@@ -290,8 +292,6 @@ def run_content_probes(
     import modeling_spen  # noqa: F401
 
     settings = settings or ProbeSettings()
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
     results: dict = {"settings": {k: v for k, v in settings.__dict__.items() if k != "extra"},
                      "identity_at_lag": {}, "recall": {}}
     started = time.time()
@@ -309,24 +309,16 @@ def run_content_probes(
                 seed=settings.seed,
             )
     results["seconds"] = time.time() - started
-    write_json(out_dir / "content_probes.json", results)
-    plot_identity(results["identity_at_lag"], out_dir / "identity_at_lag.png")
-    if recall:
-        plot_recall(results["recall"], out_dir / "recall.png")
+    with atomic_dir(Path(out_dir)) as tmp:
+        write_json(tmp / "content_probes.json", results)
+        plot_identity(results["identity_at_lag"], tmp / "identity_at_lag.png")
+        if recall:
+            plot_recall(results["recall"], tmp / "recall.png")
     return results
 
 
-def write_json(path: Path, obj: dict) -> None:
-    """Write JSON atomically: a temp file renamed into place, never a half-written file."""
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=2, sort_keys=True))
-    os.replace(tmp, path)
-
-
 def _save_figure(fig, path: Path) -> None:
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=120, bbox_inches="tight")
-    os.replace(tmp, path)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
 
 
 def plot_identity(curves: dict, path: Path) -> None:
@@ -377,7 +369,7 @@ def plot_recall(curves: dict, path: Path) -> None:
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m eval.content_probes", description=__doc__.split("\n\n")[0])
+    p = UsageParser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--models", nargs="+", required=True,
                    help="checkpoint folders (save_pretrained with a tokenizer), optionally NAME=FOLDER")
     p.add_argument("--out", required=True, help="output folder for content_probes.json and the PNGs")
@@ -395,14 +387,14 @@ def main(argv: list[str] | None = None) -> int:
         name, _, folder = spec.rpartition("=")
         folder_path = Path(folder)
         if not (folder_path / "config.json").is_file():
-            print(f"error: --models: {folder} is not a checkpoint folder (no config.json)", file=sys.stderr)
-            return 2
+            print(f"{PROG}: error: --models {folder}: not a checkpoint folder (no config.json)", file=sys.stderr)
+            return EXIT_USAGE
         models[name or folder_path.name] = folder_path
     if args.text is not None:
         path = Path(args.text)
         if not path.is_file():
-            print(f"error: --text: {path} does not exist", file=sys.stderr)
-            return 2
+            print(f"{PROG}: error: --text {path}: no such file", file=sys.stderr)
+            return EXIT_USAGE
         text = path.read_text(encoding="utf-8")
     else:
         from train_data import embedded_documents
@@ -413,8 +405,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run_content_probes(models, text, args.out, settings, recall=not args.no_recall)
     except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
     print(f"wrote {Path(args.out) / 'content_probes.json'}")
     return 0
 

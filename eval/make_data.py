@@ -18,13 +18,12 @@ and the answer is the description with the highest log-likelihood (acc) or per-b
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from eval._io import EXIT_USAGE, UsageError, atomic_dir, write_jsonl
+from eval._io import EXIT_USAGE, UsageError, UsageParser, atomic_dir, write_jsonl
 
 DEFAULT_OUT = Path("outputs/eval_data")
 PYDOC_VAL_EVERY = 10  # train.py's hub_configs/*-tiny/train.yaml hold out every 10th help topic
@@ -102,14 +101,8 @@ def write_grammar(dataset: str | Path | None = None, out: Path = DEFAULT_OUT) ->
     return out / "grammar"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage dump
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    p = _Parser(prog="python -m eval.make_data", description="Write the data files of eval/tasks.")
+    p = UsageParser(prog="python -m eval.make_data", description="Write the data files of eval/tasks.")
     p.add_argument("what", choices=["pydoc", "grammar", "all"])
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"folder (default {DEFAULT_OUT}; the task "
                    "YAMLs read this one, relative to the working directory)")

@@ -18,7 +18,6 @@ under a temporary name and renamed at the end.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import platform
@@ -33,7 +32,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from eval._io import EXIT_USAGE, UsageError, atomic_dir, write_json
+from eval._io import EXIT_USAGE, UsageError, UsageParser, atomic_dir, write_json
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -484,15 +483,9 @@ def build_report(out: Path, quick: bool = False, corpus: str = "embedded", scale
     return report
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage dump
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE)
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = _Parser(prog="ema-boundary", description="Map what fixed-decay EMA context can and cannot represent.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = UsageParser(prog="ema-boundary", description="Map what fixed-decay EMA context can and cannot represent.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=UsageParser)
     rep = sub.add_parser("report", help="run every experiment and write the boundary report",
                          description=__doc__.split("\n\n")[0])
     rep.add_argument("--quick", action="store_true", help="fewer steps and smaller probes (~10 min on 2 cores)")
