@@ -103,6 +103,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def resolve_model_config(name: str) -> str:
+    """A model config folder as given, or, when relative and absent, inside this repository.
+
+    The shipped YAMLs name `hub_configs/<model>` relative to the repository root; this lets them
+    work from any working directory.
+    """
+    path = Path(name)
+    if not (path / "config.json").is_file() and not path.is_absolute():
+        in_repo = Path(__file__).resolve().parent / path
+        if (in_repo / "config.json").is_file():
+            return str(in_repo)
+    return name
+
+
 def load_config(args: argparse.Namespace) -> dict:
     """YAML + flags, checked; errors name the file and line."""
     path = Path(args.config)
@@ -136,6 +150,7 @@ def load_config(args: argparse.Namespace) -> dict:
             cfg[key] = getattr(args, key)
     if not cfg["model_config"]:
         raise DataError(f"{path}: model_config is missing")
+    cfg["model_config"] = resolve_model_config(cfg["model_config"])
     if not (Path(cfg["model_config"]) / "config.json").is_file():
         where = f"{path}:{lines['model_config']}" if "model_config" in lines else str(path)
         raise DataError(f"{where}: {cfg['model_config']}/config.json: no such file")

@@ -59,6 +59,9 @@ def _read_train_yaml(config: Path) -> dict[str, Any]:
         raise UsageError(f"--config {config}: invalid YAML ({str(e).splitlines()[0]})") from None
     if not isinstance(cfg, dict) or not cfg.get("model_config"):
         raise UsageError(f"--config {config}: not a train.py config (no model_config)")
+    from train import resolve_model_config
+
+    cfg["model_config"] = resolve_model_config(cfg["model_config"])
     model_json = Path(cfg["model_config"]) / "config.json"
     if not model_json.is_file():
         raise UsageError(f"--config {config}: model_config {model_json}: no such file")

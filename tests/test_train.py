@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -85,3 +86,10 @@ def test_bf16_mixed_precision_runs(tmp_path, model):
     log = metrics(train.main(["--config", str(cfg), "--output_dir", str(tmp_path / "out")]))
     assert all(math.isfinite(m["loss"]) for m in log) and math.isfinite(log[-1]["val_loss"])
     assert log[0]["loss"] == pytest.approx(6.93, abs=0.1)
+
+
+def test_shipped_model_config_resolves_from_any_working_directory(tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    resolved = Path(train.resolve_model_config("hub_configs/spen-tiny"))
+    assert resolved.is_absolute() and (resolved / "config.json").is_file()
+    assert train.resolve_model_config("no/such/folder") == "no/such/folder"  # left for the one-line error
