@@ -488,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=UsageParser)
     rep = sub.add_parser("report", help="run every experiment and write the boundary report",
                          description=__doc__.split("\n\n")[0])
-    rep.add_argument("--quick", action="store_true", help="fewer steps and smaller probes (~10 min on 2 cores)")
+    rep.add_argument("--quick", action="store_true", help="fewer steps, smaller probes (~4 min on 2 cores)")
     rep.add_argument("--out", default="outputs/report", help="output folder (default: outputs/report)")
     rep.add_argument("--corpus", default="embedded",
                      help="'embedded' (Python's help topics, offline), 'c4' (streamed from the hub) or a text file")
