@@ -165,6 +165,20 @@ def _param_count(checkpoint: Path) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
+def _ablation_summary(result: dict, axis: str) -> dict[str, Any]:
+    """The report's view of one ablation.json: final losses, spreads and the verdict."""
+    spread = result["spread"]
+    return {
+        "final_loss": {v: var["mean_val_loss"] for v, var in result["variants"].items()},
+        "final_loss_per_seed": result["final_val_loss"],
+        "spread": {f"across_{axis}": spread["across_variants_std"], "across_seeds": spread["across_seeds_std"],
+                   "anova_f": spread["anova_f"], "anova_p": spread["anova_p"],
+                   f"{axis}_within_seed_spread": spread["within_seed_spread"], "detail": spread},
+        "statement": result["statement"],
+        "command": result["command"],
+    }
+
+
 def _mean_loss(runs: dict) -> float:
     return statistics.fmean(r["final_val_loss"] for r in runs.values())
 
@@ -196,28 +210,8 @@ def assemble(structure: dict, pred: dict, traces: dict, baseline: dict, probes: 
             "parameters": {"spen": _param_count(spen_ckpt), "gpt2_arch": _param_count(gpt2_ckpt)},
             "command": [pred["command"], *baseline["commands"]],
         },
-        "ablation": {
-            "final_loss": {v: var["mean_val_loss"] for v, var in pred["variants"].items()},
-            "final_loss_per_seed": pred["final_val_loss"],
-            "spread": {"across_predictors": pred["spread"]["across_variants_std"],
-                       "across_seeds": pred["spread"]["across_seeds_std"],
-                       "anova_f": pred["spread"]["anova_f"], "anova_p": pred["spread"]["anova_p"],
-                       "predictors_within_seed_spread": pred["spread"]["within_seed_spread"],
-                       "detail": pred["spread"]},
-            "statement": pred["statement"],
-            "command": pred["command"],
-        },
-        "traces": {
-            "final_loss": {v: var["mean_val_loss"] for v, var in traces["variants"].items()},
-            "final_loss_per_seed": traces["final_val_loss"],
-            "spread": {"across_traces": traces["spread"]["across_variants_std"],
-                       "across_seeds": traces["spread"]["across_seeds_std"],
-                       "anova_f": traces["spread"]["anova_f"], "anova_p": traces["spread"]["anova_p"],
-                       "traces_within_seed_spread": traces["spread"]["within_seed_spread"],
-                       "detail": traces["spread"]},
-            "statement": traces["statement"],
-            "command": traces["command"],
-        },
+        "ablation": _ablation_summary(pred, "predictors"),
+        "traces": _ablation_summary(traces, "traces"),
         "identity_at_lag": {name: {"lags": r["lags"], "accuracy": r["best"], "chance": r["chance"]}
                             for name, r in probes["identity_at_lag"].items()},
         "recall": {name: {k: r[k] for k in ("pairs", "accuracy", "best_lr", "chance", "sweep")}
