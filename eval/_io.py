@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-import os
-import shutil
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+# One implementation of "build in a temp folder, rename at the end" for the whole project.
+from grammar_probe.atomic import atomic_dir
+
+__all__ = ["EXIT_USAGE", "UsageError", "UsageParser", "atomic_dir", "write_json", "write_jsonl"]
 
 EXIT_USAGE = 2
 
@@ -26,29 +26,6 @@ class UsageParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
-
-
-@contextlib.contextmanager
-def atomic_dir(target: Path) -> Iterator[Path]:
-    """A fresh temp folder next to `target` that replaces it only if the block succeeds.
-
-    Readers never see a half-written result; on error the temp folder goes and `target` stays as it was.
-    """
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-    try:
-        yield tmp
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    os.chmod(tmp, 0o755)  # mkdtemp makes it 0700
-    if target.exists():  # os.replace cannot overwrite a non-empty folder: move the old one aside first
-        old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=target.parent))
-        os.replace(target, old / "x")
-        os.replace(tmp, target)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.replace(tmp, target)
 
 
 def write_json(path: Path, obj: Any) -> None:
