@@ -86,7 +86,8 @@ def _variants(variants: Sequence[str] | None, traces: Sequence[str] | None) -> t
     return "predictor", {v: PREDICTOR_VARIANTS[v] for v in names}
 
 
-def _read_metrics(path: Path) -> dict[str, list]:
+def read_metrics(path: Path) -> dict[str, list]:
+    """Training and validation curves from a train.py metrics.jsonl."""
     curve: dict[str, list] = {"step": [], "loss": [], "val_step": [], "val_loss": []}
     for line in path.read_text().splitlines():
         row = json.loads(line)
@@ -241,7 +242,7 @@ def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variant
                 # One tokenizer for every run: the first run's (trained on the data when the YAML names none).
                 tokenizer = tokenizer or (run_dir / "tokenizer").resolve()
                 shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # resumable state: not needed
-                curve = _read_metrics(run_dir / "metrics.jsonl")
+                curve = read_metrics(run_dir / "metrics.jsonl")
                 runs[str(seed)] = {"final_val_loss": curve["val_loss"][-1],
                                    "final_val_ppl": math.exp(curve["val_loss"][-1]),
                                    "run_dir": str(Path("runs") / name / f"seed_{seed}"), "curve": curve}

@@ -82,13 +82,17 @@ def _data_args(corpus: str) -> list[str]:
     return ["c4"] if corpus == "c4" else ["embedded"] if corpus == "embedded" else [str(Path(corpus).resolve())]
 
 
-def _probe_text(corpus: str) -> str:
-    """Held-out text for the identity probe: the corpus's validation documents."""
+def _probe_text(corpus: str, train_yaml: Path) -> str:
+    """Held-out text for the identity probe: the validation documents of the training runs."""
+    import yaml
+
+    import train
     import train_data
 
     if corpus not in ("embedded", "c4"):
         return Path(corpus).read_text(encoding="utf-8")
-    docs = train_data.documents(_data_args(corpus), "validation", 10)
+    val_every = (yaml.safe_load(train_yaml.read_text()) or {}).get("val_every", train.SETTINGS["val_every"][0])
+    docs = train_data.documents(_data_args(corpus), "validation", val_every)
     text, n = [], 0
     for doc in docs:
         text.append(doc["text"])
@@ -138,6 +142,7 @@ def run_ablations(work: Path, plan: Plan, data: list[str]) -> tuple[dict, dict]:
 def run_baseline(work: Path, plan: Plan, data: list[str], seeds: list[int], tokenizer: Path, steps: int) -> dict:
     """GPT-2 architecture of equal size: same data, tokenizer, steps and seeds as the SPEN runs."""
     import train
+    from eval.ablation import read_metrics
 
     runs, commands = {}, []
     for seed in seeds:
@@ -146,8 +151,7 @@ def run_baseline(work: Path, plan: Plan, data: list[str], seeds: list[int], toke
                 "--max_steps", str(steps), "--tokenizer", str(tokenizer), "--data", *data]
         train.main(argv)
         shutil.rmtree(out / "checkpoints", ignore_errors=True)
-        val = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-        val_loss = [r["val_loss"] for r in val if "val_loss" in r][-1]
+        val_loss = read_metrics(out / "metrics.jsonl")["val_loss"][-1]
         runs[str(seed)] = {"final_val_loss": val_loss, "final_val_ppl": math.exp(val_loss), "run_dir": str(out)}
         commands.append(_cmd("python", "train.py", *argv))
     return {"runs": runs, "commands": commands}
@@ -456,7 +460,8 @@ def build_report(out: Path, quick: bool = False, corpus: str = "embedded", scale
         settings.seed = seed
         if max_steps is not None:  # --max-steps caps every training run, the recall runs included
             settings.recall_steps = min(settings.recall_steps, max_steps)
-        probes = run_content_probes(ckpts, _probe_text(corpus), work / "content_probes", settings)
+        probe_text = _probe_text(corpus, REPO / plan.spen_yaml)
+        probes = run_content_probes(ckpts, probe_text, work / "content_probes", settings)
         probe_cmd = _cmd("python", "-m", "eval.content_probes", "--models",
                          *[f"{k}={v}" for k, v in ckpts.items()], "--out", work / "content_probes",
                          *(["--quick"] if plan.probe_preset == "quick" else []),

@@ -114,23 +114,16 @@ def run_probe(
         timings["probes_fit"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        bigru, bigru_log = train_bigru(
-            (train_tokens, train_roles),
-            (list(ds["validation"]["tokens"]), list(ds["validation"]["roles"])),
+        gru_args = dict(
+            train=(train_tokens, train_roles),
+            validation=(list(ds["validation"]["tokens"]), list(ds["validation"]["roles"])),
             n_classes=len(role_names),
             max_epochs=6 if quick else 20,
             seed=seed,
             progress=progress,
         )
-        causal_gru, causal_log = train_bigru(
-            (train_tokens, train_roles),
-            (list(ds["validation"]["tokens"]), list(ds["validation"]["roles"])),
-            n_classes=len(role_names),
-            max_epochs=6 if quick else 20,
-            seed=seed,
-            bidirectional=False,
-            progress=progress,
-        )
+        bigru, bigru_log = train_bigru(**gru_args)
+        causal_gru, causal_log = train_bigru(**gru_args, bidirectional=False)
         timings["gru_fit"] = time.perf_counter() - t
 
         t = time.perf_counter()

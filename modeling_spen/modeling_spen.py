@@ -213,7 +213,7 @@ def _validate_inputs(
     inputs_embeds: torch.Tensor | None,
     attention_mask: torch.Tensor | None,
     past: int,
-) -> tuple[int, int]:
+) -> None:
     if (input_ids is None) == (inputs_embeds is None):
         raise ValueError("SPEN: pass exactly one of input_ids and inputs_embeds")
     if input_ids is not None:
@@ -243,7 +243,6 @@ def _validate_inputs(
             raise ValueError(
                 f"SPEN: attention_mask must have shape {expected}, got {tuple(attention_mask.shape)}"
             )
-    return B, T
 
 
 class SPENModel(SPENPreTrainedModel):
