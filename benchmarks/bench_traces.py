@@ -14,7 +14,9 @@ from typing import Any
 
 import torch
 
-from modeling_spen.traces import _chunked_lti, ema_traces, ema_traces_naive
+from modeling_spen.traces import ema_traces
+from modeling_spen.traces_chunk import chunked_lti
+from modeling_spen.traces_naive import ema_traces_naive
 
 from .common import measure, table
 
@@ -30,7 +32,7 @@ def _methods(alpha: torch.Tensor) -> dict[str, Any]:
     def toeplitz(x: torch.Tensor) -> torch.Tensor:
         # The previous production path (kept for learned rates): autograd through the Toeplitz form.
         a = alpha.float()[:, None]
-        return _chunked_lti(a * x.float()[:, :, None, :], torch.log1p(-a), None, 64)
+        return chunked_lti(a * x.float()[:, :, None, :], torch.log1p(-a), None, 64)
 
     return {
         "fast": lambda x: ema_traces(x, alpha)[0],

@@ -15,7 +15,8 @@ nvidia-smi --query-gpu=name,memory.total,clocks.max.memory --format=csv | tee "$
 
 python - <<'PY' 2>&1 | tee "$out_dir/triton_check.txt"
 import torch
-from modeling_spen.traces import ema_traces, ema_traces_naive
+from modeling_spen.traces import ema_traces
+from modeling_spen.traces_naive import ema_traces_naive
 
 torch.manual_seed(0)
 alpha = torch.tensor([0.5, 0.1, 0.02], device="cuda")

@@ -10,7 +10,8 @@ from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
 from .configuration_spen import SPENConfig
 from .modeling_spen import SPENForCausalLM, SPENModel, SPENPreTrainedModel, SPENState
-from .traces import ema_step, ema_traces, ema_traces_naive
+from .traces import ema_step, ema_traces
+from .traces_naive import ema_traces_naive
 
 AutoConfig.register("spen", SPENConfig, exist_ok=True)
 AutoModel.register(SPENConfig, SPENModel, exist_ok=True)

@@ -9,6 +9,8 @@ from transformers import PretrainedConfig
 PREDICTORS = ("linear", "linear_attention", "softmax_attention")
 PREDICTOR_SCOPES = ("sequence", "state")
 TRACES = ("ema", "learned", "selective")
+# The paper's fast, medium and slow write rates.
+DEFAULT_TRACE_RATES = (0.5, 0.1, 0.02)
 
 
 class SPENConfig(PretrainedConfig):
@@ -28,12 +30,14 @@ class SPENConfig(PretrainedConfig):
         ffn_topk_fraction (`float`, defaults to 0.06): fraction of FFN hidden units kept per
             token (top-k of the activations; the paper's 6% active), in (0, 1].
         trace (`str`, defaults to ``"ema"``): how the write rates are set.
-            ``"ema"``: the fixed ``trace_decays`` (the paper); ``"learned"``: per-channel rates
-            learned but independent of the input (initialised at ``trace_decays``);
+            ``"ema"``: the fixed ``trace_rates`` (the paper); ``"learned"``: per-channel rates
+            learned but independent of the input (initialised at ``trace_rates``);
             ``"selective"``: input-dependent per-channel rates ``a_t = sigmoid(W x_t + b)``
-            (a gated recurrence in the style of Mamba/GLA; ``b`` initialised at ``trace_decays``).
-        trace_decays (`Sequence[float]`, defaults to ``(0.5, 0.1, 0.02)``): write rates ``a`` of the
-            traces (fast, medium, slow), distinct, each in (0, 1).
+            (a gated recurrence in the style of Mamba/GLA; ``b`` initialised at ``trace_rates``).
+        trace_rates (`Sequence[float]`, defaults to ``(0.5, 0.1, 0.02)``): write rates ``a`` of the
+            traces (fast, medium, slow), distinct, each in (0, 1): ``a`` is the weight of the new
+            input, so 0.5 is the fast trace. Configs saved before the rename call this field
+            ``trace_decays``; that name is still accepted.
         selective_rank (`int`, defaults to 48): rank of the low-rank map ``W`` of the selective
             trace (as Mamba's ``dt_rank``); unused by the other traces.
         predictor (`str`, defaults to ``"linear"``): reader of the past traces that predicts
@@ -63,7 +67,7 @@ class SPENConfig(PretrainedConfig):
         intermediate_size: int = 2048,
         ffn_topk_fraction: float = 0.06,
         trace: str = "ema",
-        trace_decays: Sequence[float] = (0.5, 0.1, 0.02),
+        trace_rates: Sequence[float] | None = None,
         selective_rank: int = 48,
         predictor: str = "linear",
         predictor_scope: str = "sequence",
@@ -84,7 +88,13 @@ class SPENConfig(PretrainedConfig):
         self.intermediate_size = intermediate_size
         self.ffn_topk_fraction = ffn_topk_fraction
         self.trace = trace
-        self.trace_decays = [float(a) for a in trace_decays] if _is_sequence(trace_decays) else trace_decays
+        # The field's old name, kept readable so that configs saved before the rename still load.
+        legacy = kwargs.pop("trace_decays", None)
+        if legacy is not None and trace_rates is not None:
+            raise ValueError("SPENConfig: give trace_rates or its old name trace_decays, not both")
+        rates_name = "trace_decays" if legacy is not None else "trace_rates"
+        rates = legacy if legacy is not None else trace_rates if trace_rates is not None else DEFAULT_TRACE_RATES
+        self.trace_rates = [float(a) for a in rates] if _is_sequence(rates) else rates
         self.selective_rank = selective_rank
         self.predictor = predictor
         self.predictor_scope = predictor_scope
@@ -93,7 +103,7 @@ class SPENConfig(PretrainedConfig):
         self.initializer_range = initializer_range
         self.max_position_embeddings = max_position_embeddings
         self.use_cache = use_cache
-        self._validate()
+        self._validate(rates_name)
         super().__init__(
             bos_token_id=bos_token_id,
             eos_token_id=eos_token_id,
@@ -104,14 +114,14 @@ class SPENConfig(PretrainedConfig):
 
     @property
     def num_traces(self) -> int:
-        return len(self.trace_decays)
+        return len(self.trace_rates)
 
     @property
     def ffn_topk(self) -> int:
         """Number of FFN hidden units kept per token."""
         return max(1, round(self.ffn_topk_fraction * self.intermediate_size))
 
-    def _validate(self) -> None:
+    def _validate(self, rates_name: str = "trace_rates") -> None:
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size", "selective_rank",
                      "num_attention_heads", "max_position_embeddings"):
             value = getattr(self, name)
@@ -125,13 +135,13 @@ class SPENConfig(PretrainedConfig):
             raise ValueError(
                 f"SPENConfig.predictor_scope must be one of {PREDICTOR_SCOPES}, got {self.predictor_scope!r}"
             )
-        decays = self.trace_decays
-        if not _is_sequence(decays) or len(decays) == 0:
-            raise ValueError(f"SPENConfig.trace_decays must be a non-empty list of floats, got {decays!r}")
-        if any(not 0.0 < a < 1.0 for a in decays):
-            raise ValueError(f"SPENConfig.trace_decays must each lie in (0, 1), got {decays!r}")
-        if len(set(decays)) != len(decays):
-            raise ValueError(f"SPENConfig.trace_decays must be distinct, got {decays!r}")
+        rates = self.trace_rates
+        if not _is_sequence(rates) or len(rates) == 0:
+            raise ValueError(f"SPENConfig.{rates_name} must be a non-empty list of floats, got {rates!r}")
+        if any(not 0.0 < a < 1.0 for a in rates):
+            raise ValueError(f"SPENConfig.{rates_name} must each lie in (0, 1), got {rates!r}")
+        if len(set(rates)) != len(rates):
+            raise ValueError(f"SPENConfig.{rates_name} must be distinct, got {rates!r}")
         if not 0.0 < self.ffn_topk_fraction <= 1.0:
             raise ValueError(f"SPENConfig.ffn_topk_fraction must lie in (0, 1], got {self.ffn_topk_fraction!r}")
         if self.predictor != "linear" and self.hidden_size % self.num_attention_heads != 0:

@@ -37,8 +37,9 @@ from .configuration_spen import SPENConfig
 from .predictors import build_predictor
 from .traces import ema_step, ema_traces
 
-# transformers 5.24 renamed the cache field/argument from `past_key_values` to `cache`.
+# A rate of exactly 1 (a saturated sigmoid) would put log(1 - a) = -inf in the trace operator.
 _MAX_RATE = 1.0 - 1e-6
+# transformers 5.24 renamed the cache field/argument from `past_key_values` to `cache`.
 _CACHE_KEY = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
 
 
@@ -80,24 +81,22 @@ class SPENTraces(nn.Module):
     def __init__(self, config: SPENConfig) -> None:
         super().__init__()
         self.kind = config.trace
-        decays = torch.tensor(config.trace_decays, dtype=torch.float32)
-        logit = torch.log(decays) - torch.log1p(-decays)
         D, S = config.hidden_size, config.num_traces
+        # The values come from config.trace_rates in SPENPreTrainedModel._init_weights, the one place
+        # that writes them (from_pretrained builds modules on the meta device, then initialises).
         if self.kind == "ema":
-            self.register_buffer("alpha", decays, persistent=False)
+            self.register_buffer("alpha", torch.empty(S), persistent=False)
         elif self.kind == "learned":
-            self.alpha_logit = nn.Parameter(logit[:, None].repeat(1, D))
+            self.alpha_logit = nn.Parameter(torch.empty(S, D))
         else:
             self.alpha_down = nn.Linear(D, config.selective_rank, bias=False)
             self.alpha_up = nn.Linear(config.selective_rank, S * D)
-        self.register_buffer("alpha_init_logit", logit, persistent=False)
         self.num_traces = S
 
     def write_rates(self, u: torch.Tensor) -> torch.Tensor:
         """``(S,)``, ``(S, D)`` or ``(B, T, S, D)`` write rates for input ``u`` of shape (B, T, D)."""
         if self.kind == "ema":
             return self.alpha
-        # A rate of exactly 1 (a saturated sigmoid) would put log(1 - a) = -inf in the operator.
         if self.kind == "learned":
             return torch.sigmoid(self.alpha_logit.float()).clamp(max=_MAX_RATE)
         logits = self.alpha_up(self.alpha_down(u)).float()
@@ -191,18 +190,17 @@ class SPENPreTrainedModel(PreTrainedModel):
             init.normal_(module.mix.weight, mean=0.0, std=resid_std)
             init.normal_(module.ffn.down.weight, mean=0.0, std=resid_std)
         if isinstance(module, SPENTraces):
-            # Non-persistent buffers are not in the checkpoint: from_pretrained builds the model
-            # on the meta device, so they must be (re)written here.
-            decays = torch.tensor(self.config.trace_decays, dtype=torch.float32)
-            init.copy_(module.alpha_init_logit, torch.log(decays) - torch.log1p(-decays))
+            # Non-persistent buffers are not in the checkpoint, so they are (re)written here too.
+            rates = torch.tensor(self.config.trace_rates, dtype=torch.float32)
+            logit = torch.log(rates) - torch.log1p(-rates)
             if module.kind == "ema":
-                init.copy_(module.alpha, decays)
+                init.copy_(module.alpha, rates)
             elif module.kind == "learned":
-                init.copy_(module.alpha_logit, module.alpha_init_logit[:, None].expand_as(module.alpha_logit))
+                init.copy_(module.alpha_logit, logit[:, None].expand_as(module.alpha_logit))
             elif module.kind == "selective":
                 # Start as the fixed EMA: the input term only gradually moves the rates.
                 D = module.alpha_up.out_features // module.num_traces
-                init.copy_(module.alpha_up.bias, module.alpha_init_logit.repeat_interleave(D))
+                init.copy_(module.alpha_up.bias, logit.repeat_interleave(D))
         if hasattr(module, "slot_embedding"):
             init.normal_(module.slot_embedding, mean=0.0, std=std)
 

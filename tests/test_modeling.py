@@ -159,6 +159,9 @@ print("OK", type(model).__module__)
         ({"trace_decays": [0.0, 0.1]}, "trace_decays"),
         ({"trace_decays": [0.5, 0.5]}, "trace_decays"),
         ({"trace_decays": []}, "trace_decays"),
+        ({"trace_rates": [0.5, 1.0, 0.02]}, "trace_rates"),
+        ({"trace_rates": [0.5, 0.5]}, "trace_rates"),
+        ({"trace_rates": "fast"}, "trace_rates"),
         ({"ffn_topk_fraction": 0.0}, "ffn_topk_fraction"),
         ({"ffn_topk_fraction": 1.5}, "ffn_topk_fraction"),
         ({"predictor": "softmax_attention", "num_attention_heads": 5}, "num_attention_heads"),
@@ -174,6 +177,19 @@ print("OK", type(model).__module__)
 def test_bad_config_rejected(overrides: dict, field: str) -> None:
     with pytest.raises(ValueError, match=rf"SPENConfig\.{field}\b"):
         tiny_config(**overrides)
+
+
+def test_old_field_name_trace_decays_still_loads(tmp_path) -> None:
+    # Configs saved before the rename carry "trace_decays": they load with the same rates.
+    config = tiny_config(trace_rates=[0.4, 0.05])
+    saved = config.to_dict()
+    assert "trace_rates" in saved and "trace_decays" not in saved
+    saved["trace_decays"] = saved.pop("trace_rates")
+    (tmp_path / "config.json").write_text(__import__("json").dumps(saved))
+    loaded = modeling_spen.SPENConfig.from_pretrained(tmp_path)
+    assert loaded.trace_rates == [0.4, 0.05] and loaded.num_traces == 2
+    with pytest.raises(ValueError, match="trace_rates or its old name trace_decays, not both"):
+        tiny_config(trace_rates=[0.5], trace_decays=[0.5])
 
 
 def test_heads_need_not_divide_width_for_linear_predictor() -> None:

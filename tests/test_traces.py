@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from modeling_spen.traces import ema_step, ema_traces, ema_traces_naive
+from modeling_spen.traces import ema_step, ema_traces
+from modeling_spen.traces_naive import ema_traces_naive
 
 DECAYS = torch.tensor([0.5, 0.1, 0.02])
 

@@ -9,7 +9,9 @@ gradient dtypes.
 import pytest
 import torch
 
-from modeling_spen.traces import _FixedRateEMA, ema_traces, ema_traces_naive
+from modeling_spen.traces import ema_traces
+from modeling_spen.traces_fixed import _FixedRateEMA
+from modeling_spen.traces_naive import ema_traces_naive
 
 DECAYS = torch.tensor([0.5, 0.1, 0.02])
 

@@ -24,7 +24,8 @@ _CHILD = textwrap.dedent(
     """
     import json
     import torch
-    from modeling_spen.traces import ema_traces, ema_traces_naive
+    from modeling_spen.traces import ema_traces
+    from modeling_spen.traces_naive import ema_traces_naive
     from modeling_spen.traces_triton import ema_traces_triton
 
     def rel(fast, ref):
