@@ -1,2 +1,9 @@
-"""Evaluation: lm-eval tasks (eval/tasks), model comparison (eval.compare), predictor/trace ablation
-(eval.ablation), task data files (eval.make_data)."""
+"""Evaluation of trained models, and the report.
+
+- ``eval/tasks/``: lm-evaluation-harness task YAMLs (perplexity on C4 / the embedded corpus, grammar roles);
+- :mod:`eval.make_data`: the local data files those tasks read;
+- :mod:`eval.compare`: several models on the same lm-eval tasks, tabulated;
+- :mod:`eval.ablation`: the predictor and trace ablations (SPEN variants x seeds through ``train.main``);
+- :mod:`eval.content_probes`: token identity at lag and associative recall;
+- :mod:`eval.report`: ``ema-boundary report``, every experiment into one boundary report.
+"""

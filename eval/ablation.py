@@ -34,7 +34,11 @@ from typing import Any
 import yaml
 from tqdm.auto import tqdm
 
-from eval._io import EXIT_USAGE, UsageError, UsageParser, atomic_dir, write_json
+import train_config
+from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser
+from ema_boundary.figures import pyplot
+from ema_boundary.io import atomic_dir, write_json
+from modeling_spen.configuration_spen import TRACES
 
 # The paper's ablation: the static linear reader against causal attention readers over the same traces.
 # Scope "sequence" attends over the trace states of every past position (the paper's causal attention);
@@ -46,25 +50,17 @@ PREDICTOR_VARIANTS: dict[str, dict[str, str]] = {
     "softmax_attention-state": {"predictor": "softmax_attention", "predictor_scope": "state"},
     "softmax_attention-sequence": {"predictor": "softmax_attention", "predictor_scope": "sequence"},
 }
-TRACE_VARIANTS: tuple[str, ...] = ("ema", "learned", "selective")
+TRACE_VARIANTS: tuple[str, ...] = TRACES
 CURVE_POINTS = 8  # validation evaluations per run (eval_every = max_steps // CURVE_POINTS)
 
 
 def _read_train_yaml(config: Path) -> dict[str, Any]:
-    if not config.is_file():
-        raise UsageError(f"--config {config}: no such file")
+    """Every setting of a train.py YAML (train_config.read_yaml), which must train a SPEN model."""
     try:
-        cfg = yaml.safe_load(config.read_text())
-    except yaml.YAMLError as e:
-        raise UsageError(f"--config {config}: invalid YAML ({str(e).splitlines()[0]})") from None
-    if not isinstance(cfg, dict) or not cfg.get("model_config"):
-        raise UsageError(f"--config {config}: not a train.py config (no model_config)")
-    from train import resolve_model_config
-
-    cfg["model_config"] = resolve_model_config(cfg["model_config"])
+        cfg = train_config.read_yaml(config)
+    except train_config.ConfigError as e:
+        raise UsageError(f"--config {e}") from None
     model_json = Path(cfg["model_config"]) / "config.json"
-    if not model_json.is_file():
-        raise UsageError(f"--config {config}: model_config {model_json}: no such file")
     if json.loads(model_json.read_text()).get("model_type") != "spen":
         raise UsageError(f"--config {config}: model_config {model_json} is not a SPEN config "
                          "(the ablation swaps SPEN's predictor or trace)")
@@ -155,11 +151,7 @@ def _statement(axis: str, s: dict[str, Any]) -> str:
 
 
 def _plot(result: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, (name, var) in enumerate(result["variants"].items()):
@@ -203,12 +195,12 @@ def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variant
     cfg = _read_train_yaml(config)
     axis, chosen = _variants(variants, traces)
     base_model = json.loads((Path(cfg["model_config"]) / "config.json").read_text())
-    steps = max_steps or cfg.get("max_steps") or train.SETTINGS["max_steps"][0]
-    seed_list = [(cfg.get("seed") or train.SETTINGS["seed"][0]) + i for i in range(seeds)]
+    steps = max_steps or cfg["max_steps"]
+    seed_list = [cfg["seed"] + i for i in range(seeds)]
 
     result: dict[str, Any] = {
         "axis": axis, "config": str(config), "model_config": cfg["model_config"], "max_steps": steps,
-        "seeds": seed_list, "data": list(data) if data else cfg.get("data", train.SETTINGS["data"][0]),
+        "seeds": seed_list, "data": list(data) if data else cfg["data"],
         "variants": {},
     }
     with atomic_dir(out_dir) as tmp:
@@ -237,7 +229,7 @@ def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variant
                 bar.set_postfix_str(f"{name} seed {seed}")
                 try:
                     train.main(argv)
-                except DataError as e:
+                except (train_config.ConfigError, DataError) as e:
                     raise UsageError(f"train.py: {e}") from None
                 # One tokenizer for every run: the first run's (trained on the data when the YAML names none).
                 tokenizer = tokenizer or (run_dir / "tokenizer").resolve()

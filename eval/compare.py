@@ -27,7 +27,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from eval._io import EXIT_USAGE, UsageError, UsageParser, atomic_dir, write_json
+from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser
+from ema_boundary.figures import pyplot
+from ema_boundary.io import atomic_dir, write_json
 
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 # The metric plotted for a task: the first of these it reports. Bits per byte first: tokenizer-independent
@@ -118,11 +120,7 @@ def _table(result: dict[str, Any]) -> str:
 
 
 def _plot(result: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     ran = {m: r for m, r in result["models"].items() if r["status"] == "ok"}
     tasks = sorted({t for r in ran.values() for t in r["metrics"]})
     fig, axes = plt.subplots(1, max(1, len(tasks)), figsize=(3.2 * max(1, len(tasks)) + 1, 3.8), squeeze=False)

@@ -29,14 +29,16 @@ import math
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from eval._io import EXIT_USAGE, UsageParser, atomic_dir, write_json
+from ema_boundary.cli import EXIT_USAGE, UsageParser
+from ema_boundary.figures import pyplot, save
+from ema_boundary.io import atomic_dir, write_json
 
 PROG = "python -m eval.content_probes"
 
@@ -263,7 +265,6 @@ class ProbeSettings:
     recall_steps: int = 300
     recall_lrs: tuple[float, ...] = (1e-3, 3e-3)
     seed: int = 0
-    extra: dict = field(default_factory=dict)
 
     @classmethod
     def quick(cls) -> ProbeSettings:
@@ -292,7 +293,7 @@ def run_content_probes(
     import modeling_spen  # noqa: F401
 
     settings = settings or ProbeSettings()
-    results: dict = {"settings": {k: v for k, v in settings.__dict__.items() if k != "extra"},
+    results: dict = {"settings": asdict(settings),
                      "identity_at_lag": {}, "recall": {}}
     started = time.time()
     for name, path in tqdm(models.items(), desc="content probes", disable=None):
@@ -317,16 +318,8 @@ def run_content_probes(
     return results
 
 
-def _save_figure(fig, path: Path) -> None:
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-
-
 def plot_identity(curves: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     chance = None
     for name, res in curves.items():
@@ -340,16 +333,11 @@ def plot_identity(curves: dict, path: Path) -> None:
     ax.set_title("Token identity recoverable from the hidden state")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    _save_figure(fig, path)
-    plt.close(fig)
+    save(fig, path)
 
 
 def plot_recall(curves: dict, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     chance = None
     for name, res in curves.items():
@@ -364,8 +352,7 @@ def plot_recall(curves: dict, path: Path) -> None:
     ax.set_title("Multi-query associative recall")
     ax.legend(fontsize=8)
     ax.grid(alpha=0.3)
-    _save_figure(fig, path)
-    plt.close(fig)
+    save(fig, path)
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -376,6 +363,7 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--text", help="text file to probe on (default: the embedded corpus of train_data)")
     p.add_argument("--quick", action="store_true", help="shorter lags, fewer sequences and steps")
     p.add_argument("--no-recall", action="store_true", help="skip the associative-recall training")
+    p.add_argument("--recall-steps", type=int, help="training steps of each recall model (default: the preset's)")
     p.add_argument("--seed", type=int, default=0)
     return p.parse_args(argv)
 
@@ -402,6 +390,11 @@ def main(argv: list[str] | None = None) -> int:
         text = "\n\n".join(embedded_documents())
     settings = ProbeSettings.quick() if args.quick else ProbeSettings()
     settings.seed = args.seed
+    if args.recall_steps is not None:
+        if args.recall_steps < 1:
+            print(f"{PROG}: error: --recall-steps must be a positive integer, got {args.recall_steps}", file=sys.stderr)
+            return EXIT_USAGE
+        settings.recall_steps = args.recall_steps
     try:
         run_content_probes(models, text, args.out, settings, recall=not args.no_recall)
     except ValueError as err:

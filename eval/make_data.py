@@ -23,7 +23,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from eval._io import EXIT_USAGE, UsageError, UsageParser, atomic_dir, write_jsonl
+from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser
+from ema_boundary.io import atomic_dir, write_jsonl
 
 DEFAULT_OUT = Path("outputs/eval_data")
 PYDOC_VAL_EVERY = 10  # train.py's hub_configs/*-tiny/train.yaml hold out every 10th help topic
@@ -62,9 +63,7 @@ def write_pydoc(out: Path = DEFAULT_OUT) -> Path:
     docs = [d["text"] for d in train_data.documents([train_data.EMBEDDED], "validation", PYDOC_VAL_EVERY)]
     out.mkdir(parents=True, exist_ok=True)
     path = out / "pydoc_validation.jsonl"
-    tmp = path.with_name(f".{path.name}.tmp")
-    write_jsonl(tmp, [{"text": t} for t in docs])
-    tmp.replace(path)
+    write_jsonl(path, [{"text": t} for t in docs])
     return path
 
 

@@ -84,6 +84,9 @@ class SPENTraces(nn.Module):
         D, S = config.hidden_size, config.num_traces
         # The values come from config.trace_rates in SPENPreTrainedModel._init_weights, the one place
         # that writes them (from_pretrained builds modules on the meta device, then initialises).
+        # `rate_logit` is also this module's own tensor: transformers calls _init_weights only on modules
+        # of custom code that hold a tensor of their own, and the selective rates' bias is set here.
+        self.register_buffer("rate_logit", torch.empty(S), persistent=False)
         if self.kind == "ema":
             self.register_buffer("alpha", torch.empty(S), persistent=False)
         elif self.kind == "learned":
@@ -192,15 +195,15 @@ class SPENPreTrainedModel(PreTrainedModel):
         if isinstance(module, SPENTraces):
             # Non-persistent buffers are not in the checkpoint, so they are (re)written here too.
             rates = torch.tensor(self.config.trace_rates, dtype=torch.float32)
-            logit = torch.log(rates) - torch.log1p(-rates)
+            init.copy_(module.rate_logit, torch.log(rates) - torch.log1p(-rates))
             if module.kind == "ema":
                 init.copy_(module.alpha, rates)
             elif module.kind == "learned":
-                init.copy_(module.alpha_logit, logit[:, None].expand_as(module.alpha_logit))
+                init.copy_(module.alpha_logit, module.rate_logit[:, None].expand_as(module.alpha_logit))
             elif module.kind == "selective":
                 # Start as the fixed EMA: the input term only gradually moves the rates.
                 D = module.alpha_up.out_features // module.num_traces
-                init.copy_(module.alpha_up.bias, logit.repeat_interleave(D))
+                init.copy_(module.alpha_up.bias, module.rate_logit.repeat_interleave(D))
         if hasattr(module, "slot_embedding"):
             init.normal_(module.slot_embedding, mean=0.0, std=std)
 

@@ -101,6 +101,22 @@ def test_ema_decays_are_fixed_and_not_parameters() -> None:
     torch.testing.assert_close(model.model.h[0].traces.alpha, torch.tensor([0.5, 0.1, 0.02]))
 
 
+@pytest.mark.parametrize("trace", ["ema", "learned", "selective"])
+def test_every_trace_starts_at_the_configured_rates(trace: str, tmp_path: Path) -> None:
+    # Fresh and loaded (from_pretrained builds on the meta device, then initialises what the file lacks).
+    config = tiny_config(trace=trace, trace_rates=[0.6, 0.05])
+    torch.manual_seed(0)
+    fresh = SPENForCausalLM(config)
+    fresh.save_pretrained(tmp_path)
+    loaded = SPENForCausalLM.from_pretrained(tmp_path)
+    u = torch.randn(2, 5, 16) * 0.0  # selective rates at init depend only on the bias
+    for model in (fresh, loaded):
+        rates = model.model.h[1].traces.write_rates(u)
+        expected = torch.tensor([0.6, 0.05])
+        rates = rates if rates.dim() == 1 else rates.reshape(-1, 2, rates.shape[-1]).transpose(0, 1)
+        torch.testing.assert_close(rates.reshape(2, -1), expected[:, None].expand(2, rates.reshape(2, -1).shape[1]))
+
+
 def test_auto_classes_registered() -> None:
     config = tiny_config()
     assert isinstance(AutoModelForCausalLM.from_config(config), SPENForCausalLM)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import train
+import train_config
 from tests.train_testkit import ROOT, metrics, run_python, tokenizer_dir, write_config
 
 
@@ -29,7 +30,7 @@ def test_help_documents_every_flag_and_setting(capsys):
     for flag in ("--config", "--output_dir", "--data", "--tokenizer", "--max_steps", "--seed",
                  "--resume_from_checkpoint", "--report_to"):
         assert flag in text
-    for key in train.SETTINGS:
+    for key in train_config.SETTINGS:
         assert f"  {key} " in text
 
 
@@ -70,7 +71,7 @@ def test_loss_falls_checkpoint_and_final_reloads(tmp_path, model):
 @pytest.mark.parametrize("spen, gpt2", [("spen-130m", "gpt2-small"), ("spen-tiny", "gpt2-tiny")])
 def test_shipped_configs_load_and_differ_only_in_the_model(spen, gpt2, monkeypatch):
     monkeypatch.chdir(ROOT)
-    cfgs = [train.load_config(train.parse_args(["--config", f"hub_configs/{name}/train.yaml"]))
+    cfgs = [train_config.load_config(train_config.parse_args(["--config", f"hub_configs/{name}/train.yaml"]))
             for name in (spen, gpt2)]
     assert [cfg.pop("model_config") for cfg in cfgs] == [f"hub_configs/{spen}", f"hub_configs/{gpt2}"]
     for cfg in cfgs:
@@ -90,6 +91,6 @@ def test_bf16_mixed_precision_runs(tmp_path, model):
 
 def test_shipped_model_config_resolves_from_any_working_directory(tmp_path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
-    resolved = Path(train.resolve_model_config("hub_configs/spen-tiny"))
+    resolved = Path(train_config.resolve_model_config("hub_configs/spen-tiny"))
     assert resolved.is_absolute() and (resolved / "config.json").is_file()
-    assert train.resolve_model_config("no/such/folder") == "no/such/folder"  # left for the one-line error
+    assert train_config.resolve_model_config("no/such/folder") == "no/such/folder"  # left for the one-line error

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 import train
+import train_config
 import train_data
 from tests.train_testkit import ROOT, run_cmd, write_config
 
@@ -85,7 +86,7 @@ def test_resume_with_other_data_settings_is_refused(tmp_path, capsys, monkeypatc
     out = tmp_path / "out"
     out.mkdir()
     cfg = write_config(tmp_path / "train.yaml")
-    saved = train.load_config(train.parse_args(["--config", str(cfg)])) | {"block_size": 32}
+    saved = train_config.load_config(train_config.parse_args(["--config", str(cfg)])) | {"block_size": 32}
     (out / "train_config.json").write_text(json.dumps(saved))
     monkeypatch.setattr(sys, "argv", ["train.py", "--config", str(cfg), "--output_dir", str(out),
                                       "--resume_from_checkpoint", "latest"])

@@ -1,0 +1,5 @@
+import sys
+
+from eval.report.cli import main
+
+sys.exit(main())

@@ -1,0 +1,52 @@
+"""train_config: the YAML + flags of a run, checked apart from the training loop."""
+
+from __future__ import annotations
+
+import pytest
+
+import train_config
+import train_data
+from tests.train_testkit import ROOT
+
+
+def _yaml(tmp_path, text: str):
+    path = tmp_path / "train.yaml"
+    path.write_text(f"model_config: {ROOT}/hub_configs/spen-tiny\n" + text)
+    return path
+
+
+def test_defaults_yaml_then_flags(tmp_path) -> None:
+    cfg = train_config.read_yaml(_yaml(tmp_path, "lr: 3e-4\nmax_steps: 7\n"), {"max_steps": 9, "seed": None})
+    assert cfg["lr"] == 3e-4 and isinstance(cfg["lr"], float)  # YAML 1.1 reads 3e-4 as a string
+    assert cfg["max_steps"] == 9  # the flag wins; a flag left unset (None) does not
+    assert cfg["seed"] == train_config.SETTINGS["seed"][0]
+    assert cfg["data"] == ["embedded"] and cfg["output_dir"] == "outputs/spen-tiny"
+
+
+def test_data_may_list_several_files(tmp_path) -> None:
+    cfg = train_config.read_yaml(_yaml(tmp_path, "data: [a.txt, b.jsonl]\n"))
+    assert cfg["data"] == ["a.txt", "b.jsonl"]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("data: [1, 2]\n", ":2: data must be str"),
+    ("data: [embedded, c4]\n", "cannot be mixed"),
+    ("max_steps: many\n", ":2: max_steps must be int"),
+    ("learning_rate: 0.1\n", ":2: unknown setting 'learning_rate'"),
+    ("lr: [0.1\n", "invalid YAML"),
+])
+def test_bad_settings_are_config_errors_naming_the_line(tmp_path, text: str, message: str) -> None:
+    with pytest.raises(train_config.ConfigError, match=message) as err:
+        train_config.read_yaml(_yaml(tmp_path, text))
+    assert not isinstance(err.value, train_data.DataError)  # a setting is not a data problem
+    assert "\n" not in str(err.value)
+
+
+def test_resume_refuses_another_data_stream(tmp_path) -> None:
+    cfg = train_config.read_yaml(_yaml(tmp_path, ""))
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "train_config.json").write_text(__import__("json").dumps({**cfg, "val_every": 3}))
+    with pytest.raises(train_config.ConfigError, match="the run to resume used another val_every"):
+        train_config.check_resume(None, out, cfg)
+    assert train_config.check_resume(None, tmp_path / "fresh", cfg) == (tmp_path / "fresh", None)
