@@ -4,11 +4,23 @@ Every source is a `datasets` streaming IterableDataset of {"text": ...} document
 files and the embedded corpus all go through the same code:
 
 - ``c4``: ``load_dataset("allenai/c4", "en", streaming=True)``; validation is C4's own validation split.
-- local files (.txt: one document per paragraph, .jsonl/.json: one JSON object per line with a "text" field,
-  .parquet: a "text" column); every ``val_every``-th document is held out for validation.
-- ``embedded``: the Python help topics (``pydoc_data.topics``) that ship with every CPython, one document per
-  topic: 79 topics, 464,970 characters of English prose and code examples (CPython 3.11.7; the count varies
-  a little between Python versions). Held out as above.
+- local files (.txt, .jsonl/.json: one JSON object per line with a "text" field, .parquet: a "text" column),
+  cut into documents by `file_documents`, the one definition that `check_data` and the reader share:
+
+  1. a .txt file is read as UTF-8 (a byte-order mark is dropped, lines end in LF or CRLF) and split into
+     paragraphs at lines that are empty or hold only whitespace; a JSON line or a parquet row is one text;
+  2. a text longer than MAX_DOC_CHARS characters is cut into pieces of at most that many: each piece takes as
+     many whole lines as fit, and a longer line is cut after its last whitespace that fits (or, with none,
+     after MAX_DOC_CHARS characters);
+  3. a file that is still one document is cut in two at the whitespace nearest its middle, so that it gives
+     both a training and a validation document.
+
+  Documents are stripped of surrounding whitespace, and empty ones dropped. Every ``val_every``-th document
+  (0, val_every, 2 val_every, ...) is held out for validation, so with two or more documents both splits have
+  one.
+- ``embedded``: English prose that ships with every CPython, read offline (see `embedded_documents`):
+  ``embedded:pydoc``, Python's help topics, then ``embedded:stdlib``, the docstrings and comments of the
+  standard library's modules. Held out as above.
 
 Documents are joined with EOS and cut into blocks of ``block_size + 1`` tokens (inputs and shifted targets);
 consecutive blocks share one token so that every token is a target exactly once. The position of the next
@@ -18,18 +30,34 @@ block is ``(epoch, document, token offset in that document)``: resuming re-reads
 
 from __future__ import annotations
 
+import ast
+import functools
+import hashlib
+import io
+import itertools
 import json
+import os
+import re
+import sys
+import sysconfig
+import tokenize
+import warnings
 from collections.abc import Iterable, Iterator
-from itertools import islice
 from pathlib import Path
 
 import torch
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 C4 = "c4"
-EMBEDDED = "embedded"
+EMBEDDED = "embedded"  # all of the embedded corpus: the two parts below, help topics first
+EMBEDDED_PYDOC = "embedded:pydoc"
+EMBEDDED_STDLIB = "embedded:stdlib"
+EMBEDDED_SOURCES = (EMBEDDED, EMBEDDED_PYDOC, EMBEDDED_STDLIB)
 EOS = "<|endoftext|>"
-SUFFIXES = {".txt": "text", ".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+SUFFIXES = (".txt", ".jsonl", ".json", ".parquet")
+# About 5,000 GPT-2 tokens of English: rarely cuts a real paragraph (the longest of WikiText-2 valid has 9,397
+# characters), and a book without blank lines becomes many documents rather than one.
+MAX_DOC_CHARS = 20_000
 Position = tuple[int, int, int]  # (epoch, document index in the epoch, token offset in that document)
 
 
@@ -37,24 +65,249 @@ class DataError(Exception):
     """A bad input: the message is one line naming the file (and line); nothing has been written yet."""
 
 
-# ----------------------------------------------------------------------------------------------- sources
-def embedded_documents() -> list[str]:
-    """The embedded corpus: Python's help topics, one document per topic, in a fixed (sorted) order."""
-    from pydoc_data.topics import topics
-
-    return [topics[k] for k in sorted(topics)]
-
-
-def check_data(data: list[str], val_every: int) -> None:
-    """Validate local files before anything is written: raise DataError naming the file (and line)."""
-    if data == [EMBEDDED]:
+# ------------------------------------------------------------------------------------- local files
+def file_documents(path: Path) -> Iterator[str]:
+    """The documents of one local file, in file order (rules 1-3 of the module docstring). Raises DataError
+    naming the file (and line or row) on unreadable content."""
+    path = Path(path)
+    read = {".txt": _txt_paragraphs, ".parquet": _parquet_texts}.get(path.suffix, _json_texts)
+    pieces = (piece.strip() for lines in read(path) for piece in _pack_lines(lines))
+    docs = (piece for piece in pieces if piece)
+    first, second = next(docs, None), next(docs, None)
+    if second is None:  # the whole file is one document (or none)
+        yield from _halves(first) if first else ()
         return
+    yield first
+    yield second
+    yield from docs
+
+
+def _text_lines(path: Path) -> Iterator[str]:
+    """The lines of a UTF-8 file without their LF or CRLF, the byte-order mark dropped; a bad byte is
+    reported with its line. A line is read whole: memory grows with the longest line, not the file."""
+    with path.open("rb") as f:
+        for lineno, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataError(f"{path}:{lineno}: invalid UTF-8 ({e.reason} at byte {e.start})") from None
+            yield (line.removeprefix("\ufeff") if lineno == 1 else line).rstrip("\r\n")
+
+
+def _txt_paragraphs(path: Path) -> Iterator[Iterable[str]]:
+    """The paragraphs of a text file, each as a lazy iterator of its lines (a paragraph can be the whole
+    file): runs of lines that hold a non-whitespace character."""
+    for blank, lines in itertools.groupby(_text_lines(path), key=lambda line: not line.strip()):
+        if not blank:
+            yield lines
+
+
+def _json_texts(path: Path) -> Iterator[list[str]]:
+    for lineno, line in enumerate(_text_lines(path), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
+        if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
+            raise DataError(f'{path}:{lineno}: JSON line without a "text" string field')
+        yield obj["text"].replace("\r\n", "\n").split("\n")
+
+
+def _parquet_texts(path: Path) -> Iterator[list[str]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    def unreadable(e: Exception) -> DataError:
+        return DataError(f"{path}: not a readable parquet file ({str(e).splitlines()[0]})")
+
+    try:
+        file = pq.ParquetFile(path)
+    except Exception as e:  # pyarrow raises several types for a corrupt file
+        raise unreadable(e) from None
+    schema = file.schema_arrow
+    if "text" not in schema.names:
+        raise DataError(f'{path}: no "text" column (columns: {", ".join(schema.names)})')
+    kind = schema.field("text").type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        raise DataError(f'{path}: "text" column has type {kind}, expected string')
+    if file.metadata.num_rows == 0:
+        raise DataError(f"{path}: contains no rows")
+    row = 0
+    try:
+        for batch in file.iter_batches(batch_size=256, columns=["text"]):  # a row group need not fit in memory
+            for text in batch.column(0).to_pylist():
+                if text is None:
+                    raise DataError(f'{path}: row {row}: "text" is null')
+                yield text.replace("\r\n", "\n").split("\n")
+                row += 1
+    except (pa.ArrowException, OSError) as e:
+        raise unreadable(e) from None
+
+
+_LAST_SPACE = re.compile(r".*\s", re.DOTALL)  # matches up to and including the last whitespace
+
+
+def _pack_lines(lines: Iterable[str], max_chars: int = MAX_DOC_CHARS) -> Iterator[str]:
+    """One text (its lines) as pieces of at most `max_chars` characters: as many whole lines as fit in each, and
+    a longer line cut after its last whitespace that fits (or after `max_chars` characters if it has none)."""
+    piece: list[str] = []
+    size = -1  # the characters of "\n".join(piece)
+    for line in lines:
+        if piece and size + 1 + len(line) > max_chars:
+            yield "\n".join(piece)
+            piece, size = [], -1
+        if len(line) <= max_chars:
+            piece.append(line)
+            size += 1 + len(line)
+            continue
+        start = 0  # a line longer than a document: indices, not slices of the rest, to stay linear
+        while len(line) - start > max_chars:
+            space = _LAST_SPACE.match(line, start + 1, start + max_chars + 1)
+            end = space.end() if space else start + max_chars
+            yield line[start:end]
+            start = end
+        yield line[start:]
+    yield "\n".join(piece)
+
+
+def _halves(text: str) -> list[str]:
+    """A file that is one document, cut at the whitespace nearest its middle: validation gets the first half.
+    A text without whitespace (one word) stays whole."""
+    spaces = [m.start() for m in re.finditer(r"\s", text)]
+    if not spaces:
+        return [text]
+    cut = min(spaces, key=lambda i: abs(2 * i - len(text)))
+    return [text[:cut].strip(), text[cut:].strip()]
+
+
+def _local_records(paths: list[str]) -> Iterator[dict[str, str]]:
+    for path in paths:
+        for text in file_documents(Path(path)):
+            yield {"text": text}
+
+
+# ---------------------------------------------------------------------------------- embedded corpus
+# Parts of the standard library that are not prose (encodings' codec tables), that hold test code, or that
+# distributions ship as separate packages (Debian: idle, python3-tk, python3-lib2to3, python3-venv, ...).
+STDLIB_SKIP = {"test", "tests", "idlelib", "turtledemo", "tkinter", "lib2to3", "distutils", "ensurepip",
+               "encodings", "pydoc_data", "site-packages", "dist-packages", "__pycache__"}
+PROSE_MIN_CHARS = 40  # shorter docstrings and comments are mostly "Return self." or a variable's unit
+PROSE_MIN_LETTERS = 0.6  # of the non-space characters: drops tables, ASCII art and doctests without prose
+
+
+def embedded_documents(name: str = EMBEDDED) -> list[str]:
+    """The embedded corpus, read offline from this Python installation, in a fixed order:
+
+    - ``embedded:pydoc``: Python's help topics (``pydoc_data.topics``), one document per topic, by topic;
+    - ``embedded:stdlib``: the standard library's prose, one document per module, by path (`stdlib_prose`);
+    - ``embedded``: both, the help topics first.
+    """
+    if name not in EMBEDDED_SOURCES:
+        raise DataError(f"{name}: not an embedded corpus (choose one of {', '.join(EMBEDDED_SOURCES)})")
+    docs: list[str] = []
+    if name in (EMBEDDED, EMBEDDED_PYDOC):
+        from pydoc_data.topics import topics
+
+        docs += [topics[k] for k in sorted(topics)]
+    if name in (EMBEDDED, EMBEDDED_STDLIB):
+        docs += stdlib_prose()
+    return docs
+
+
+@functools.cache
+def stdlib_prose() -> tuple[str, ...]:
+    """The docstrings and comments of the standard library's Python modules that read as prose, one document
+    per module (in source order within it), modules sorted by path. Parsed with `ast` and `tokenize`, nothing
+    imported; that takes seconds, so the result is also kept in a file under the `datasets` cache, named by
+    the Python version, the sizes and times of the source files and the text of this file (the extraction)."""
+    root = Path(sysconfig.get_paths()["stdlib"])
+    files = []
+    for folder, dirs, names in os.walk(root):
+        # config-3.X-<platform>/ holds the build's Makefile and scripts
+        dirs[:] = [d for d in dirs if d not in STDLIB_SKIP and not d.startswith("config-")]
+        files += [Path(folder, n) for n in names if n.endswith(".py") and not n.startswith("test_")]
+    files.sort(key=lambda f: f.relative_to(root).as_posix())
+    stamp = [(f.relative_to(root).as_posix(), f.stat().st_size, f.stat().st_mtime_ns) for f in files]
+    key = json.dumps([Path(__file__).read_text(encoding="utf-8"), sys.version, str(root), stamp])
+    version = ".".join(map(str, sys.version_info[:3]))
+    cache = _cache_dir() / f"stdlib-prose-{version}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+    try:
+        return tuple(json.loads(cache.read_text(encoding="utf-8")))
+    except (OSError, ValueError):  # not built yet, or unreadable: build it
+        pass
+    docs = tuple(doc for f in files if (doc := module_prose(f.read_bytes())))
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(docs), encoding="utf-8")
+        os.replace(tmp, cache)  # atomic: a concurrent reader sees the whole file or none
+    except OSError:  # a read-only cache only costs the rebuild next time
+        pass
+    return docs
+
+
+def _cache_dir() -> Path:
+    from datasets import config
+
+    return Path(config.HF_DATASETS_CACHE) / "ema_boundary"
+
+
+def module_prose(source: bytes) -> str:
+    """One module's docstrings (module, classes, functions) and comment blocks (whole-line comments on
+    consecutive lines; a comment after code stands alone), in source order, those that read as prose,
+    separated by blank lines."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # an old escape sequence's SyntaxWarning is not ours to report
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError):  # not this Python's syntax: nothing to read
+            return ""
+    texts = [(node.body[0].lineno, doc) for node in ast.walk(tree)
+             if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+             and (doc := ast.get_docstring(node))]
+    try:
+        tokens = list(tokenize.tokenize(io.BytesIO(source).readline))
+    except (tokenize.TokenError, SyntaxError):
+        tokens = []
+    blocks: list[tuple[int, list[str]]] = []  # (first line, comment texts)
+    last = -2  # the line of the last whole-line comment
+    for tok in tokens:
+        if tok.type != tokenize.COMMENT:
+            continue
+        line, text = tok.start[0], tok.string.lstrip("#").strip()
+        whole_line = tok.line.lstrip().startswith("#")  # a comment after code speaks for that line alone
+        if whole_line and line == last + 1:
+            blocks[-1][1].append(text)
+        else:
+            blocks.append((line, [text]))
+        last = line if whole_line else -2
+    for line, comments in blocks:
+        texts.append((line, "\n".join(c for c in comments if any(ch.isalpha() for ch in c))))  # not "# ----"
+    return "\n\n".join(text for _, text in sorted(texts) if _reads_as_prose(text))
+
+
+def _reads_as_prose(text: str) -> bool:
+    chars = [c for c in text if not c.isspace()]
+    return len(text) >= PROSE_MIN_CHARS and sum(c.isalpha() for c in chars) >= PROSE_MIN_LETTERS * len(chars)
+
+
+# ------------------------------------------------------------------------------------------ sources
+def check_data(data: list[str], val_every: int) -> int:
+    """Validate the data before anything is written: raise DataError naming the file (and line). Returns the
+    number of documents of local or embedded data (0 for C4, which is not counted)."""
+    if data[0] in EMBEDDED_SOURCES:
+        n_docs = len(embedded_documents(data[0]))
+        if n_docs < 2:  # e.g. an installation that ships the standard library compiled only (.pyc)
+            raise DataError(f"{data[0]}: {n_docs} document(s) in this Python installation; need at least 2")
+        return n_docs
     if data == [C4]:  # fail now, in one line, rather than with a traceback from the data loader
         try:
             next(iter(documents(data, "validation", val_every)))
         except Exception as e:  # network, hub and dataset errors all mean "cannot stream"
             raise DataError(f"allenai/c4: cannot stream it from the hub ({str(e).splitlines()[0]})") from None
-        return
+        return 0
     n_docs = 0
     for name in data:
         path = Path(name)
@@ -64,79 +317,27 @@ def check_data(data: list[str], val_every: int) -> None:
             raise DataError(f"{name}: unsupported data file (expected .txt, .jsonl, .json or .parquet)")
         if path.stat().st_size == 0:
             raise DataError(f"{name}: file is empty")
-        n_docs += _check_parquet(path) if path.suffix == ".parquet" else _check_text(path)
-    if n_docs < 2:
-        # One document cannot be split into training and validation documents.
+        n = sum(1 for _ in file_documents(path))  # the reader itself, to the end: its errors name the line
+        if n == 0:
+            raise DataError(f"{name}: contains no text")
+        n_docs += n
+    if n_docs < 2:  # one word: nothing to cut into a training and a validation document
         raise DataError(f"{data[0]}: {n_docs} document(s) in the data; need at least 2 (train + validation)")
-
-
-def _check_text(path: Path) -> int:
-    """Check UTF-8 line by line (to name the line) and, for JSON lines, the "text" field; count documents."""
-    n_docs, in_paragraph = 0, False
-    with path.open("rb") as f:
-        for lineno, raw in enumerate(f, 1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                raise DataError(f"{path}:{lineno}: invalid UTF-8 ({e.reason} at byte {e.start})") from None
-            if path.suffix == ".txt":  # paragraphs are separated by blank lines, as `datasets` splits them
-                n_docs += bool(line.strip()) and not in_paragraph
-                in_paragraph = bool(line.strip())
-                continue
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
-            if not isinstance(obj, dict) or not isinstance(obj.get("text"), str):
-                raise DataError(f'{path}:{lineno}: JSON line without a "text" string field')
-            n_docs += 1
-    if n_docs == 0:
-        raise DataError(f"{path}: contains no text")
     return n_docs
-
-
-def _check_parquet(path: Path) -> int:
-    import pyarrow.parquet as pq
-
-    try:
-        table = pq.read_table(path, columns=None)
-    except Exception as e:  # pyarrow raises several types for a corrupt file
-        raise DataError(f"{path}: not a readable parquet file ({str(e).splitlines()[0]})") from None
-    if "text" not in table.column_names:
-        raise DataError(f'{path}: no "text" column (columns: {", ".join(table.column_names)})')
-    column = table.column("text")
-    if str(column.type) not in ("string", "large_string"):
-        raise DataError(f'{path}: "text" column has type {column.type}, expected string')
-    if column.null_count:
-        row = column.to_pylist().index(None)
-        raise DataError(f'{path}: row {row}: "text" is null')
-    if table.num_rows == 0:
-        raise DataError(f"{path}: contains no rows")
-    return table.num_rows
 
 
 def documents(data: list[str], split: str, val_every: int):
     """The documents of one split as a `datasets` streaming IterableDataset of {"text": str}."""
-    from datasets import Dataset, concatenate_datasets, load_dataset
+    from datasets import Dataset, Features, IterableDataset, Value, load_dataset
 
     if data == [C4]:
         return load_dataset("allenai/c4", "en", split=split, streaming=True).select_columns(["text"])
-    if data == [EMBEDDED]:
-        ds = Dataset.from_dict({"text": embedded_documents()}).to_iterable_dataset()
-    else:
-        parts = []
-        for name in data:
-            builder = SUFFIXES[Path(name).suffix]
-            kwargs = {"sample_by": "paragraph"} if builder == "text" else {}
-            part = load_dataset(builder, data_files=[name], split="train", streaming=True, **kwargs)
-            part = part.select_columns(["text"])
-            if builder == "text":  # a paragraph is the text between blank lines, edges and extra blanks aside
-                part = part.map(lambda ex: {"text": ex["text"].strip()}).filter(lambda ex: bool(ex["text"]))
-            parts.append(part)
-        ds = parts[0] if len(parts) == 1 else concatenate_datasets(parts)
-    # Local data has no validation split: hold out every `val_every`-th document, deterministically.
+    if data[0] in EMBEDDED_SOURCES:
+        ds = Dataset.from_dict({"text": embedded_documents(data[0])}).to_iterable_dataset()
+    else:  # the list of files is the shards, as `datasets` shards file lists
+        ds = IterableDataset.from_generator(_local_records, features=Features({"text": Value("string")}),
+                                            gen_kwargs={"paths": list(data)})
+    # Local and embedded data have no validation split: hold out every `val_every`-th document, from the first.
     held_out = split == "validation"
     return ds.filter(lambda _, i: (i % val_every == 0) == held_out, with_indices=True)
 
@@ -184,7 +385,7 @@ def train_bpe(texts: Iterator[str], vocab_size: int) -> PreTrainedTokenizerFast:
 def batched(items: Iterable, n: int) -> Iterator[list]:
     """itertools.batched, which needs Python 3.12."""
     it = iter(items)
-    while chunk := list(islice(it, n)):
+    while chunk := list(itertools.islice(it, n)):
         yield chunk
 
 
@@ -235,10 +436,15 @@ def validation_blocks(data: list[str], val_every: int, tokenizer: PreTrainedToke
 
 
 def parse_data(value: str | list[str]) -> list[str]:
-    """The `data` setting: "c4", "embedded", or local paths (a list, or one string)."""
+    """The `data` setting: "c4", "embedded" (or one of its parts), or local paths (a list, or one string)."""
     data = [value] if isinstance(value, str) else list(value)
-    if len(data) > 1 and any(d in (C4, EMBEDDED) for d in data):
-        raise DataError(f"data: {C4!r} and {EMBEDDED!r} cannot be mixed with other sources")
+    if not data:
+        raise DataError("data: no source given")
+    special = (C4, *EMBEDDED_SOURCES)
+    if len(data) > 1 and any(d in special for d in data):
+        raise DataError(f"data: {', '.join(map(repr, special))} cannot be mixed with other sources")
+    if data[0].startswith(f"{EMBEDDED}:") and data[0] not in EMBEDDED_SOURCES:
+        raise DataError(f"data: {data[0]!r} is not an embedded corpus (choose one of {', '.join(EMBEDDED_SOURCES)})")
     return data
 
 
@@ -246,7 +452,9 @@ def short_name(data: list[str]) -> str:
     """How the model card and logs name the data."""
     if data == [C4]:
         return "C4 (allenai/c4, en), streamed"
-    if data == [EMBEDDED]:
-        return "embedded corpus: CPython's pydoc_data.topics (Python help topics)"
+    if data[0] in EMBEDDED_SOURCES:
+        parts = {EMBEDDED: "help topics (pydoc_data.topics), then its standard library's docstrings and comments",
+                 EMBEDDED_PYDOC: "help topics (pydoc_data.topics)",
+                 EMBEDDED_STDLIB: "standard library's docstrings and comments"}
+        return f"{data[0]} corpus: Python {'.'.join(map(str, sys.version_info[:3]))}'s {parts[data[0]]}"
     return ", ".join(data)
-

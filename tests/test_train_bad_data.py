@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import train
@@ -19,6 +21,12 @@ def _files(tmp_path):
     lines = [json.dumps({"text": "fine"}), json.dumps({"body": "no text"})]
     (tmp_path / "no_text.jsonl").write_text("\n".join(lines) + "\n")
     (tmp_path / "bad_json.jsonl").write_text('{"text": "fine"}\n{"text": \n')
+    (tmp_path / "one_word.txt").write_text("\n\n  Supercalifragilistic \n")
+    (tmp_path / "blank.txt").write_text(" \n\t\n \n")
+    (tmp_path / "bom_crlf_bad.txt").write_bytes(b"\xef\xbb\xbffirst\r\nsecond \xc3\x28\r\n")
+    pq.write_table(pa.table({"body": ["no text column"]}), tmp_path / "no_text.parquet")
+    pq.write_table(pa.table({"text": ["fine", None]}), tmp_path / "null.parquet")
+    (tmp_path / "corrupt.parquet").write_bytes(b"PAR1 this is not parquet PAR1")
 
 
 CASES = {
@@ -28,6 +36,16 @@ CASES = {
                                '{tmp}/no_text.jsonl:2: JSON line without a "text"'),
     "invalid JSON": (["--data", "{tmp}/bad_json.jsonl"], "{tmp}/bad_json.jsonl:2: invalid JSON"),
     "missing path": (["--data", "{tmp}/nowhere.txt"], "{tmp}/nowhere.txt: no such file"),
+    "one word": (["--data", "{tmp}/one_word.txt"],
+                 "{tmp}/one_word.txt: 1 document(s) in the data; need at least 2 (train + validation)"),
+    "whitespace only": (["--data", "{tmp}/blank.txt"], "{tmp}/blank.txt: contains no text"),
+    "invalid UTF-8 after a BOM, CRLF": (["--data", "{tmp}/bom_crlf_bad.txt"],
+                                        "{tmp}/bom_crlf_bad.txt:2: invalid UTF-8"),
+    "parquet without text": (["--data", "{tmp}/no_text.parquet"],
+                             '{tmp}/no_text.parquet: no "text" column (columns: body)'),
+    "parquet null text": (["--data", "{tmp}/null.parquet"], '{tmp}/null.parquet: row 1: "text" is null'),
+    "corrupt parquet": (["--data", "{tmp}/corrupt.parquet"], "{tmp}/corrupt.parquet: not a readable parquet"),
+    "unknown embedded part": (["--data", "embedded:docs"], "data: 'embedded:docs' is not an embedded corpus"),
     "tokenizer too big": (["--tokenizer", "{tmp}/big_tokenizer"],
                           "{tmp}/big_tokenizer: tokenizer vocabulary of 2000 tokens exceeds the model's "
                           f"vocab_size 1024 ({ROOT}/hub_configs/gpt2-tiny/config.json)"),
@@ -40,7 +58,7 @@ CASES = {
 @pytest.fixture(scope="module")
 def big_tokenizer(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tok") / "big_tokenizer"
-    train_data.train_bpe(train_data.embedded_documents(), 2000).save_pretrained(folder)
+    train_data.train_bpe(train_data.embedded_documents(train_data.EMBEDDED_PYDOC), 2000).save_pretrained(folder)
     return folder
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -106,3 +107,183 @@ def test_c4_out_of_reach_is_one_line(monkeypatch):
     monkeypatch.setattr(datasets, "load_dataset", offline)
     with pytest.raises(train_data.DataError, match=r"^allenai/c4: cannot stream it from the hub \(Couldn't"):
         train_data.check_data([train_data.C4], val_every=5)
+
+
+# ------------------------------------------------------------------------- what a document is
+def _docs(path) -> list[str]:
+    return list(train_data.file_documents(path))
+
+
+def _splits(path, val_every: int) -> tuple[list[str], list[str]]:
+    return ([ex["text"] for ex in train_data.documents([str(path)], "train", val_every)],
+            [ex["text"] for ex in train_data.documents([str(path)], "validation", val_every)])
+
+
+@pytest.mark.parametrize("line_end", ["\n", "\r\n"])
+@pytest.mark.parametrize("bom", ["", "\ufeff"])
+def test_a_document_is_a_paragraph_between_whitespace_only_lines(tmp_path, line_end, bom):
+    # WikiText's separator is a line holding one space; tabs, runs of blank lines and a leading blank also
+    # separate. Lines inside a paragraph keep their order; the paragraph's outer whitespace goes.
+    lines = [" = Title = ", " ", " First paragraph, line one;", "line two. ", "\t", "", "", "Second.", "   ",
+             "Third, after spaces", "and a tab-indented\tword.", ""]
+    path = tmp_path / "wiki.txt"
+    path.write_bytes((bom + line_end.join(lines)).encode())
+    expected = ["= Title =", "First paragraph, line one;\nline two.", "Second.",
+                "Third, after spaces\nand a tab-indented\tword."]
+    assert _docs(path) == expected
+    assert train_data.check_data([str(path)], val_every=2) == 4  # the check counts what the reader reads
+    assert _splits(path, 2) == (expected[1::2], expected[::2])
+
+
+def test_long_text_is_cut_at_lines_then_whitespace_then_anywhere(tmp_path):
+    cap = train_data.MAX_DOC_CHARS
+    lines = [f"line {i} " + " ".join(["word"] * 150) for i in range(200)]  # ~150k characters, no blank line
+    long_line = " ".join(f"w{i}" for i in range(12_000))  # ~70k characters, spaces only
+    no_space = "x" * (2 * cap + 123)
+    path = tmp_path / "novel.txt"
+    path.write_text("\n".join(lines) + "\n\n" + long_line + "\n\n" + no_space + "\n")
+    docs = _docs(path)
+    by_lines = [d for d in docs if d.startswith("line ")]
+    # Whole lines, greedily: as many as fit, and the next one would not have.
+    assert "\n".join(by_lines).split("\n") == lines
+    for doc, nxt in zip(by_lines, by_lines[1:], strict=False):
+        assert len(doc) <= cap < len(doc) + 1 + len(nxt.split("\n")[0])
+    by_space = [d for d in docs if d.startswith("w")]
+    assert " ".join(by_space) == long_line and all(len(d) <= cap for d in by_space)
+    assert all(len(d) > cap - 10 for d in by_space[:-1])  # cut at the last space that fits
+    assert docs[len(by_lines) + len(by_space):] == ["x" * cap, "x" * cap, "x" * 123]
+
+
+def test_a_file_that_is_one_document_is_cut_in_two(tmp_path):
+    path = tmp_path / "three_lines.txt"
+    text = "alpha beta gamma delta\nepsilon zeta\neta theta iota kappa lambda"
+    path.write_text(text)
+    first, second = _docs(path)
+    assert f"{first} {second}".split() == text.split()
+    assert abs(len(first) - len(second)) <= len("lambda") + 1  # at the whitespace nearest the middle
+    assert _splits(path, 100) == ([second], [first])  # validation is never empty: it gets the first half
+
+
+def test_two_documents_give_one_to_each_split(tmp_path):
+    path = tmp_path / "two.txt"
+    path.write_text("The first paragraph.\n\nThe second paragraph.\n")
+    assert _splits(path, 100) == (["The second paragraph."], ["The first paragraph."])
+
+
+def test_records_are_documents_and_huge_ones_are_cut(tmp_path):
+    huge = "\r\n".join(f"Sentence {i} of the only record." for i in range(2000))  # ~60k characters
+    (tmp_path / "one.jsonl").write_text(json.dumps({"text": huge}) + "\n")
+    pq.write_table(pa.table({"text": [huge]}), tmp_path / "one.parquet")
+    for name in ("one.jsonl", "one.parquet"):
+        docs = _docs(tmp_path / name)
+        assert len(docs) == 4 and all(len(d) <= train_data.MAX_DOC_CHARS for d in docs)
+        assert "\n".join(docs) == huge.replace("\r\n", "\n")  # cut between lines; CRLF read as LF
+    # Several records, one of them huge: the small ones stay whole, in order.
+    pq.write_table(pa.table({"text": ["a b", huge, "c d"]}), tmp_path / "three.parquet")
+    docs = _docs(tmp_path / "three.parquet")
+    assert docs[0] == "a b" and docs[-1] == "c d" and len(docs) == 6
+
+
+def test_several_files_are_one_stream_held_out_by_document_index(tmp_path):
+    (tmp_path / "a.txt").write_text("one\n \ntwo\n \nthree\n")
+    (tmp_path / "b.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in ("four", "five")))
+    data = [str(tmp_path / "a.txt"), str(tmp_path / "b.jsonl")]
+    assert train_data.check_data(data, 2) == 5
+    assert [ex["text"] for ex in train_data.documents(data, "validation", 2)] == ["one", "three", "five"]
+    assert [ex["text"] for ex in train_data.documents(data, "train", 2)] == ["two", "four"]
+
+
+def test_resume_is_exact_on_cut_documents(tmp_path, tokenizer):
+    path = tmp_path / "line.txt"
+    path.write_text(" ".join(DOCS * 60))  # one 30k-character line: 2 documents
+    stream = iter(train_data.PackedBlocks([str(path)], "train", 5, tokenizer, block_size=16))
+    blocks = [next(stream) for _ in range(40)]
+    for k in (1, 17, 38):
+        start = blocks[k - 1]["pos"].tolist()
+        resumed = next(iter(train_data.PackedBlocks([str(path)], "train", 5, tokenizer, 16, start=start)))
+        assert resumed["input_ids"].tolist() == blocks[k]["input_ids"].tolist()
+
+
+# ---------------------------------------------------------------------------------- embedded corpus
+@pytest.fixture
+def fresh_stdlib_prose():
+    train_data.stdlib_prose.cache_clear()
+    yield
+    train_data.stdlib_prose.cache_clear()
+
+
+def test_embedded_is_the_help_topics_then_the_standard_library():
+    pydoc = train_data.embedded_documents(train_data.EMBEDDED_PYDOC)
+    stdlib = train_data.embedded_documents(train_data.EMBEDDED_STDLIB)
+    assert train_data.embedded_documents() == train_data.embedded_documents("embedded") == pydoc + stdlib
+    assert len(pydoc) > 50 and len(stdlib) > 300 and sum(map(len, stdlib)) > 1_500_000
+    json_doc = next(d for d in stdlib if d.startswith("JSON (JavaScript Object Notation)"))
+    assert "Serialize ``obj``" in json_doc  # json.dumps's docstring follows the module's
+    with pytest.raises(train_data.DataError, match="embedded:other: not an embedded corpus"):
+        train_data.embedded_documents("embedded:other")
+    version = ".".join(map(str, sys.version_info[:3]))  # the corpus follows the Python version: the card says it
+    assert train_data.short_name(["embedded"]).startswith(f"embedded corpus: Python {version}'s help topics")
+    with pytest.raises(train_data.DataError, match="cannot be mixed"):
+        train_data.parse_data(["embedded:pydoc", "a.txt"])
+
+
+def test_module_prose_is_docstrings_and_comment_blocks_in_source_order():
+    source = b'''"""A module that shows what counts as prose in the standard library."""
+# -----------------------------------------------------------------
+# A comment block of two lines, which is long enough
+# to count as prose; the ruler above it is dropped.
+import os  # short
+
+
+def f():
+    """Return the answer to the question that the comment above asked."""
+    return 42
+
+
+class C:
+    """Short."""
+
+    def g(self):
+        """| a | b | 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10 | 11 | 12 |"""
+'''
+    assert train_data.module_prose(source) == (
+        "A module that shows what counts as prose in the standard library.\n\n"
+        "A comment block of two lines, which is long enough\nto count as prose; the ruler above it is dropped.\n\n"
+        "Return the answer to the question that the comment above asked.")
+    assert train_data.module_prose(b"def broken(:\n") == ""
+
+
+def test_stdlib_prose_skips_tests_and_is_cached_by_file(tmp_path, monkeypatch, fresh_stdlib_prose):
+    root = tmp_path / "lib"
+    doc = '"""{} is a module whose docstring is long enough to be read."""\n'
+    for rel in ("b.py", "a/__init__.py", "a/z.py", "test/test_x.py", "pkg/tests/t.py", "test_top.py",
+                "encodings/cp1.py", "idlelib/w.py", "site-packages/p.py", "config-3.11-x86_64/m.py"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(doc.format(rel))
+    (root / "notes.txt").write_text(doc.format("notes.txt"))
+    monkeypatch.setattr(train_data.sysconfig, "get_paths", lambda: {"stdlib": str(root)})
+    monkeypatch.setattr(train_data, "_cache_dir", lambda: tmp_path / "cache")
+
+    expected = tuple(doc.format(rel).strip('"\n') for rel in ("a/__init__.py", "a/z.py", "b.py"))
+    assert train_data.stdlib_prose() == expected
+    assert len(list((tmp_path / "cache").glob("stdlib-prose-*.json"))) == 1
+
+    train_data.stdlib_prose.cache_clear()  # a new process: reads the file
+    read = train_data.module_prose
+    monkeypatch.setattr(train_data, "module_prose", lambda source: pytest.fail("not read from the cache"))
+    assert train_data.stdlib_prose() == expected
+
+    train_data.stdlib_prose.cache_clear()  # a changed source file is a new cache file
+    monkeypatch.setattr(train_data, "module_prose", read)
+    (root / "b.py").write_text(doc.format("b.py, changed,"))
+    assert train_data.stdlib_prose()[-1].startswith("b.py, changed, is a module")
+
+
+def test_an_installation_without_sources_is_one_line(tmp_path, monkeypatch, fresh_stdlib_prose):
+    (tmp_path / "lib").mkdir()  # compiled files only, as in the Windows embeddable package
+    monkeypatch.setattr(train_data.sysconfig, "get_paths", lambda: {"stdlib": str(tmp_path / "lib")})
+    monkeypatch.setattr(train_data, "_cache_dir", lambda: tmp_path / "cache")
+    with pytest.raises(train_data.DataError, match=r"^embedded:stdlib: 0 document\(s\) in this Python installation"):
+        train_data.check_data([train_data.EMBEDDED_STDLIB], val_every=10)
+    n_topics = len(train_data.embedded_documents(train_data.EMBEDDED_PYDOC))
+    assert train_data.check_data([train_data.EMBEDDED], val_every=10) == n_topics  # the help topics alone
