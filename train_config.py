@@ -23,7 +23,8 @@ REPO = Path(__file__).resolve().parent
 # Every YAML key: default and meaning.
 SETTINGS: dict[str, tuple[object, str]] = {
     "model_config": (None, "model config folder, e.g. hub_configs/spen-130m (required)"),
-    "data": ("embedded", "'c4' (streamed), 'embedded' (Python's help topics) or local files (a list)"),
+    "data": ("embedded", "'c4' (streamed), 'embedded' (Python's help topics + standard-library docstrings; "
+                         "'embedded:pydoc' or 'embedded:stdlib' for one part) or local files (a list)"),
     "tokenizer": (None, "hub name or folder; null (or unavailable): train a byte-level BPE on the data"),
     "output_dir": (None, "output folder (default: outputs/<model config name>)"),
     "block_size": (1024, "tokens per sequence"),

@@ -57,10 +57,11 @@ ROLE_DESCRIPTIONS: dict[str, str] = {
 
 
 def write_pydoc(out: Path = DEFAULT_OUT) -> Path:
-    """The embedded corpus' validation documents (what train.py holds out) as `pydoc_validation.jsonl`."""
+    """The help topics train.py holds out of the embedded corpus (they come first in it, so `embedded` and
+    `embedded:pydoc` hold out the same 8) as `pydoc_validation.jsonl`."""
     import train_data
 
-    docs = [d["text"] for d in train_data.documents([train_data.EMBEDDED], "validation", PYDOC_VAL_EVERY)]
+    docs = [d["text"] for d in train_data.documents([train_data.EMBEDDED_PYDOC], "validation", PYDOC_VAL_EVERY)]
     out.mkdir(parents=True, exist_ok=True)
     path = out / "pydoc_validation.jsonl"
     write_jsonl(path, [{"text": t} for t in docs])

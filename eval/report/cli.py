@@ -19,7 +19,8 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--quick", action="store_true", help="fewer steps, smaller probes (~4 min on 2 cores)")
     rep.add_argument("--out", default="outputs/report", help="output folder (default: outputs/report)")
     rep.add_argument("--corpus", default="embedded",
-                     help="'embedded' (Python's help topics, offline), 'c4' (streamed from the hub) or a text file")
+                     help="'embedded' (Python's help topics and standard-library docstrings, offline), 'c4' "
+                          "(streamed from the hub) or a text file")
     rep.add_argument("--scale", choices=SCALES, default="tiny",
                      help="tiny CPU models, or the paper's 130M SPEN vs GPT-2 small (GPU)")
     rep.add_argument("--seed", type=int, default=0, help="seed of the grammar corpus, SPCN and probes")
