@@ -3,5 +3,5 @@
 Public entry points::
 
     from grammar_probe.dataset import build_dataset, write_dataset, load_grammar_dataset
-    from grammar_probe.probe import run_probe
+    from grammar_probe.experiment import run_experiment
 """

@@ -9,24 +9,19 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser
 from grammar_probe.grammar import GrammarError
-
-EXIT_USAGE = 2
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, no usage dump
-        raise SystemExit(_fail(f"{self.prog}: {message}"))
 
 
 def _fail(message: str) -> int:
+    """A bad value found after parsing: one line on stderr, exit status 2."""
     print(f"error: {message}", file=sys.stderr)
     return EXIT_USAGE
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m grammar_probe", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = UsageParser(prog="python -m grammar_probe", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=UsageParser)
 
     build = sub.add_parser("build", help="write the grammar corpus (save_to_disk + parquet + card)")
     build.add_argument("--out", required=True, help="output folder (replaced atomically)")
@@ -69,19 +64,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {args.out}: " + ", ".join(f"{k} {len(v)}" for k, v in dataset.items()))
             return 0
 
-        from grammar_probe.probe import run_probe
+        from grammar_probe.experiment import run_experiment
 
         if args.threads <= 0:
             return _fail(f"--threads must be a positive integer, got {args.threads}")
-        results = run_probe(args.dataset, args.out, quick=args.quick, seed=args.seed,
-                            splits=args.splits, threads=args.threads)
+        results = run_experiment(args.dataset, args.out, quick=args.quick, seed=args.seed,
+                                 splits=args.splits, threads=args.threads)
         for split, scores in results["splits"].items():
             ratio = results["ratio_spcn_over_bigru"][split]
             print(f"{split:18s} " + "  ".join(f"{m} {100 * s['accuracy']:.1f}" for m, s in scores.items())
                   + ("" if ratio is None else f"  ratio {ratio:.3f}"))
         print(f"wrote {args.out} in {results['seconds']:.0f} s")
         return 0
-    except (GrammarError, DatasetFormatError, ValueError, OSError) as err:
+    except (UsageError, GrammarError, DatasetFormatError, ValueError, OSError) as err:
         return _fail(str(err).splitlines()[0] if str(err) else type(err).__name__)
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import datasets
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Sequence, Value
 
-from grammar_probe.atomic import atomic_dir
+from ema_boundary.io import atomic_dir
 from grammar_probe.card import dataset_card
 from grammar_probe.grammar import RESERVE_LEXICON, ROLE_NAMES, Grammar, Sentence, grammar_a, grammar_b
 

@@ -61,7 +61,7 @@ class SPCNConfig:
     input_active: int = 16
     level_sizes: tuple[int, ...] = (512, 512)
     level_active: tuple[int, ...] = (26, 26)  # about 5% of units win
-    alphas: tuple[float, ...] = (0.5, 0.1, 0.02)
+    trace_rates: tuple[float, ...] = (0.5, 0.1, 0.02)  # write rate a of h_t = (1-a) h_{t-1} + a u_t
     feedback_gain: float = 2.0  # gamma: weight of the top-down expectation in the competition
     learning_rate: float = 0.5  # eta of the normalised PGHU delta rule
     precision_rate: float = 0.01  # rho: running-variance rate
@@ -77,8 +77,8 @@ class SPCNConfig:
             raise ValueError("SPCNConfig: every level_active k must be in (0, level size)")
         if not 0 < self.input_active < self.input_dim:
             raise ValueError("SPCNConfig: input_active must be in (0, input_dim)")
-        if not self.alphas or any(not 0 < a <= 1 for a in self.alphas):
-            raise ValueError("SPCNConfig: every alpha must be in (0, 1]")
+        if not self.trace_rates or any(not 0 < a <= 1 for a in self.trace_rates):
+            raise ValueError("SPCNConfig: every trace rate must be in (0, 1]")
 
 
 def word_code(word: str, dim: int, active: int, seed: int) -> np.ndarray:
@@ -103,7 +103,7 @@ class SPCN:
     def __init__(self, config: SPCNConfig | None = None) -> None:
         self.config = cfg = config or SPCNConfig()
         gen = torch.Generator().manual_seed(cfg.seed)
-        self.n_rates = len(cfg.alphas)
+        self.n_rates = len(cfg.trace_rates)
         fan_in = [cfg.input_dim] + [self.n_rates * n for n in cfg.level_sizes[:-1]]
         self.projections = [
             torch.randn(n, f, generator=gen) / f**0.5 for n, f in zip(cfg.level_sizes, fan_in, strict=True)
@@ -114,7 +114,7 @@ class SPCN:
             for i in range(len(cfg.level_sizes) - 1)
         ]
         self.error_var = [torch.ones(n) for n in cfg.level_sizes[:-1]]
-        self._alphas = torch.tensor(cfg.alphas).view(-1, 1, 1)  # (rates, 1, 1) broadcast over batch, units
+        self._rates = torch.tensor(cfg.trace_rates).view(-1, 1, 1)  # (rates, 1, 1) broadcast over batch, units
         self._codes: dict[str, np.ndarray] = {}
 
     # -- state ------------------------------------------------------------------------------------
@@ -175,7 +175,7 @@ class SPCN:
                         self._pghu(lvl, _kwta(drive, k) - pred, context[lvl + 1], mask[t])
                 else:
                     active = _kwta(drive, k)
-                new = (1 - self._alphas) * traces[lvl] + self._alphas * active
+                new = (1 - self._rates) * traces[lvl] + self._rates * active
                 traces[lvl] = torch.where(m, new, traces[lvl])
                 below = traces[lvl].permute(1, 0, 2).reshape(B, -1)
             out[t] = torch.cat([h.permute(1, 0, 2).reshape(B, -1) for h in traces], dim=-1)

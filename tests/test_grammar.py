@@ -216,7 +216,7 @@ def test_cli_build_writes_dataset(tmp_path):
 
 
 def test_atomic_dir_replaces_on_success_and_keeps_old_on_failure(tmp_path):
-    from grammar_probe.atomic import atomic_dir
+    from ema_boundary.io import atomic_dir
 
     target = tmp_path / "out"
     with atomic_dir(target) as tmp:

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from grammar_probe.dataset import DatasetFormatError, build_dataset, write_dataset
-from grammar_probe.probe import run_probe
+from grammar_probe.experiment import run_experiment
 from grammar_probe.spcn import SPCN, SPCNConfig, word_code
 
 TINY = SPCNConfig(input_dim=128, input_active=8, level_sizes=(128, 128), level_active=(8, 8),
@@ -26,7 +26,7 @@ def corpus() -> datasets.DatasetDict:
 @pytest.fixture(scope="module")
 def run_dir(corpus, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("run") / "out"
-    run_probe(corpus, out, quick=True, seed=0, spcn_config=TINY, progress=False)
+    run_experiment(corpus, out, quick=True, seed=0, spcn_config=TINY, progress=False)
     return out
 
 
@@ -77,7 +77,7 @@ def test_pghu_reduces_prediction_error_on_held_out_sentences(corpus):
 
 def test_pghu_update_matches_the_equation():
     cfg = SPCNConfig(input_dim=16, input_active=2, level_sizes=(4, 4), level_active=(1, 1),
-                     alphas=(0.5,), learning_rate=0.3, precision_rate=0.5)
+                     trace_rates=(0.5,), learning_rate=0.3, precision_rate=0.5)
     net = SPCN(cfg)
     error = torch.tensor([[1.0, -0.5, 0.0, 0.25], [0.0, 0.5, 1.0, -1.0]])
     pre = torch.tensor([[1.0, 0.0, 2.0, 0.0], [0.0, 1.0, 0.0, 1.0]])
@@ -135,7 +135,7 @@ def test_traces_beat_the_control_on_structural_roles(run_dir):
 
 
 def test_same_seed_same_results(run_dir, corpus, tmp_path):
-    again = run_probe(corpus, tmp_path / "again", quick=True, seed=0, spcn_config=TINY, progress=False)
+    again = run_experiment(corpus, tmp_path / "again", quick=True, seed=0, spcn_config=TINY, progress=False)
     first = json.loads((run_dir / "results.json").read_text())
     for key in ("splits", "per_role", "by_kind", "ratio_spcn_over_bigru"):
         assert json.loads(json.dumps(again[key])) == first[key]
@@ -143,9 +143,9 @@ def test_same_seed_same_results(run_dir, corpus, tmp_path):
 
 def test_unknown_split_and_missing_folder_rejected(corpus, tmp_path):
     with pytest.raises(DatasetFormatError, match="unknown split 'test_nope'"):
-        run_probe(corpus, tmp_path / "o", splits=["test_nope"], progress=False)
+        run_experiment(corpus, tmp_path / "o", splits=["test_nope"], progress=False)
     with pytest.raises(DatasetFormatError, match="does not exist"):
-        run_probe(tmp_path / "missing", tmp_path / "o", progress=False)
+        run_experiment(tmp_path / "missing", tmp_path / "o", progress=False)
     assert not (tmp_path / "o").exists()
 
 

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")  # files only; never needs a display
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+from ema_boundary.figures import pyplot, save
+from grammar_probe.names import MODELS
 
-MODELS = ("spcn_probe", "bigru", "control", "causal_gru")
 COLOURS = {"spcn_probe": "tab:blue", "bigru": "tab:orange", "control": "tab:grey", "causal_gru": "tab:green"}
 
 
@@ -66,6 +64,7 @@ def _bars(ax, labels: list[str], values: dict[str, list[float]], title: str) -> 
 
 def write_report(results: dict, out_dir: Path) -> list[Path]:
     """Write report.md, per_role_<split>.png and structural_vs_lexical.png into ``out_dir``."""
+    plt = pyplot()
     out_dir = Path(out_dir)
     written = [out_dir / "report.md"]
     written[0].write_text(_markdown(results), encoding="utf-8")
@@ -77,8 +76,7 @@ def write_report(results: dict, out_dir: Path) -> list[Path]:
         ax.legend(fontsize=8, loc="lower left")
         fig.tight_layout()
         path = out_dir / f"per_role_{split}.png"
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
+        save(fig, path, dpi=100)
         written.append(path)
     labels, values = [], {m: [] for m in MODELS}
     for split, kinds in results["by_kind"].items():
@@ -91,7 +89,6 @@ def write_report(results: dict, out_dir: Path) -> list[Path]:
     ax.legend(fontsize=8, loc="lower left")
     fig.tight_layout()
     path = out_dir / "structural_vs_lexical.png"
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save(fig, path, dpi=100)
     written.append(path)
     return written
