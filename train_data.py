@@ -48,6 +48,8 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
+from ema_boundary.io import write_text
+
 C4 = "c4"
 EMBEDDED = "embedded"  # all of the embedded corpus: the two parts below, help topics first
 EMBEDDED_PYDOC = "embedded:pydoc"
@@ -240,9 +242,7 @@ def stdlib_prose() -> tuple[str, ...]:
     docs = tuple(doc for f in files if (doc := module_prose(f.read_bytes())))
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_name(f".{cache.name}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(docs), encoding="utf-8")
-        os.replace(tmp, cache)  # atomic: a concurrent reader sees the whole file or none
+        write_text(cache, json.dumps(docs))  # atomic: a concurrent reader sees the whole file or none
     except OSError:  # a read-only cache only costs the rebuild next time
         pass
     return docs

@@ -16,9 +16,12 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import torch
+
+from ema_boundary.cli import UsageParser
+from ema_boundary.io import write_text
 
 from . import bench_decode, bench_spcn, bench_traces, bench_train, tables
 from .common import machine
@@ -60,13 +63,6 @@ SUITES: dict[str, dict[str, Any]] = {
 }  # fmt: skip
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        # One line that names the flag; argparse's messages already do ("argument --only: ...").
-        print(f"benchmarks.run: error: {message}", file=sys.stderr)
-        raise SystemExit(2)
-
-
 def _only(value: str) -> list[str]:
     names = [v.strip() for v in value.split(",") if v.strip()]
     bad = [n for n in names if n not in BENCHMARKS]
@@ -86,7 +82,7 @@ def _positive_int(value: str) -> int:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = _Parser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
+    p = UsageParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, type=Path, help="JSON file to write")
     p.add_argument("--quick", action="store_true", help="tiny sizes, one or two repeats: a smoke run")
     p.add_argument("--only", type=_only, default=list(BENCHMARKS), help=f"comma-separated subset of {BENCHMARKS}")
@@ -139,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         report["results"][name] = result
         print(renderers[name](result), flush=True)
         # Written after every benchmark: a long run that dies still leaves what it measured.
-        args.out.write_text(json.dumps(report, indent=1, allow_nan=False) + "\n")
+        write_text(args.out, json.dumps(report, indent=1, allow_nan=False) + "\n")
     print(f"wrote {args.out}")
     return 0
 
