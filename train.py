@@ -7,7 +7,8 @@
 The YAML names the model config (a hub_configs/ folder) and the hyperparameters; flags override it.
 The settings (every YAML key, the flags, checkpoint discovery) live in train_config.py; the data pipeline in
 train_data.py; this file is the loop. Output folder: final/ (model + tokenizer + model card), checkpoints/step_N/,
-tokenizer/, metrics.jsonl, train_config.json. See docs/training.md.
+tokenizer/, metrics.jsonl, train_config.json. `--push_to_hub [--hub_model_id NAME]` uploads final/ to the
+Hugging Face hub once it is complete. See docs/training.md.
 """
 
 from __future__ import annotations
@@ -27,13 +28,14 @@ from accelerate import Accelerator, PartialState
 from accelerate.state import AcceleratorState, GradientState
 from accelerate.tracking import GeneralTracker
 from accelerate.utils import is_tensorboard_available, set_seed
+from huggingface_hub import HfApi
 from tqdm.auto import tqdm
-from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, get_scheduler
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedConfig, get_scheduler
 
 import train_config
 import train_data
 from ema_boundary.io import atomic_dir, publish_dir, write_json, write_text
-from train_config import ConfigError
+from train_config import EXIT_BAD_INPUT, EXIT_PUSH_FAILED, ConfigError
 from train_data import DataError
 
 
@@ -100,20 +102,41 @@ def save_checkpoint(accelerator: Accelerator, out: Path, step: int, state: dict,
     accelerator.wait_for_everyone()
 
 
-def model_card(cfg: dict, tokens: int, step: int, val_loss: float, command: str, tokenizer_name: str) -> str:
+def model_card(cfg: dict, model_config: PreTrainedConfig, n_params: int, step: int, data_pos: list[int],
+               train_docs: int, val_loss: float, command: str, tokenizer_name: str) -> str:
+    """final/README.md: what was trained, on what, for how long, how well, and the command that did it.
+
+    ``data_pos`` is the data position after the last step (epoch, document, token offset); ``train_docs`` the
+    number of training documents (0 for streamed C4, which is not counted).
+    """
+    kind = model_config.model_type
+    tokens = step * cfg["batch_size"] * cfg["block_size"]
+    datasets = "datasets: [allenai/c4]\n" if cfg["data"] == [train_data.C4] else ""
+    epoch, doc = data_pos[0], data_pos[1]
+    if train_docs:  # passes done, plus the share of the training documents read in the current one
+        passes = f"{epoch + doc / train_docs:.3g} (passes over the {train_docs:,} training documents)"
+    else:
+        passes = f"{epoch} complete passes (streamed, not counted)" if epoch else "under one (streamed)"
+    # SPEN's modeling code ships beside the weights (auto_map in config.json); GPT-2 is transformers' own.
+    remote = ", trust_remote_code=True" if kind == "spen" else ""
     return f"""---
 library_name: transformers
-tags: [ema-boundary, causal-lm]
----
+pipeline_tag: text-generation
+tags: [ema-boundary, causal-lm, {kind}]
+{datasets}---
 # {Path(cfg['model_config']).name}
 
-Trained with `train.py` of the ema-boundary project.
+Trained with `train.py` of the ema-boundary project ("EMA Is Not All You Need", arXiv 2604.08556).
 
-- model config: `{cfg['model_config']}`
+- model: {kind}, `{cfg['model_config']}`, {n_params:,} parameters
 - data: {train_data.short_name(cfg['data'])}
 - tokenizer: {tokenizer_name}
-- tokens seen: {tokens:,} ({step} steps x {cfg['batch_size']} sequences x {cfg['block_size']} tokens)
+- tokens seen: {tokens:,} ({step} steps x {cfg['batch_size']} sequences x {cfg['block_size']} tokens), \
+{tokens / n_params:.3g} per parameter
+- epochs: {passes}
 - final validation loss: {val_loss:.4f}, perplexity {math.exp(val_loss):.2f} ({cfg['eval_blocks']} sequences)
+- optimizer: AdamW, peak lr {cfg['lr']:g}, {cfg['warmup_steps']} warmup steps, cosine decay to \
+{cfg['min_lr_ratio']:g} x lr, weight decay {cfg['weight_decay']:g}; seed {cfg['seed']}
 - mixed precision: {cfg['mixed_precision']}
 
 Command:
@@ -121,6 +144,9 @@ Command:
 ```
 {command}
 ```
+
+Load it with `AutoModelForCausalLM.from_pretrained(<this repository or folder>{remote})` and
+`AutoTokenizer.from_pretrained(<the same>)`.
 """
 
 
@@ -188,19 +214,39 @@ def save_final(accelerator: Accelerator, model: torch.nn.Module, tokenizer, out:
     return out / "final"
 
 
+class PushError(Exception):
+    """The push of a complete final/ to the hub failed: one line naming the repository and the reason."""
+
+
+def push_to_hub(folder: Path, repo_id: str, message: str) -> str:
+    """Upload ``folder`` to the model repository ``repo_id`` (created if missing); return the repository's URL."""
+    try:
+        api = HfApi()
+        url = api.create_repo(repo_id, exist_ok=True)  # a bare name goes to the token's namespace
+        api.upload_folder(repo_id=url.repo_id, folder_path=folder, commit_message=message)
+    # Whatever huggingface_hub raises here (offline mode, network, authentication, quota) means the same to the
+    # user: the push did not happen, and final/ is complete on disk for a retry.
+    except Exception as e:
+        reason = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise PushError(f"pushing {folder} to the hub as {repo_id} failed: {reason} "
+                        f"(final/ is complete; retry with: hf upload {repo_id} {folder})") from None
+    return str(url)
+
+
 # ------------------------------------------------------------------------------------------ main
 def main(argv: list[str] | None = None) -> Path:
     """Train as the command line says and return the output folder. Bad input raises ConfigError or DataError
-    before anything is written."""
+    before anything is written; a failed --push_to_hub raises PushError once final/ is complete."""
     args = train_config.parse_args(argv)
     cfg = train_config.load_config(args)
     out = Path(cfg["output_dir"])
+    repo_id = train_config.hub_repo_id(args, out)
     cpu, world, accum = join_processes(cfg, args.config)
 
     # Everything that can fail on bad input, before the first write to `out`.
     ckpt = train_config.find_checkpoint(out, args.resume_from_checkpoint)
     run_dir, saved = train_config.check_resume(ckpt, out, cfg)
-    train_data.check_data(cfg["data"], cfg["val_every"])
+    n_docs = train_data.check_data(cfg["data"], cfg["val_every"])
     import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
 
     model_cfg = AutoConfig.from_pretrained(cfg["model_config"])
@@ -219,6 +265,7 @@ def main(argv: list[str] | None = None) -> Path:
 
     set_seed(cfg["seed"])
     model = AutoModelForCausalLM.from_config(model_cfg)
+    n_params = sum(p.numel() for p in model.parameters())  # before FSDP shards them; tied weights once
     optimizer = build_optimizer(model, cfg, fused=accelerator.device.type == "cuda")
     scheduler = get_scheduler("cosine_with_min_lr", optimizer, num_warmup_steps=cfg["warmup_steps"],
                               num_training_steps=cfg["max_steps"],
@@ -238,7 +285,7 @@ def main(argv: list[str] | None = None) -> Path:
 
     tokens_per_step = cfg["batch_size"] * cfg["block_size"]
     batches = iter(train_loader)
-    step, last = start["step"], cfg["max_steps"]
+    step, last, pos = start["step"], cfg["max_steps"], start["pos"]
     val_loss = float("nan")
     bar = tqdm(total=last, initial=step, disable=not accelerator.is_local_main_process, dynamic_ncols=True)
     while step < last:
@@ -286,18 +333,27 @@ def main(argv: list[str] | None = None) -> Path:
     if math.isnan(val_loss):  # resumed at max_steps: nothing ran, but the card needs the loss
         val_loss = evaluate(model, val_loader, accelerator)
     command = "train.py " + shlex.join(sys.argv[1:] if argv is None else argv)
-    save_final(accelerator, model, tokenizer, out,
-               model_card(cfg, step * tokens_per_step, step, val_loss, command, tokenizer_name))
+    # Validation takes every val_every-th document of local or embedded data, from the first.
+    train_docs = n_docs - ((n_docs - 1) // cfg["val_every"] + 1) if n_docs else 0
+    final = save_final(accelerator, model, tokenizer, out, model_card(
+        cfg, model_cfg, n_params, step, pos, train_docs, val_loss, command, tokenizer_name))
     accelerator.end_training()  # closes the trackers and the process group
+    if repo_id and accelerator.is_main_process:
+        url = push_to_hub(final, repo_id, f"train.py: {step} steps, validation loss {val_loss:.4f}")
+        print(f"pushed {final} to {url}")
     return out
 
 
-def cli() -> int:
+def cli(argv: list[str] | None = None) -> int:
+    """train.py as a command: bad input and a failed push are one line on stderr and their own exit status."""
     try:
-        main()
+        main(argv)
     except (ConfigError, DataError) as e:
         print(f"train.py: error: {e}", file=sys.stderr)
-        return 1
+        return EXIT_BAD_INPUT
+    except PushError as e:
+        print(f"train.py: error: {e}", file=sys.stderr)
+        return EXIT_PUSH_FAILED
     return 0
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from huggingface_hub.utils import HFValidationError, validate_repo_id
 
 import train_data
 
@@ -54,8 +55,12 @@ RESUME_INVARIANTS = ("model_config", "data", "block_size", "batch_size", "val_ev
 # Flags that override the YAML key of the same name.
 FLAG_OVERRIDES = ("output_dir", "data", "tokenizer", "max_steps", "seed", "report_to")
 
-__all__ = ["SETTINGS", "ConfigError", "parse_args", "load_config", "read_yaml", "resolve_model_config",
-           "find_checkpoint", "check_resume"]
+__all__ = ["SETTINGS", "EXIT_BAD_INPUT", "EXIT_PUSH_FAILED", "ConfigError", "parse_args", "load_config", "read_yaml",
+           "resolve_model_config", "hub_repo_id", "find_checkpoint", "check_resume"]
+
+# Exit statuses of train.py (argparse's own usage errors exit with 2).
+EXIT_BAD_INPUT = 1  # bad settings or data: nothing written
+EXIT_PUSH_FAILED = 3  # trained, final/ complete on disk, but the push to the hub failed
 
 
 class ConfigError(Exception):
@@ -68,7 +73,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="train.py", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Train SPEN or the GPT-2 baseline (Accelerate; DDP/FSDP via `accelerate launch`).",
-        epilog=f"YAML keys (key, default, meaning):\n{keys}\n\nFull-scale recipe: docs/training.md")
+        epilog=f"YAML keys (key, default, meaning):\n{keys}\n\n"
+               f"Exit status: 0 done; {EXIT_BAD_INPUT} bad settings or data (nothing written); 2 bad command line; "
+               f"{EXIT_PUSH_FAILED} trained and\nfinal/ saved, but --push_to_hub failed.\n\n"
+               "Full-scale recipe and pushing to the hub: docs/training.md")
     p.add_argument("--config", required=True, help="training YAML, e.g. hub_configs/spen-130m/train.yaml")
     p.add_argument("--output_dir", help="output folder (overrides the YAML)")
     p.add_argument("--data", nargs="+", metavar="PATH",
@@ -79,6 +87,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--resume_from_checkpoint", metavar="latest|DIR",
                    help="'latest' (newest checkpoint in the output folder; start fresh if none) or a folder")
     p.add_argument("--report_to", choices=["tensorboard", "wandb", "none"], help="extra tracker")
+    p.add_argument("--push_to_hub", action="store_true",
+                   help="after training, upload final/ (weights, config with auto_map, modeling files, tokenizer, "
+                        f"model card) to the Hugging Face hub, from the main process; exit status {EXIT_PUSH_FAILED} "
+                        "if that fails (final/ stays complete). Needs `hf auth login` or HF_TOKEN")
+    p.add_argument("--hub_model_id", metavar="[NAMESPACE/]NAME",
+                   help="the hub repository for --push_to_hub (created if missing; default: the output folder's "
+                        "name, in the token's namespace)")
     return p.parse_args(argv)
 
 
@@ -151,6 +166,28 @@ def read_yaml(path: str | Path, overrides: dict[str, Any] | None = None) -> dict
 def load_config(args: argparse.Namespace) -> dict[str, Any]:
     """The settings of the run ``args`` describes: its YAML with the flags on top."""
     return read_yaml(args.config, {key: getattr(args, key) for key in FLAG_OVERRIDES})
+
+
+def hub_repo_id(args: argparse.Namespace, output_dir: str | Path) -> str | None:
+    """The hub repository that final/ is pushed to, or None without --push_to_hub; checked before training.
+
+    As in transformers' example scripts, the id defaults to the output folder's name (the hub then puts it in
+    the token's namespace). ``--hub_model_id`` alone is refused rather than ignored: nothing would be pushed.
+    """
+    if not args.push_to_hub:
+        if args.hub_model_id is not None:
+            raise ConfigError(f"--hub_model_id {args.hub_model_id!r} needs --push_to_hub (nothing is pushed "
+                              "without it)")
+        return None
+    repo_id = args.hub_model_id if args.hub_model_id is not None else Path(output_dir).resolve().name
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError as e:
+        if args.hub_model_id is not None:
+            raise ConfigError(f"--hub_model_id: {e}") from None
+        raise ConfigError(f"--push_to_hub: the output folder's name is not a repo id, pass --hub_model_id "
+                          f"({e})") from None
+    return repo_id
 
 
 def find_checkpoint(out: Path, resume: str | None) -> Path | None:

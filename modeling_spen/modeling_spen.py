@@ -35,7 +35,7 @@ from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutpu
 
 from .configuration_spen import SPENConfig
 from .predictors import build_predictor
-from .traces import ema_step, ema_traces
+from .traces import accumulation_dtype, ema_step, ema_traces
 
 # A rate of exactly 1 (a saturated sigmoid) would put log(1 - a) = -inf in the trace operator.
 _MAX_RATE = 1.0 - 1e-6
@@ -46,7 +46,8 @@ _CACHE_KEY = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ e
 class SPENState:
     """The recurrent state of a SPEN model: everything needed to continue a batch of sequences.
 
-    ``layers[i]`` is a dict: ``"traces"`` ``(B, S, D)`` float32 (``h_{t-1}`` for the next token),
+    ``layers[i]`` is a dict: ``"traces"`` ``(B, S, D)`` (``h_{t-1}`` for the next token; float32,
+    or float64 in a float64 model),
     and for attention predictors of scope ``sequence`` either ``"kv"``/``"z"`` (linear
     attention sums) or ``"k"``/``"v"``/``"valid"`` (softmax key/value cache).
     """
@@ -86,9 +87,10 @@ class SPENTraces(nn.Module):
         # that writes them (from_pretrained builds modules on the meta device, then initialises).
         # `rate_logit` is also this module's own tensor: transformers calls _init_weights only on modules
         # of custom code that hold a tensor of their own, and the selective rates' bias is set here.
-        self.register_buffer("rate_logit", torch.empty(S), persistent=False)
+        # Float32 whatever the default dtype: from_pretrained(dtype=torch.bfloat16) keeps the fixed rates exact.
+        self.register_buffer("rate_logit", torch.empty(S, dtype=torch.float32), persistent=False)
         if self.kind == "ema":
-            self.register_buffer("alpha", torch.empty(S), persistent=False)
+            self.register_buffer("alpha", torch.empty(S, dtype=torch.float32), persistent=False)
         elif self.kind == "learned":
             self.alpha_logit = nn.Parameter(torch.empty(S, D))
         else:
@@ -100,22 +102,24 @@ class SPENTraces(nn.Module):
         """``(S,)``, ``(S, D)`` or ``(B, T, S, D)`` write rates for input ``u`` of shape (B, T, D)."""
         if self.kind == "ema":
             return self.alpha
+        acc = accumulation_dtype(u.dtype)  # the traces' dtype: float32, or float64 in a float64 model
         if self.kind == "learned":
-            return torch.sigmoid(self.alpha_logit.float()).clamp(max=_MAX_RATE)
-        logits = self.alpha_up(self.alpha_down(u)).float()
+            return torch.sigmoid(self.alpha_logit.to(acc)).clamp(max=_MAX_RATE)
+        logits = self.alpha_up(self.alpha_down(u)).to(acc)
         return torch.sigmoid(logits.unflatten(-1, (self.num_traces, -1))).clamp(max=_MAX_RATE)
 
     def forward(self, u: torch.Tensor, h0: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Past traces ``h_{t-1}`` for every position ``(B, T, S, D)`` and the final state ``h_{T-1}``."""
+        """Past traces ``h_{t-1}`` for every position ``(B, T, S, D)`` in ``u``'s dtype, and the final
+        state ``h_{T-1}`` in the traces' accumulation dtype (float32, or float64 for float64 ``u``)."""
         alpha = self.write_rates(u)
         B, T, D = u.shape
         if h0 is None:
-            h0 = u.new_zeros(B, self.num_traces, D, dtype=torch.float32)
+            h0 = u.new_zeros(B, self.num_traces, D, dtype=accumulation_dtype(u.dtype))
         if T == 1:  # decoding: the one-step update
             h_last = ema_step(u[:, 0], alpha[:, 0] if alpha.dim() == 4 else alpha, h0)
-            return h0[:, None], h_last
+            return h0[:, None].to(u.dtype), h_last
         traces, h_last = ema_traces(u, alpha, h0)
-        return torch.cat([h0[:, None], traces[:, :-1]], 1), h_last
+        return torch.cat([h0[:, None], traces[:, :-1]], 1).to(u.dtype), h_last
 
 
 class SparseFFN(nn.Module):

@@ -31,9 +31,11 @@ The implementations live side by side, in the style of flash-linear-attention:
 
 * :func:`ema_step` (this file) - one step, for decoding with a recurrent state.
 
-Numerics: everything runs in float32 even under bf16 autocast (a bf16 Toeplitz gives ~1e-2
-relative error), and only non-negative powers of ``lam`` are ever formed: ``lam**(-t)`` over
-a whole sequence overflows float32 after ~128 steps for a = 0.5.
+Numerics: traces are computed and returned in :func:`accumulation_dtype` of the input, the wider
+of float32 and the input's dtype: float32 for bf16/fp16 inputs and under autocast (a bf16
+Toeplitz gives ~1e-2 relative error), float64 for float64 inputs (so a float64 model checks the
+float32 one). Only non-negative powers of ``lam`` are ever formed: ``lam**(-t)`` over a whole
+sequence overflows float32 after ~128 steps for a = 0.5.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ try:  # optional fused GPU kernel; a plain relative import so trust_remote_code 
 except ImportError:  # pragma: no cover - depends on the environment
     _ema_triton = None
 
-__all__ = ["ema_traces", "ema_step", "check_inputs"]
+__all__ = ["ema_traces", "ema_step", "accumulation_dtype", "check_inputs"]
 
 
 def check_inputs(x: torch.Tensor, alpha: torch.Tensor, h0: torch.Tensor | None) -> None:
@@ -71,18 +73,25 @@ def check_inputs(x: torch.Tensor, alpha: torch.Tensor, h0: torch.Tensor | None) 
         raise ValueError(f"h0 must have shape (B, S, D)={(B, S, D)}, got {tuple(h0.shape)}")
 
 
+def accumulation_dtype(dtype: torch.dtype) -> torch.dtype:
+    """The dtype traces of ``dtype`` inputs are computed and kept in: float32, or float64 for float64."""
+    return torch.promote_types(dtype, torch.float32)
+
+
 def ema_step(x_t: torch.Tensor, alpha: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-    """One recurrent step: ``(1 - alpha) * h + alpha * x_t``.
+    """One recurrent step: ``(1 - alpha) * h + alpha * x_t``, in ``accumulation_dtype(x_t.dtype)``.
 
     Args:
         x_t: the new input, ``(B, D)``.
         alpha: ``(S,)``, ``(S, D)`` or ``(B, S, D)`` write rates for this step.
-        h: the previous state ``(B, S, D)``, float32.
+        h: the previous state ``(B, S, D)``, as :func:`ema_traces` returns it.
     """
-    a = alpha.float()
+    acc = accumulation_dtype(x_t.dtype)
+    a = alpha.to(acc)
     if a.dim() == 1:
         a = a[:, None]
-    return torch.lerp(h, x_t.float()[:, None, :].expand_as(h), a.expand_as(h))
+    h = h.to(acc)
+    return torch.lerp(h, x_t.to(acc)[:, None, :].expand_as(h), a.expand_as(h))
 
 
 def ema_traces(
@@ -106,8 +115,9 @@ def ema_traces(
             ``"triton"`` (an error where the kernel cannot serve the call).
 
     Returns:
-        ``(traces, h_last)``: float32 traces ``(B, T, S, D)`` with ``traces[:, t] = h_t``, and
-        the final state ``(B, S, D)`` to continue from.
+        ``(traces, h_last)``: traces ``(B, T, S, D)`` with ``traces[:, t] = h_t``, and the final
+        state ``(B, S, D)`` to continue from, both in ``accumulation_dtype(x.dtype)`` (float32,
+        or float64 for float64 inputs).
     """
     check_inputs(x, alpha, h0)
     B, T, D = x.shape
@@ -116,30 +126,33 @@ def ema_traces(
     if backend not in ("auto", "torch", "triton"):
         raise ValueError(f"backend must be 'auto', 'torch' or 'triton', got {backend!r}")
     S = alpha.shape[-2] if alpha.dim() == 4 else alpha.shape[0]
-    h0f = h0.float() if h0 is not None else None
+    acc = accumulation_dtype(x.dtype)
+    h0a = h0.to(acc) if h0 is not None else None
     if T == 0:
-        return x.new_zeros(B, 0, S, D, dtype=torch.float32), (
-            h0f if h0f is not None else x.new_zeros(B, S, D, dtype=torch.float32)
-        )
-    # The kernel has no backward for the rates: learned or input-dependent rates stay in PyTorch.
-    kernel_fits = alpha.dim() in (1, 2) and not alpha.requires_grad
+        return x.new_zeros(B, 0, S, D, dtype=acc), (h0a if h0a is not None else x.new_zeros(B, S, D, dtype=acc))
+    # The kernel keeps float32 state and has no backward for the rates: float64 inputs, learned and
+    # input-dependent rates stay in PyTorch.
+    kernel_fits = alpha.dim() in (1, 2) and not alpha.requires_grad and acc == torch.float32
     if backend == "triton" or (backend == "auto" and x.is_cuda and kernel_fits and _ema_triton is not None):
         if _ema_triton is None or not kernel_fits:
-            raise ValueError("backend='triton' needs Triton and (S,) or (S, D) rates without gradient")
-        traces = _ema_triton(x, alpha, h0f)
+            raise ValueError(
+                "backend='triton' needs Triton, inputs below float64 and (S,) or (S, D) rates without gradient"
+            )
+        traces = _ema_triton(x, alpha, h0a)
         return traces, traces[:, -1]
-    # Keep decays and accumulation in float32 whatever autocast says.
+    # Decays and accumulation in the accumulation dtype whatever autocast says: each solver below
+    # computes in the dtype of the tensors it is given.
     with torch.autocast(device_type=x.device.type, enabled=False):
-        a = alpha.float()
+        a = alpha.to(acc)
         if a.dim() == 1 and not alpha.requires_grad:
             # Fixed rates, the paper's traces: one GEMM per chunk with a hand-written backward.
-            traces = ema_traces_fixed(x, a, h0f, chunk_size or FIXED_RATE_CHUNK_SIZE)
+            traces = ema_traces_fixed(x, a, h0a, chunk_size or FIXED_RATE_CHUNK_SIZE)
         elif a.dim() == 4:
-            xf = x.float()[:, :, None, :]
-            traces = scan_selective(a * xf, 1.0 - a, h0f)
+            xa = x.to(acc)[:, :, None, :]
+            traces = scan_selective(a * xa, 1.0 - a, h0a)
         else:
             # Learned rates need d/d(alpha): autograd through the Toeplitz form gives it.
             a2 = a[:, None] if a.dim() == 1 else a
-            xf = x.float()[:, :, None, :]
-            traces = chunked_lti(a2 * xf, torch.log1p(-a2), h0f, chunk_size or DEFAULT_CHUNK_SIZE)
+            xa = x.to(acc)[:, :, None, :]
+            traces = chunked_lti(a2 * xa, torch.log1p(-a2), h0a, chunk_size or DEFAULT_CHUNK_SIZE)
     return traces, traces[:, -1]

@@ -6,8 +6,9 @@
 * :func:`scan_selective` - input-dependent ``lam_t`` (selective rates): a log-depth
   (Hillis-Steele) scan.
 
-Only non-negative powers of ``lam`` are ever formed: ``lam**(-t)`` over a whole sequence
-overflows float32 after ~128 steps for a = 0.5.
+Both compute in the dtype of the tensors they are given (:func:`.traces.ema_traces` passes its
+accumulation dtype: float32, or float64 for float64 inputs). Only non-negative powers of ``lam``
+are ever formed: ``lam**(-t)`` over a whole sequence overflows float32 after ~128 steps for a = 0.5.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ DEFAULT_CHUNK_SIZE = 64
 def chunked_lti(b: torch.Tensor, log_lam: torch.Tensor, h0: torch.Tensor | None, chunk: int) -> torch.Tensor:
     """Solve ``h_t = lam * h_{t-1} + b_t`` for time-invariant ``lam`` given as ``log(lam)``.
 
-    b: (B, T, S, D) float32; log_lam: (S, 1) or (S, D). Returns all states (B, T, S, D).
+    b: (B, T, S, D) float32 or float64; log_lam: (S, 1) or (S, D), same dtype. Returns all states
+    (B, T, S, D) in that dtype.
     Powers are formed as exp(k * log_lam) with k >= 0: lam^C of a fast decay underflows to 0
     one level up, while its log stays finite, so values and gradients stay finite.
     """

@@ -2,7 +2,9 @@
 
 Each chunk's S traces come from one matrix product of the chunk's inputs stacked with the carried
 state; the backward pass is the same filter run backwards in time, so nothing but the rates is
-saved for it. The float64 reference is :func:`.traces_naive.ema_traces_naive`.
+saved for it. It computes in the dtype of the rates it is given (:func:`.traces.ema_traces` passes
+them in its accumulation dtype: float32, or float64 for float64 inputs). The float64 reference is
+:func:`.traces_naive.ema_traces_naive`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ FIXED_RATE_CHUNK_SIZE = 16
 
 
 def _fixed_rate_matrices(alpha: torch.Tensor, chunk: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The two per-chunk transfer matrices of the fixed-rate filter, built in float64, cast to fp32.
+    """The two per-chunk transfer matrices of the fixed-rate filter, built in float64, cast to ``alpha``'s dtype.
 
     With ``S`` rates and chunk length ``C`` (rows and columns are flattened ``(step, rate)``):
 
@@ -57,7 +59,7 @@ def _fixed_rate_matrices(alpha: torch.Tensor, chunk: int) -> tuple[torch.Tensor,
     g_rows = torch.cat(
         [(lam[None, :] ** steps[:, None])[None] * eye[:, None, :], (lam**C * eye)[:, None, :]], 1
     ).reshape(S, C * S + S)
-    return fwd.float(), torch.cat([dx_rows, g_rows], 0).float()
+    return fwd.to(alpha.dtype), torch.cat([dx_rows, g_rows], 0).to(alpha.dtype)
 
 
 class _FixedRateEMA(torch.autograd.Function):
@@ -76,8 +78,8 @@ class _FixedRateEMA(torch.autograd.Function):
         S = alpha.shape[0]
         C = min(chunk, T)
         fwd, bwd = _fixed_rate_matrices(alpha, C)
-        out = x.new_empty(B, T, S, D, dtype=torch.float32)
-        xa = x.new_zeros(B, C + S, D, dtype=torch.float32)  # [chunk inputs; carried state]
+        out = x.new_empty(B, T, S, D, dtype=alpha.dtype)
+        xa = x.new_zeros(B, C + S, D, dtype=alpha.dtype)  # [chunk inputs; carried state]
         if h0 is not None:
             xa[:, C:].copy_(h0)
         for t0 in range(0, T, C):
@@ -96,8 +98,8 @@ class _FixedRateEMA(torch.autograd.Function):
         bwd, C = ctx.bwd, ctx.chunk
         B, T, S, D = grad_out.shape
         grad_x = grad_out.new_empty(B, T, D, dtype=ctx.x_dtype)
-        wa = grad_out.new_zeros(B, C * S + S, D, dtype=torch.float32)  # [chunk dh; G after chunk]
-        ga = grad_out.new_empty(B, C + S, D, dtype=torch.float32)  # [chunk dx; G at chunk start]
+        wa = grad_out.new_zeros(B, C * S + S, D, dtype=bwd.dtype)  # [chunk dh; G after chunk]
+        ga = grad_out.new_empty(B, C + S, D, dtype=bwd.dtype)  # [chunk dx; G at chunk start]
         last = (T - 1) // C * C
         for t0 in range(last, -1, -C):
             c = min(C, T - t0)
@@ -111,12 +113,15 @@ class _FixedRateEMA(torch.autograd.Function):
             wa[:, C * S :].copy_(ga[:, C:])
         grad_h0 = None
         if ctx.has_h0 and ctx.needs_input_grad[2]:
-            grad_h0 = (1.0 - alpha.float())[:, None] * wa[:, C * S :]  # dh_{-1} = lam * G_0
+            grad_h0 = (1.0 - alpha)[:, None] * wa[:, C * S :]  # dh_{-1} = lam * G_0
         return grad_x, None, grad_h0, None
 
 
 def ema_traces_fixed(
     x: torch.Tensor, alpha: torch.Tensor, h0: torch.Tensor | None = None, chunk: int = FIXED_RATE_CHUNK_SIZE
 ) -> torch.Tensor:
-    """All traces ``(B, T, S, D)`` of ``x`` ``(B, T, D)`` for fixed rates ``alpha`` ``(S,)`` (no gradient)."""
+    """All traces ``(B, T, S, D)`` of ``x`` ``(B, T, D)`` for fixed rates ``alpha`` ``(S,)`` (no gradient).
+
+    Computed and returned in ``alpha``'s dtype (float32 or float64); ``h0`` must have that dtype too.
+    """
     return _FixedRateEMA.apply(x, alpha, h0, chunk)
