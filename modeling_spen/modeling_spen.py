@@ -122,13 +122,21 @@ class SPENTraces(nn.Module):
         return torch.cat([h0[:, None], traces[:, :-1]], 1).to(u.dtype), h_last
 
 
+class ResidualProjection(nn.Linear):
+    """A linear map whose output is added to the residual stream (the context mix, the FFN's down map).
+
+    Its own class so that initialisation can find it: GPT-2's init scales these weights by
+    ``1 / sqrt(2 * num_hidden_layers)``, two residual additions per block.
+    """
+
+
 class SparseFFN(nn.Module):
     """GELU FFN whose hidden activation keeps only its top-k units per token."""
 
     def __init__(self, config: SPENConfig) -> None:
         super().__init__()
         self.up = nn.Linear(config.hidden_size, config.intermediate_size)
-        self.down = nn.Linear(config.intermediate_size, config.hidden_size)
+        self.down = ResidualProjection(config.intermediate_size, config.hidden_size)
         self.k = config.ffn_topk
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -147,7 +155,7 @@ class SPENBlock(nn.Module):
         self.ln_1 = nn.LayerNorm(D, eps=config.layer_norm_epsilon)
         self.traces = SPENTraces(config)
         self.predictor = build_predictor(config)
-        self.mix = nn.Linear((2 + S) * D, D)
+        self.mix = ResidualProjection((2 + S) * D, D)
         self.ln_2 = nn.LayerNorm(D, eps=config.layer_norm_epsilon)
         self.ffn = SparseFFN(config)
 
@@ -183,6 +191,11 @@ class SPENPreTrainedModel(PreTrainedModel):
         # transformers' init functions skip tensors that from_pretrained already loaded.
         std = self.config.initializer_range
         if isinstance(module, nn.Linear):
+            if isinstance(module, ResidualProjection):
+                # GPT-2's scaled init of the two residual projections per block. It lives on the Linear itself:
+                # transformers skips _init_weights for custom-code modules without tensors of their own
+                # (such as SPENBlock), so a block-level rule would never run.
+                std = std / math.sqrt(2 * self.config.num_hidden_layers)
             init.normal_(module.weight, mean=0.0, std=std)
             if module.bias is not None:
                 init.zeros_(module.bias)
@@ -191,11 +204,6 @@ class SPENPreTrainedModel(PreTrainedModel):
         elif isinstance(module, nn.LayerNorm):
             init.ones_(module.weight)
             init.zeros_(module.bias)
-        if isinstance(module, SPENBlock):
-            # GPT-2's scaled init of the two residual projections per block.
-            resid_std = std / math.sqrt(2 * self.config.num_hidden_layers)
-            init.normal_(module.mix.weight, mean=0.0, std=resid_std)
-            init.normal_(module.ffn.down.weight, mean=0.0, std=resid_std)
         if isinstance(module, SPENTraces):
             # Non-persistent buffers are not in the checkpoint, so they are (re)written here too.
             rates = torch.tensor(self.config.trace_rates, dtype=torch.float32)

@@ -117,6 +117,18 @@ def test_every_trace_starts_at_the_configured_rates(trace: str, tmp_path: Path) 
         torch.testing.assert_close(rates.reshape(2, -1), expected[:, None].expand(2, rates.reshape(2, -1).shape[1]))
 
 
+def test_residual_projections_get_gpt2_scaled_init() -> None:
+    # GPT-2's init: the two maps per block that write into the residual stream have std 0.02 / sqrt(2 L).
+    torch.manual_seed(0)
+    config = SPENConfig(vocab_size=97, hidden_size=256, num_hidden_layers=8, intermediate_size=512,
+                        num_attention_heads=4, bos_token_id=0, eos_token_id=0)
+    block = SPENForCausalLM(config).model.h[0]
+    scaled = 0.02 / (2 * 8) ** 0.5
+    assert block.mix.weight.std().item() == pytest.approx(scaled, rel=0.05)
+    assert block.ffn.down.weight.std().item() == pytest.approx(scaled, rel=0.05)
+    assert block.ffn.up.weight.std().item() == pytest.approx(0.02, rel=0.05)
+
+
 def test_auto_classes_registered() -> None:
     config = tiny_config()
     assert isinstance(AutoModelForCausalLM.from_config(config), SPENForCausalLM)
