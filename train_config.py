@@ -18,6 +18,7 @@ import yaml
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 
 import train_data
+from ema_boundary.io import OutputError, check_output_dir
 
 REPO = Path(__file__).resolve().parent
 
@@ -164,8 +165,13 @@ def read_yaml(path: str | Path, overrides: dict[str, Any] | None = None) -> dict
 
 
 def load_config(args: argparse.Namespace) -> dict[str, Any]:
-    """The settings of the run ``args`` describes: its YAML with the flags on top."""
-    return read_yaml(args.config, {key: getattr(args, key) for key in FLAG_OVERRIDES})
+    """The settings of the run ``args`` describes: its YAML with the flags on top; its output folder writable."""
+    cfg = read_yaml(args.config, {key: getattr(args, key) for key in FLAG_OVERRIDES})
+    try:
+        check_output_dir(cfg["output_dir"])
+    except OutputError as e:
+        raise ConfigError(f"output_dir {e}") from None
+    return cfg
 
 
 def hub_repo_id(args: argparse.Namespace, output_dir: str | Path) -> str | None:

@@ -15,7 +15,35 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["atomic_dir", "atomic_file", "publish_dir", "write_json", "write_jsonl", "write_text"]
+from ema_boundary.cli import UsageError
+
+__all__ = ["OutputError", "atomic_dir", "atomic_file", "check_output_dir", "publish_dir", "write_json",
+           "write_jsonl", "write_text"]
+
+
+class OutputError(UsageError):
+    """An output path that cannot be written: one line naming it; nothing has been written."""
+
+
+def check_output_dir(target: str | os.PathLike) -> Path:
+    """Refuse, before any work, an output folder that is a file or cannot be created where it is asked for.
+
+    Permission bits say nothing to root, so the check tries: it creates (and removes) an empty
+    temporary folder in the nearest existing ancestor of ``target``.
+    """
+    target = Path(target)
+    if target.exists() and not target.is_dir():
+        raise OutputError(f"{target}: exists and is not a folder")
+    ancestor = target.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise OutputError(f"{target}: {ancestor} is a file, not a folder")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".write-check-", dir=ancestor))
+    except OSError as e:
+        raise OutputError(f"{target}: cannot write in {ancestor} ({e.strerror})") from None
+    return target
 
 
 def publish_dir(tmp: str | os.PathLike, target: str | os.PathLike) -> None:
@@ -43,8 +71,11 @@ def _umask() -> int:
 
 @contextlib.contextmanager
 def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
-    """Yield a fresh temporary folder beside ``target``; on success it replaces ``target``."""
-    target = Path(target)
+    """Yield a fresh temporary folder beside ``target``; on success it replaces ``target``.
+
+    A ``target`` that is a file, or that cannot be written, raises :class:`OutputError` first.
+    """
+    target = check_output_dir(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700; give it ordinary folder permissions

@@ -36,9 +36,9 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from ema_boundary.cli import EXIT_USAGE, UsageParser
+from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser
 from ema_boundary.figures import pyplot, save
-from ema_boundary.io import atomic_dir, write_json
+from ema_boundary.io import atomic_dir, check_output_dir, write_json
 
 PROG = "python -m eval.content_probes"
 
@@ -396,8 +396,9 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
         settings.recall_steps = args.recall_steps
     try:
+        check_output_dir(args.out)  # before minutes of probing, not after
         run_content_probes(models, text, args.out, settings, recall=not args.no_recall)
-    except ValueError as err:
+    except (ValueError, UsageError) as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     print(f"wrote {Path(args.out) / 'content_probes.json'}")
