@@ -23,10 +23,10 @@ import torch
 from ema_boundary.cli import UsageParser
 from ema_boundary.io import write_text
 
-from . import bench_decode, bench_spcn, bench_traces, bench_train, tables
+from . import bench_decode, bench_ffn, bench_spcn, bench_traces, bench_train, tables
 from .common import machine
 
-BENCHMARKS = ("traces", "chunks", "train", "decode", "spcn")
+BENCHMARKS = ("traces", "chunks", "train", "decode", "spcn", "ffn")
 SPEN_130M = {"width": 768, "depth": 12, "heads": 12, "vocab": 50257}
 
 # Suites. "cpu": full-size decoding (cheap per token), but training at a reduced size: a
@@ -41,6 +41,8 @@ SUITES: dict[str, dict[str, Any]] = {
         "decode": {"contexts": [128, 1024], "batches": [1, 16], "steps": 3,
                    "size": {"width": 64, "depth": 2, "heads": 4, "vocab": 1024}},
         "spcn": {"n_sentences": 64, "repeats": 1, "probe_iters": 5},
+        "ffn": {"size": {"width": 32, "depth": 1, "heads": 2, "ffn": 128, "vocab": 256}, "batch": 2, "seq_len": 32,
+                "mask_shapes": [[64, 128, 8]], "repeats": 1},
     },
     "cpu": {
         "traces": {"sizes": [1e5, 1e6, 1e7, 1e8], "dtypes": ["fp32", "bf16"], "repeats": 3},
@@ -50,6 +52,10 @@ SUITES: dict[str, dict[str, Any]] = {
         "decode": {"contexts": [128, 512, 1024, 2048, 4096, 8192], "batches": [1, 16], "steps": 8,
                    "size": SPEN_130M, "max_cache_bytes": 5.5e9},
         "spcn": {"n_sentences": 1024, "repeats": 3, "probe_iters": 50},
+        # The tiny SPEN of hub_configs/spen-tiny at its training micro-batch (8 x 128), and the mask at the
+        # tiny and the 130M FFN shapes (k = 6% of the width).
+        "ffn": {"size": {"width": 64, "depth": 2, "heads": 4, "ffn": 256, "vocab": 1024}, "batch": 8, "seq_len": 128,
+                "mask_shapes": [[1024, 256, 15], [4096, 256, 15], [2048, 2048, 123]], "repeats": 10},
     },
     "gpu": {
         "traces": {"sizes": [1e5, 1e6, 1e7, 1e8], "dtypes": ["fp32", "bf16"], "repeats": 10},
@@ -113,6 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         "decode": lambda c: bench_decode.run(c["contexts"], c["batches"], c["size"], c["steps"], device=args.device,
                                              max_cache_bytes=c.get("max_cache_bytes", 4e9)),
         "spcn": lambda c: bench_spcn.run(c["n_sentences"], c["repeats"], c["probe_iters"]),
+        "ffn": lambda c: bench_ffn.run(c["size"], c["batch"], c["seq_len"], c["mask_shapes"], c["repeats"]),
     }  # fmt: skip
     renderers = tables.RENDER
     report: dict[str, Any] = {
@@ -123,6 +130,9 @@ def main(argv: list[str] | None = None) -> int:
         "results": {},
     }
     for name in args.only:
+        if name not in suite:  # the ffn benchmark is CPU-only
+            print(f"{name}: not in the {suite_name} suite, skipped", flush=True)
+            continue
         cfg = dict(suite[name])
         if args.repeats and "repeats" in cfg:
             cfg["repeats"] = args.repeats

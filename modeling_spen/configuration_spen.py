@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from transformers import PretrainedConfig
 
-PREDICTORS = ("linear", "linear_attention", "softmax_attention")
+PREDICTORS = ("none", "linear", "linear_attention", "softmax_attention")
 PREDICTOR_SCOPES = ("sequence", "state")
 TRACES = ("ema", "learned", "selective")
 # The paper's fast, medium and slow write rates.
@@ -41,12 +41,23 @@ class SPENConfig(PretrainedConfig):
         selective_rank (`int`, defaults to 48): rank of the low-rank map ``W`` of the selective
             trace (as Mamba's ``dt_rank``); unused by the other traces.
         predictor (`str`, defaults to ``"linear"``): reader of the past traces that predicts
-            ``x_t``: ``"linear"``, ``"linear_attention"`` or ``"softmax_attention"``.
+            ``x_t``: ``"none"`` (``x̂_t = 0``, so the error is the input itself: the control arm),
+            ``"linear"``, ``"linear_attention"`` or ``"softmax_attention"``.
         predictor_scope (`str`, defaults to ``"sequence"``): what the attention predictors attend
             over. ``"sequence"``: the trace states of every past position (the paper's causal
             attention; its cache grows with the sequence). ``"state"``: only the timescale slots
             of the current past state ``h_{t-1}`` (the reader sees nothing but the state).
-            Ignored by ``"linear"``.
+            Ignored by ``"none"`` and ``"linear"``.
+        prediction_loss_weight (`float`, defaults to 0.0): weight ``λ`` of the prediction loss
+            added to the next-token loss when ``labels`` are given: ``loss = CE + λ * P`` with
+            ``P`` the mean over blocks of ``mean_t ||u_t - x̂_t||^2 / D`` (``u_t`` the block's
+            normalised input, padded positions left out). The target ``u_t`` is detached: the loss
+            trains the predictor (and, through ``h_{t-1}``, what it reads) to predict ``u_t``, and
+            never moves ``u_t`` toward the prediction, which would let the model shrink its inputs
+            to make prediction trivial. Dividing by ``D`` keeps ``λ`` meaningful across widths.
+            Without this loss nothing asks ``x̂_t`` to predict anything, and a linear predictor is an
+            exact reparametrisation of the context mix (``e_t = u_t - x̂_t`` enters it linearly).
+            ``>= 0``; 0 turns the loss off.
         num_attention_heads (`int`, defaults to 12): heads of the attention predictors; must
             divide ``hidden_size`` when an attention predictor is used.
         layer_norm_epsilon (`float`, defaults to 1e-5): LayerNorm epsilon.
@@ -71,6 +82,7 @@ class SPENConfig(PretrainedConfig):
         selective_rank: int = 48,
         predictor: str = "linear",
         predictor_scope: str = "sequence",
+        prediction_loss_weight: float = 0.0,
         num_attention_heads: int = 12,
         layer_norm_epsilon: float = 1e-5,
         initializer_range: float = 0.02,
@@ -98,6 +110,7 @@ class SPENConfig(PretrainedConfig):
         self.selective_rank = selective_rank
         self.predictor = predictor
         self.predictor_scope = predictor_scope
+        self.prediction_loss_weight = prediction_loss_weight
         self.num_attention_heads = num_attention_heads
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
@@ -144,7 +157,10 @@ class SPENConfig(PretrainedConfig):
             raise ValueError(f"SPENConfig.{rates_name} must be distinct, got {rates!r}")
         if not 0.0 < self.ffn_topk_fraction <= 1.0:
             raise ValueError(f"SPENConfig.ffn_topk_fraction must lie in (0, 1], got {self.ffn_topk_fraction!r}")
-        if self.predictor != "linear" and self.hidden_size % self.num_attention_heads != 0:
+        weight = self.prediction_loss_weight
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not 0.0 <= weight < float("inf"):
+            raise ValueError(f"SPENConfig.prediction_loss_weight must be a finite number >= 0, got {weight!r}")
+        if self.predictor not in ("none", "linear") and self.hidden_size % self.num_attention_heads != 0:
             raise ValueError(
                 f"SPENConfig.num_attention_heads ({self.num_attention_heads}) must divide "
                 f"hidden_size ({self.hidden_size}) for the {self.predictor} predictor"

@@ -10,6 +10,14 @@ One block (pre-norm, as GPT-2), for block input x_t:
     x'_t      = x_t + c_t
     x''_t     = x'_t + SparseFFN(LayerNorm(x'_t))                top-k hidden units per token
 
+Prediction loss (predictive coding made real): ``P = mean over blocks of mean_t ||u_t - x̂_t||^2 / D``
+with the target ``u_t`` detached (gradients reach the predictor and what it reads, never the
+target). ``loss = CE + config.prediction_loss_weight * P`` when ``labels`` are given; ``P`` and the
+per-block values are returned as ``prediction_loss`` and ``prediction_losses`` in every forward,
+so a training loop that computes its own next-token loss adds ``weight * prediction_loss`` itself.
+Without it, ``x̂_t`` is not asked to predict anything: a linear predictor then only reparametrises
+the context mix (``predictor="none"`` is the same function class).
+
 Context mix: a learned linear map of the concatenation, the reference choice. It reads
 ``h_{t-1}`` rather than ``h_t``: since ``h_t = (1 - a) h_{t-1} + a u_t`` is a fixed linear
 function of ``h_{t-1}`` and ``u_t``, both give the same span, and one trace tensor serves the
@@ -24,6 +32,7 @@ predictor. For ``predictor="linear"`` and the ``state`` scope the state has cons
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -41,6 +50,40 @@ from .traces import accumulation_dtype, ema_step, ema_traces
 _MAX_RATE = 1.0 - 1e-6
 # transformers 5.24 renamed the cache field/argument from `past_key_values` to `cache`.
 _CACHE_KEY = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ else "past_key_values"
+
+
+@dataclass
+class SPENModelOutputWithPast(BaseModelOutputWithPast):
+    r"""
+    prediction_losses (`torch.FloatTensor` of shape `(num_hidden_layers,)`):
+        Per block, ``mean_t ||u_t - x̂_t||^2 / D`` over the non-padded positions (target detached).
+    """
+
+    prediction_losses: torch.FloatTensor | None = None
+
+
+@dataclass
+class SPENCausalLMOutputWithPast(CausalLMOutputWithPast):
+    r"""
+    lm_loss (`torch.FloatTensor`, *optional*, returned when `labels` are given):
+        The next-token cross-entropy alone; ``loss = lm_loss + prediction_loss_weight * prediction_loss``.
+    prediction_loss (`torch.FloatTensor`):
+        The prediction loss ``P``: ``prediction_losses`` averaged over blocks.
+    prediction_losses (`torch.FloatTensor` of shape `(num_hidden_layers,)`):
+        Per block, ``mean_t ||u_t - x̂_t||^2 / D`` over the non-padded positions (target detached).
+    """
+
+    lm_loss: torch.FloatTensor | None = None
+    prediction_loss: torch.FloatTensor | None = None
+    prediction_losses: torch.FloatTensor | None = None
+
+
+def _prediction_loss(u: torch.Tensor, x_hat: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+    """``mean_t ||u_t - x̂_t||^2 / D`` over the valid positions; the target ``u`` is detached."""
+    err = (u.detach().float() - x_hat.float()).pow(2).mean(-1)  # (B, T)
+    if valid is None:
+        return err.mean()
+    return (err * valid).sum() / valid.sum().clamp(min=1)
 
 
 class SPENState:
@@ -142,8 +185,12 @@ class SparseFFN(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = F.gelu(self.up(x), approximate="tanh")
         if self.k < h.shape[-1]:
-            idx = h.topk(self.k, dim=-1).indices
-            h = torch.zeros_like(h).scatter(-1, idx, h.gather(-1, idx))
+            # Keep the k largest units: a mask at the k-th largest value is the same as gathering the
+            # top-k indices and scattering them into zeros (units tied with the k-th value aside: all are
+            # kept), and cheaper forward and backward (benchmarks/bench_ffn.py). No gradient flows
+            # through the threshold, as none flowed through the indices.
+            threshold = h.detach().topk(self.k, dim=-1).values[..., -1:]
+            h = h * (h >= threshold)
         return self.down(h)
 
 
@@ -161,7 +208,8 @@ class SPENBlock(nn.Module):
 
     def forward(
         self, x: torch.Tensor, valid: torch.Tensor | None, state: dict[str, torch.Tensor] | None
-    ) -> torch.Tensor:
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The block output and its prediction loss ``mean_t ||u_t - x̂_t||^2 / D`` (scalar, float32)."""
         u = self.ln_1(x)
         if valid is not None:
             # Padded positions enter the traces as zeros: with traces starting at zero, left
@@ -174,7 +222,7 @@ class SPENBlock(nn.Module):
         if state is not None:
             state["traces"] = h_last
         x = x + c
-        return x + self.ffn(self.ln_2(x))
+        return x + self.ffn(self.ln_2(x)), _prediction_loss(u, x_hat, valid)
 
 
 class SPENPreTrainedModel(PreTrainedModel):
@@ -285,7 +333,7 @@ class SPENModel(SPENPreTrainedModel):
         return_dict: bool | None = None,
         past_key_values: Any = None,
         **kwargs: Any,
-    ) -> BaseModelOutputWithPast:
+    ) -> SPENModelOutputWithPast:
         r"""
         Args:
             input_ids: token ids ``(batch, seq_len)``.
@@ -311,8 +359,10 @@ class SPENModel(SPENPreTrainedModel):
                 valid = None  # nothing to mask: take the cheaper path
         x = self.wte(input_ids) if inputs_embeds is None else inputs_embeds
         hidden_states = [x] if output_hidden_states else None
+        prediction_losses = []
         for i, block in enumerate(self.h):
-            x = block(x, valid, state.layers[i] if use_cache else None)
+            x, prediction_loss = block(x, valid, state.layers[i] if use_cache else None)
+            prediction_losses.append(prediction_loss)
             if output_hidden_states:
                 hidden_states.append(x)
         x = self.ln_f(x)
@@ -320,9 +370,10 @@ class SPENModel(SPENPreTrainedModel):
             hidden_states[-1] = x
         if use_cache:
             state.seen_tokens += x.shape[1]
-        return BaseModelOutputWithPast(
+        return SPENModelOutputWithPast(
             last_hidden_state=x,
             hidden_states=tuple(hidden_states) if output_hidden_states else None,
+            prediction_losses=torch.stack(prediction_losses),
             **{_CACHE_KEY: state if use_cache else None},
         )
 
@@ -366,11 +417,12 @@ class SPENForCausalLM(SPENPreTrainedModel, GenerationMixin):
         logits_to_keep: int | torch.Tensor = 0,
         past_key_values: Any = None,
         **kwargs: Any,
-    ) -> CausalLMOutputWithPast:
+    ) -> SPENCausalLMOutputWithPast:
         r"""
         Args:
             labels: targets ``(batch, seq_len)`` for the next-token loss (shifted inside, as in
-                GPT-2); -100 is ignored.
+                GPT-2); -100 is ignored. ``loss`` is that cross-entropy plus
+                ``config.prediction_loss_weight`` times the prediction loss (see the module docstring).
             logits_to_keep: if an int ``n > 0``, compute logits for the last ``n`` positions only.
         """
         out = self.model(
@@ -387,13 +439,20 @@ class SPENForCausalLM(SPENPreTrainedModel, GenerationMixin):
         else:
             x = x[:, logits_to_keep]
         logits = self.lm_head(x)
-        loss = None
+        prediction_loss = out.prediction_losses.mean()
+        loss = lm_loss = None
         if labels is not None:
-            loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
-        return CausalLMOutputWithPast(
+            lm_loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
+            loss = lm_loss
+            if self.config.prediction_loss_weight:
+                loss = lm_loss + self.config.prediction_loss_weight * prediction_loss
+        return SPENCausalLMOutputWithPast(
             loss=loss,
             logits=logits,
             hidden_states=out.hidden_states,
+            lm_loss=lm_loss,
+            prediction_loss=prediction_loss,
+            prediction_losses=out.prediction_losses,
             **{_CACHE_KEY: getattr(out, _CACHE_KEY)},
         )
 
@@ -422,4 +481,11 @@ class SPENForCausalLM(SPENPreTrainedModel, GenerationMixin):
         return inputs
 
 
-__all__ = ["SPENState", "SPENModel", "SPENForCausalLM", "SPENPreTrainedModel"]
+__all__ = [
+    "SPENState",
+    "SPENModelOutputWithPast",
+    "SPENCausalLMOutputWithPast",
+    "SPENModel",
+    "SPENForCausalLM",
+    "SPENPreTrainedModel",
+]

@@ -4,6 +4,9 @@ Every predictor gets exactly the same inputs: the block input ``u_t`` (only the 
 predictors use it, to form a query) and the past trace states ``h_{t-1}^{(s)}`` of every
 position, shape ``(B, T, S, D)``. They differ in what they can read:
 
+* ``NoPredictor``: ``x̂_t = 0``, so the "error" is the input itself. The control arm: with no
+  prediction loss, a linear predictor is an exact reparametrisation of this model (the context mix
+  reads ``e_t = u_t - x̂_t`` linearly, so ``W_pred``, ``b_pred`` fold into the mix weights).
 * ``LinearPredictor``: a static linear map of the concatenated past state ``[h^(1); ...; h^(S)]``.
   Sees the current past state only.
 * ``AttentionPredictor`` with scope ``"state"``: attends over the ``S`` timescale slots of the
@@ -28,6 +31,15 @@ from torch import nn
 from .configuration_spen import SPENConfig
 
 _EPS = 1e-6
+
+
+class NoPredictor(nn.Module):
+    """x̂_t = 0: no reader of the traces."""
+
+    def forward(
+        self, u: torch.Tensor, h_prev: torch.Tensor, key_valid: torch.Tensor | None, state: dict | None
+    ) -> torch.Tensor:
+        return torch.zeros_like(u)
 
 
 class LinearPredictor(nn.Module):
@@ -155,9 +167,11 @@ class AttentionPredictor(nn.Module):
 
 
 def build_predictor(config: SPENConfig) -> nn.Module:
+    if config.predictor == "none":
+        return NoPredictor()
     if config.predictor == "linear":
         return LinearPredictor(config)
     return AttentionPredictor(config)
 
 
-__all__ = ["LinearPredictor", "AttentionPredictor", "build_predictor"]
+__all__ = ["NoPredictor", "LinearPredictor", "AttentionPredictor", "build_predictor"]
