@@ -122,9 +122,11 @@ class AttentionPredictor(nn.Module):
     def _linear_sequence(
         self, q: torch.Tensor, h_prev: torch.Tensor, key_valid: torch.Tensor | None, state: dict | None
     ) -> torch.Tensor:
-        fq = _phi(q).float().transpose(1, 2)  # (B, H, T, dh)
-        fk = _phi(self._heads(self.k_proj(h_prev.flatten(-2)))).float().transpose(1, 2)
-        v = self._heads(self.v_proj(h_prev.flatten(-2))).float().transpose(1, 2)
+        # The running sums accumulate in at least float32 (a bf16 sum over T drifts), float64 in a float64 model.
+        acc = torch.promote_types(q.dtype, torch.float32)
+        fq = _phi(q).to(acc).transpose(1, 2)  # (B, H, T, dh)
+        fk = _phi(self._heads(self.k_proj(h_prev.flatten(-2)))).to(acc).transpose(1, 2)
+        v = self._heads(self.v_proj(h_prev.flatten(-2))).to(acc).transpose(1, 2)
         if key_valid is not None:
             fk = fk * key_valid[:, None, :, None]
         T = q.shape[1]
