@@ -26,11 +26,16 @@ def _parser() -> argparse.ArgumentParser:
     build = sub.add_parser("build", help="write the grammar corpus (save_to_disk + parquet + card)")
     build.add_argument("--out", required=True, help="output folder (replaced atomically)")
     build.add_argument("--seed", type=int, default=0)
-    build.add_argument("--train-size", type=int, default=4000, help="train sentences")
-    build.add_argument("--validation-size", type=int, default=500)
+    build.add_argument("--train-size", type=int, default=10000,
+                       help="train sentences (a run draws one disjoint subset per seed)")
+    build.add_argument("--validation-size", type=int, default=1000, help="sentences per validation split")
     build.add_argument("--test-size", type=int, default=1000, help="sentences per test split")
     build.add_argument("--max-depth", type=int, default=2, help="clause-embedding cap of train")
-    build.add_argument("--deep-depth", type=int, default=None, help="cap of test_deep (default max+2)")
+    build.add_argument("--deep-depth", type=int, default=None, help="cap of test_deep (default max+1)")
+    build.add_argument("--ceiling-sentences", type=int, default=3000,
+                       help="fresh sentences for the exact ceilings and kinds")
+    build.add_argument("--window-sentences", type=int, default=40000,
+                       help="fresh sentences for the window-tagger tables")
 
     run = sub.add_parser("run", help="fit SPCN, the probes and the BiGRU; write results")
     run.add_argument("--dataset", required=True, help="folder written by `build`")
@@ -47,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # Imported late so that `--help` and argument errors answer instantly.
     import datasets
 
-    from grammar_probe.dataset import DatasetFormatError, build_dataset, write_dataset
+    from grammar_probe.dataset import DatasetFormatError, build_dataset, compute_ceilings, write_dataset
 
     datasets.disable_progress_bars()  # per-shard bars of save_to_disk/to_parquet are noise here
 
@@ -60,7 +65,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             if args.deep_depth is not None:
                 build_args["deep_depth"] = args.deep_depth
             dataset = build_dataset(**build_args)
-            write_dataset(dataset, args.out, build_args)
+            ceilings = compute_ceilings(
+                dataset, seed=args.seed, exact_sentences=args.ceiling_sentences,
+                window_sentences=args.window_sentences, max_depth=args.max_depth, deep_depth=args.deep_depth,
+                progress=lambda msg: print(msg, file=sys.stderr),
+            )
+            write_dataset(dataset, args.out, {**build_args, "ceiling_sentences": args.ceiling_sentences,
+                                              "window_sentences": args.window_sentences}, ceilings)
             print(f"wrote {args.out}: " + ", ".join(f"{k} {len(v)}" for k, v in dataset.items()))
             return 0
 
