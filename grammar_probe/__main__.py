@@ -1,4 +1,4 @@
-"""``python -m grammar_probe build|run``: build the grammar corpus, run the SPCN-vs-BiGRU probe.
+"""``python -m grammar_probe build|run``: build the grammar corpus and its ceilings; run the structure experiment.
 
 Bad input ends with one line on stderr naming the field or file, and exit status 2.
 """
@@ -40,10 +40,13 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="fit SPCN, the probes and the BiGRU; write results")
     run.add_argument("--dataset", required=True, help="folder written by `build`")
     run.add_argument("--out", required=True, help="output folder (replaced atomically)")
-    run.add_argument("--quick", action="store_true", help="1000 train sentences, fewer epochs")
+    run.add_argument("--quick", action="store_true", help="fewer training sentences per seed, fewer epochs")
     run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--splits", nargs="+", default=None, help="evaluate only these splits")
-    run.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    run.add_argument("--splits", nargs="+", default=None, help="evaluate only these splits (default: all but "
+                     "train and validation)")
+    run.add_argument("--threads", type=int, default=1, help="torch intra-op threads per worker")
+    run.add_argument("--workers", type=int, default=2,
+                     help="processes running seeds in parallel (default 2: one per core of a 2-core machine)")
     return parser
 
 
@@ -77,14 +80,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         from grammar_probe.experiment import run_experiment
 
-        if args.threads <= 0:
-            return _fail(f"--threads must be a positive integer, got {args.threads}")
+        for flag in ("threads", "workers"):
+            if getattr(args, flag) <= 0:
+                return _fail(f"--{flag} must be a positive integer, got {getattr(args, flag)}")
         results = run_experiment(args.dataset, args.out, quick=args.quick, seed=args.seed,
-                                 splits=args.splits, threads=args.threads)
+                                 splits=args.splits, threads=args.threads, workers=args.workers)
         for split, scores in results["splits"].items():
-            ratio = results["ratio_spcn_over_bigru"][split]
-            print(f"{split:18s} " + "  ".join(f"{m} {100 * s['accuracy']:.1f}" for m, s in scores.items())
-                  + ("" if ratio is None else f"  ratio {ratio:.3f}"))
+            print(f"{split:24s} " + "  ".join(f"{m} {100 * s['accuracy']['mean']:.1f}" for m, s in scores.items()))
+        for name, row in results["paper"].items():
+            print(f"paper row {name}: {row['verdict']}")
         print(f"wrote {args.out} in {results['seconds']:.0f} s")
         return 0
     except (UsageError, GrammarError, DatasetFormatError, ValueError, OSError) as err:
