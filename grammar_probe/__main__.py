@@ -42,8 +42,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", required=True, help="output folder (replaced atomically)")
     run.add_argument("--quick", action="store_true", help="fewer training sentences per seed, fewer epochs")
     run.add_argument("--seed", type=int, default=0)
-    run.add_argument("--splits", nargs="+", default=None, help="evaluate only these splits (default: all but "
-                     "train and validation)")
+    run.add_argument("--splits", nargs="+", default=None, help="evaluate these splits (default: every test_* split; "
+                     "validation_novel_words is the development one)")
     run.add_argument("--threads", type=int, default=1, help="torch intra-op threads per worker")
     run.add_argument("--workers", type=int, default=2,
                      help="processes running seeds in parallel (default 2: one per core of a 2-core machine)")

@@ -48,6 +48,7 @@ __all__ = ["MODELS", "RESULTS_SCHEMA", "run_experiment"]
 
 RESULTS_SCHEMA = "grammar_probe.results/2"
 NOT_EVALUATED = ("train", "validation")  # fitted on / early-stopped on
+# Evaluated by default: the test splits. The development splits serve choices (--splits adds them).
 REQUIRED_GAP = 0.15  # issue 12's check: the best k <= 6 window >= 15 points under the causal ceiling
 
 
@@ -205,46 +206,63 @@ def _split_ceiling_summary(split_roles: dict, kind_of: dict[str, str]) -> dict:
     }
 
 
-def _paper_rows(per_seed: dict, splits: dict) -> dict:
-    """The paper's three rows and our novel-word and counterfactual rows, each with a verdict."""
-    rows = {}
+SHORTCUTS = ("majority_word", "window", "plain_ema", "spcn_frozen")  # the paper rows' measure, for them too
 
+
+def _row_verdict(ours: dict, target: float, strict: bool) -> str:
+    lo, hi = ours["ci95"]
+    if lo > target if strict else lo >= target:
+        return stats.MET
+    return stats.REFUTED if hi < target else stats.NOT_RESOLVED
+
+
+def _paper_rows(per_seed: dict) -> dict:
+    """The paper's three rows and the novel-word and counterfactual rows, each with a verdict.
+
+    Each row's measure is also computed with every shortcut in SPCN's place (``shortcuts``): a row
+    that the window tagger meets as well says nothing about structure.
+    """
     def acc(split: str, model: str, key: str = "accuracy", kind: str | None = None) -> list[float]:
-        runs = per_seed[split][model]
-        return [r["by_kind"].get(kind, float("nan")) if kind else r[key] for r in runs]
+        return [r["by_kind"].get(kind, float("nan")) if kind else r[key] for r in per_seed[split][model]]
 
+    measures: dict[str, tuple] = {}  # name: (description, paper value, target, measure(model) -> summary)
     if "test_within_a" in per_seed:
-        ratio = [s / b for s, b in zip(acc("test_within_a", "spcn"), acc("test_within_a", "bigru"), strict=True)]
-        rows["ratio_within_a"] = {
-            "description": "SPCN probe accuracy / BiGRU accuracy, grammar A held out (all tokens)",
-            "paper": PAPER["ratio_within_a"], "target": PAPER["ratio_within_a"], "ours": stats.summary(ratio)}
+        measures["ratio_within_a"] = (
+            "SPCN probe accuracy / BiGRU accuracy, grammar A held out (all tokens)",
+            PAPER["ratio_within_a"], PAPER["ratio_within_a"],
+            lambda m: stats.summary([s / b for s, b in zip(acc("test_within_a", m), acc("test_within_a", "bigru"),
+                                                          strict=True)]))
     if "test_transfer_b" in per_seed:
-        rows["transfer_b_accuracy"] = {
-            "description": "SPCN probe accuracy on grammar B (all tokens)", "paper": PAPER["transfer_b_accuracy"],
-            "target": PAPER["transfer_b_accuracy"], "ours": splits["test_transfer_b"]["spcn"]["accuracy"]}
+        measures["transfer_b_accuracy"] = (
+            "SPCN probe accuracy on grammar B (all tokens)", PAPER["transfer_b_accuracy"],
+            PAPER["transfer_b_accuracy"], lambda m: stats.summary(acc("test_transfer_b", m)))
     if "test_deep" in per_seed:
-        rows["deep_accuracy"] = {
-            "description": "SPCN probe accuracy on deeper embedding than training (all tokens)",
-            "paper": PAPER["deep_accuracy"], "target": PAPER["deep_accuracy"],
-            "ours": splits["test_deep"]["spcn"]["accuracy"]}
+        measures["deep_accuracy"] = (
+            "SPCN probe accuracy on deeper embedding than training (all tokens)", PAPER["deep_accuracy"],
+            PAPER["deep_accuracy"], lambda m: stats.summary(acc("test_deep", m)))
     if "test_novel_words" in per_seed:
-        rows["novel_structural_spcn_minus_bigru"] = {
-            "description": "SPCN minus BiGRU on structural roles with never-seen nouns and verbs (paired by seed)",
-            "paper": "SPCN above BiGRU (no number reported)", "target": 0.0,
-            "ours": stats.compare(acc("test_novel_words", "spcn", kind="structural"),
-                                  acc("test_novel_words", "bigru", kind="structural"))}
+        measures["novel_structural_spcn_minus_bigru"] = (
+            "SPCN minus BiGRU on structural roles with never-seen nouns and verbs (paired by seed)",
+            "SPCN above BiGRU (no number reported)", 0.0,
+            lambda m: stats.compare(acc("test_novel_words", m, kind="structural"),
+                                    acc("test_novel_words", "bigru", kind="structural")))
     if "test_counterfactual" in per_seed:
-        rows["counterfactual_spcn_minus_bigru"] = {
-            "description": "SPCN minus BiGRU on the subject/object roles of the counterfactual split, where training's "
-                           "word->role correlation is reversed (paired by seed)",
-            "paper": "SPCN above BiGRU: the BiGRU memorised word->role shortcuts (no number reported)", "target": 0.0,
-            "ours": stats.compare(acc("test_counterfactual", "spcn", "argument_roles"),
-                                  acc("test_counterfactual", "bigru", "argument_roles"))}
-    for row in rows.values():
-        lo, hi = row["ours"]["ci95"]
-        strict = isinstance(row["paper"], str)  # "above": the interval must exclude the target
-        row["verdict"] = (stats.MET if (lo > row["target"] if strict else lo >= row["target"])
-                          else stats.REFUTED if hi < row["target"] else stats.NOT_RESOLVED)
+        measures["counterfactual_spcn_minus_bigru"] = (
+            "SPCN minus BiGRU on the subject/object roles of the counterfactual split, where training's "
+            "word->role correlation is reversed (paired by seed)",
+            "SPCN above BiGRU: the BiGRU memorised word->role shortcuts (no number reported)", 0.0,
+            lambda m: stats.compare(acc("test_counterfactual", m, "argument_roles"),
+                                    acc("test_counterfactual", "bigru", "argument_roles")))
+    rows = {}
+    for name, (description, paper, target, measure) in measures.items():
+        strict = isinstance(paper, str)  # "above": the interval must exclude the target
+        ours = measure("spcn")
+        rows[name] = {
+            "description": description, "paper": paper, "target": target, "ours": ours,
+            "verdict": _row_verdict(ours, target, strict),
+            "shortcuts": {m: {"value": (v := measure(m)), "verdict": _row_verdict(v, target, strict)}
+                          for m in SHORTCUTS},
+        }
     return rows
 
 
@@ -265,7 +283,7 @@ def run_experiment(
 
     ``dataset`` is a folder written by ``python -m grammar_probe build`` (its ``ceilings.json`` is
     read) or a ``DatasetDict`` (then ``ceilings`` may be passed; otherwise small ones are computed).
-    ``splits`` limits the evaluated splits (default: every split but ``train`` and ``validation``).
+    ``splits`` chooses the evaluated splits (default: every ``test_*`` split).
     ``quick`` uses :data:`QUICK` sizes instead of :data:`FULL`; ``size`` overrides both. Seeds run in
     ``workers`` processes with ``threads`` torch threads each (the numbers do not depend on either).
     """
@@ -274,7 +292,7 @@ def run_experiment(
     for required in ("train", "validation"):
         if required not in ds:
             raise DatasetFormatError(f"dataset has no {required!r} split (splits: {', '.join(ds)})")
-    eval_splits = [s for s in ds if s not in NOT_EVALUATED] if splits is None else list(splits)
+    eval_splits = [s for s in ds if s.startswith("test_")] if splits is None else list(splits)
     for split in eval_splits:
         if split not in ds:
             raise DatasetFormatError(f"unknown split {split!r} (available: {', '.join(ds)})")
@@ -341,22 +359,21 @@ def run_experiment(
             for role in names if role in counts
         }
 
+    # What SPCN's learning adds (vs its frozen twin), what the network adds without learning (frozen
+    # twin vs a plain EMA of the word codes), and what the whole SPCN adds over that plain EMA.
+    pairs = {"spcn_minus_spcn_frozen": ("spcn", "spcn_frozen"),
+             "spcn_frozen_minus_plain_ema": ("spcn_frozen", "plain_ema"),
+             "spcn_minus_plain_ema": ("spcn", "plain_ema")}
+
+    def values(split: str, model: str, kind: str) -> list[float]:
+        return [x["accuracy"] if kind == "all" else x["by_kind"][kind] for x in per_seed[split][model]]
+
     learning = {
-        split: {kind: {
-            "spcn_minus_spcn_frozen": stats.compare([x["by_kind"][kind] for x in per_seed[split]["spcn"]],
-                                                    [x["by_kind"][kind] for x in per_seed[split]["spcn_frozen"]]),
-            "spcn_frozen_minus_plain_ema": stats.compare([x["by_kind"][kind] for x in per_seed[split]["spcn_frozen"]],
-                                                         [x["by_kind"][kind] for x in per_seed[split]["plain_ema"]]),
-        } for kind in per_seed[split]["spcn"][0]["by_kind"]}
+        split: {kind: {name: stats.compare(values(split, a, kind), values(split, b, kind))
+                       for name, (a, b) in pairs.items()}
+                for kind in [*per_seed[split]["spcn"][0]["by_kind"], "all"]}
         for split in eval_splits
     }
-    for split in eval_splits:
-        learning[split]["all"] = {
-            "spcn_minus_spcn_frozen": stats.compare([x["accuracy"] for x in per_seed[split]["spcn"]],
-                                                    [x["accuracy"] for x in per_seed[split]["spcn_frozen"]]),
-            "spcn_frozen_minus_plain_ema": stats.compare([x["accuracy"] for x in per_seed[split]["spcn_frozen"]],
-                                                         [x["accuracy"] for x in per_seed[split]["plain_ema"]]),
-        }
 
     split_ceilings = {s: _split_ceiling_summary(ceilings["splits"][s], kind_of)
                       for s in eval_splits if s in ceilings.get("splits", {})}
@@ -399,7 +416,7 @@ def run_experiment(
         "split_ceilings": split_ceilings,
         "window_gap": window_gap,
         "counterfactual": counterfactual,
-        "paper": _paper_rows(per_seed, results_splits),
+        "paper": _paper_rows(per_seed),
         "learning": learning,
         "protocol": asdict(PROTOCOL),
         "size": asdict(size),

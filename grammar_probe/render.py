@@ -51,17 +51,27 @@ def _ratio(s: dict) -> str:
     return f"{s['mean']:.3f} [{lo:.3f}, {hi:.3f}]" if math.isfinite(lo) else f"{s['mean']:.3f}"
 
 
+def _row_value(name: str, row: dict, value: dict) -> str:
+    if name == "ratio_within_a":
+        return _ratio(value)
+    if isinstance(row["paper"], str):
+        return _ci(value, points=True) + " points"
+    return _ci(value) + " %"
+
+
 def _paper_table(results: dict) -> list[str]:
-    lines = ["| row | paper | ours: mean [95% CI] | verdict |", "|---|---|---|---|"]
+    lines = ["| row | paper | SPCN: mean [95% CI] | verdict | the same measure for the shortcuts |",
+             "|---|---|---|---|---|"]
     for name, row in results["paper"].items():
         paper = row["paper"]
-        if name == "ratio_within_a":
-            paper_s, ours = f"{paper:.2f}", _ratio(row["ours"])
-        elif isinstance(paper, str):
-            paper_s, ours = paper, _ci(row["ours"], points=True) + " points"
+        if isinstance(paper, str):
+            paper_s = paper
         else:
-            paper_s, ours = f"{100 * paper:.1f} %", _ci(row["ours"]) + " %"
-        lines.append(f"| {row['description']} | {paper_s} | {ours} | **{row['verdict']}** |")
+            paper_s = f"{paper:.2f}" if name == "ratio_within_a" else f"{100 * paper:.1f} %"
+        shortcuts = "; ".join(f"{m} {_row_value(name, row, c['value'])} ({c['verdict']})"
+                              for m, c in row.get("shortcuts", {}).items())
+        ours = _row_value(name, row, row["ours"])
+        lines.append(f"| {row['description']} | {paper_s} | {ours} | **{row['verdict']}** | {shortcuts} |")
     return lines
 
 
@@ -108,14 +118,17 @@ def _ceilings_table(results: dict) -> list[str]:
     return lines
 
 
+LEARNING_COLUMNS = {"spcn_minus_spcn_frozen": "SPCN − frozen twin", "spcn_frozen_minus_plain_ema":
+                    "frozen twin − plain EMA", "spcn_minus_plain_ema": "SPCN − plain EMA"}
+
+
 def _learning_table(results: dict) -> list[str]:
-    lines = ["| split | kind | SPCN − frozen twin (points) | conclusion | frozen twin − plain EMA (points) "
-             "| conclusion |", "|---|---|---|---|---|---|"]
+    head = ["split", "kind"] + [f"{label} (points): conclusion" for label in LEARNING_COLUMNS.values()]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for split, kinds in results["learning"].items():
         for kind, c in kinds.items():
-            a, b = c["spcn_minus_spcn_frozen"], c["spcn_frozen_minus_plain_ema"]
-            lines.append(f"| {split} | {kind} | {_ci(a, points=True)} | {a['conclusion']} | {_ci(b, points=True)} | "
-                         f"{b['conclusion']} |")
+            cells = [f"{_ci(c[k], points=True)}: {c[k]['conclusion']}" for k in LEARNING_COLUMNS if k in c]
+            lines.append(f"| {split} | {kind} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -147,6 +160,9 @@ def render_structure_markdown(results: dict) -> str:
         "every model. Accuracy in %, mean over seeds with a 95% t-interval; differences are paired by seed. "
         f"Run time {results['seconds']:.0f} s.",
         "",
+        *(["**Quick run (`--quick`): smaller training and fewer epochs, a smoke test. The GRU taggers are "
+           "undertrained at this budget, so its verdicts are not the experiment's; cite the default run.**", ""]
+          if results.get("quick") else []),
         "### The paper's rows",
         "",
         *_paper_table(results),
@@ -171,8 +187,9 @@ def render_structure_markdown(results: dict) -> str:
         lines += ["", f"**{split}**", "", *_split_table(results, split)]
     margin = next(iter(results["learning"].values()))["all"]["spcn_minus_spcn_frozen"]["margin"]
     lines += ["", "### Does SPCN's learning matter?", "",
-              "SPCN minus its frozen twin (same network, same initial weights, no Hebbian learning), and the frozen "
-              "twin minus a plain EMA of the word codes, paired by seed. *equivalent*: the 90% interval lies inside "
+              "SPCN minus its frozen twin (same network, same initial weights, no Hebbian learning), the frozen "
+              "twin minus a plain EMA of the word codes, and SPCN minus that plain EMA, paired by seed. "
+              "*higher*/*lower*: the 95% interval excludes 0; *equivalent*: the 90% interval lies inside "
               f"±{100 * margin:.0f} "
               "point (two one-sided tests).", "", *_learning_table(results)]
     if results.get("counterfactual"):

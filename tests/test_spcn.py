@@ -213,7 +213,7 @@ def test_run_writes_every_file_and_field(run_dir, corpus):
     res = json.loads((run_dir / "results.json").read_text())
     assert res["models"] == list(MODELS) == ["majority_word", "window", "plain_ema", "spcn_frozen", "spcn",
                                              "causal_gru", "bigru"]
-    evaluated = [s for s in corpus if s not in ("train", "validation")]
+    evaluated = [s for s in corpus if s.startswith("test_")]
     assert list(res["splits"]) == evaluated and "test_counterfactual" in res["splits"]
     for split in evaluated:
         for model in MODELS:
@@ -240,10 +240,32 @@ def test_verdicts_follow_from_the_intervals(run_dir):
         expected = ("met" if (lo > row["target"] if strict else lo >= row["target"])
                     else "refuted" if hi < row["target"] else "not resolved at this budget")
         assert row["verdict"] == expected
+        for shortcut in row["shortcuts"].values():  # the same rule for the shortcuts' values
+            lo, hi = shortcut["value"]["ci95"]
+            assert shortcut["verdict"] == ("met" if (lo > row["target"] if strict else lo >= row["target"])
+                                           else "refuted" if hi < row["target"] else "not resolved at this budget")
     ratio = res["paper"]["ratio_within_a"]["ours"]["per_seed"]
     spcn = res["splits"]["test_within_a"]["spcn"]["accuracy"]["per_seed"]
     bigru = res["splits"]["test_within_a"]["bigru"]["accuracy"]["per_seed"]
     assert ratio == pytest.approx([s / b for s, b in zip(spcn, bigru, strict=True)])
+    window = res["splits"]["test_within_a"]["window"]["accuracy"]["per_seed"]
+    assert res["paper"]["ratio_within_a"]["shortcuts"]["window"]["value"]["per_seed"] == pytest.approx(
+        [w / b for w, b in zip(window, bigru, strict=True)])
+
+
+def test_learning_comparisons_are_paired_differences_of_the_reported_accuracies(run_dir):
+    res = json.loads((run_dir / "results.json").read_text())
+    for split, kinds in res["learning"].items():
+        for kind, pairs in kinds.items():
+            for name, (a, b) in {"spcn_minus_spcn_frozen": ("spcn", "spcn_frozen"),
+                                 "spcn_frozen_minus_plain_ema": ("spcn_frozen", "plain_ema"),
+                                 "spcn_minus_plain_ema": ("spcn", "plain_ema")}.items():
+                acc = res["splits"][split]
+                va = acc[a]["accuracy" if kind == "all" else "by_kind"]
+                vb = acc[b]["accuracy" if kind == "all" else "by_kind"]
+                va, vb = (va, vb) if kind == "all" else (va[kind], vb[kind])
+                assert pairs[name]["per_seed"] == pytest.approx(
+                    [x - y for x, y in zip(va["per_seed"], vb["per_seed"], strict=True)])
 
 
 def test_stats_interval_verdict_and_equivalence():
@@ -266,6 +288,7 @@ def test_render_functions_read_results_only(run_dir, tmp_path):
         assert row["verdict"] in md and row["description"] in md
     for model in MODELS:
         assert f"| {model} |" in md
+    assert "Quick run" not in md and "Quick run" in render_structure_markdown({**res, "quick": True})
     figures = render_structure_figures(res, tmp_path / "fig")
     assert set(figures) == {"structure_by_kind", "structure_per_role", "ceilings", "learning"}
     for path in figures.values():
