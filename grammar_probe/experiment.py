@@ -78,7 +78,11 @@ def _subsets(n_train: int, per_seed: int, seeds: int, base: int) -> tuple[list[l
 
 
 def _accuracies(correct: np.ndarray, gold: np.ndarray, names: Sequence[str], kind_of: dict[str, str]) -> dict:
-    """Overall, per-kind and per-role accuracy of one model on one split (one seed)."""
+    """Overall, per-kind and per-role accuracy of one model on one split (one seed).
+
+    Computed with numpy (hundreds of calls per run); tests check it equals the ``role_accuracy``
+    evaluate metric (grammar_probe/metrics/role_accuracy).
+    """
     out = {"accuracy": float(correct.mean()), "by_kind": {}, "per_role": {}}
     kinds = np.asarray([kind_of[names[g]] for g in gold])
     for kind in KINDS:

@@ -45,8 +45,8 @@ class RunSize:
 
 
 FULL = RunSize(seeds=5, train_sentences=2000, spcn_epochs=2, gru_epochs=12, probe_epochs=8, window_epochs=3)
-QUICK = RunSize(seeds=5, train_sentences=800, spcn_epochs=1, gru_epochs=6, probe_epochs=6, window_epochs=3,
-                eval_sentences=400)
+QUICK = RunSize(seeds=5, train_sentences=600, spcn_epochs=1, gru_epochs=6, probe_epochs=6, window_epochs=3,
+                eval_sentences=300)
 
 _OPEN_WORDS = frozenset(w for c in OPEN_CLASSES for w in LEXICON[c])
 

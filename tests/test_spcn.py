@@ -268,6 +268,24 @@ def test_learning_comparisons_are_paired_differences_of_the_reported_accuracies(
                     [x - y for x, y in zip(va["per_seed"], vb["per_seed"], strict=True)])
 
 
+def test_fast_accuracies_equal_the_role_accuracy_metric():
+    """The experiment scores with numpy (speed); the evaluate metric is the reference it must equal."""
+    import evaluate
+    import numpy as np
+
+    from grammar_probe.experiment import _accuracies
+    from grammar_probe.grammar import ROLE_NAMES
+
+    rng = np.random.default_rng(0)
+    gold = rng.integers(0, 20, 500)
+    pred = np.where(rng.random(500) < 0.7, gold, rng.integers(0, 20, 500))
+    metric = evaluate.load(str(Path(__file__).parents[1] / "grammar_probe" / "metrics" / "role_accuracy"))
+    ref = metric.compute(predictions=pred.tolist(), references=gold.tolist())
+    fast = _accuracies(pred == gold, gold, ROLE_NAMES, {r: "structural" for r in ROLE_NAMES})
+    assert fast["accuracy"] == pytest.approx(ref["accuracy"])
+    assert {ROLE_NAMES.index(r): v for r, v in fast["per_role"].items()} == pytest.approx(ref["per_label"])
+
+
 def test_stats_interval_verdict_and_equivalence():
     s = stats.summary([0.80, 0.82, 0.84])
     half = 4.302652729911275 * 0.02 / math.sqrt(3)  # t(0.975, df=2) * sd / sqrt(n)
