@@ -61,6 +61,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         if args.command == "build":
+            # Checked before any work, with the flags' names, so a bad value costs nothing.
+            for flag in ("ceiling_sentences", "window_sentences"):
+                if getattr(args, flag) <= 0:
+                    return _fail(f"{flag} must be a positive integer, got {getattr(args, flag)}")
             build_args = {
                 "seed": args.seed, "train_size": args.train_size, "validation_size": args.validation_size,
                 "test_size": args.test_size, "max_depth": args.max_depth,
@@ -69,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 build_args["deep_depth"] = args.deep_depth
             dataset = build_dataset(**build_args)
             ceilings = compute_ceilings(
-                dataset, seed=args.seed, exact_sentences=args.ceiling_sentences,
+                dataset, seed=args.seed, ceiling_sentences=args.ceiling_sentences,
                 window_sentences=args.window_sentences, max_depth=args.max_depth, deep_depth=args.deep_depth,
                 progress=lambda msg: print(msg, file=sys.stderr),
             )

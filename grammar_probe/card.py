@@ -119,9 +119,9 @@ def dataset_card(dataset: DatasetDict, build_args: dict, ceilings: dict | None =
         ceiling_text = "Not computed for this folder (`python -m grammar_probe build` computes them)."
     else:
         cfg, th = ceilings["config"], ceilings["thresholds"]
-        ceiling_text = f"""Computed by `grammar_probe.ceilings` from a fresh grammar-A sample ({cfg['exact_sentences']}
-sentences for the exact posteriors, {cfg['window_sentences']} for the window tables; independent of every
-split). Accuracy in %: the per-role accuracy of the best tagger with that information. *causal*:
+        ceiling_text = f"""Computed by `grammar_probe.ceilings` from a fresh grammar-A sample
+({cfg['ceiling_sentences']} sentences for the exact posteriors, {cfg['window_sentences']} for the window tables;
+independent of every split). Accuracy in %: the per-role accuracy of the best tagger with that information. *causal*:
 the words up to and including the token, exact (the grammar's own posterior). *bidirectional*:
 the whole sentence, exact. *window k*: the current word and k previous words; lookup tables fitted
 on half of the sample and scored on the other half (a lower bound; the in-sample upper bounds are in

@@ -201,7 +201,7 @@ def _sentences(part: Dataset, grammar: Grammar) -> list[Sentence]:
 def compute_ceilings(
     dataset: DatasetDict,
     seed: int = 0,
-    exact_sentences: int = 3000,
+    ceiling_sentences: int = 3000,
     window_sentences: int = 40000,
     max_depth: int = 2,
     deep_depth: int | None = None,
@@ -209,7 +209,7 @@ def compute_ceilings(
 ) -> dict:
     """Each role's ceilings and kind from a fresh grammar-A sample, and exact ceilings per split.
 
-    The fresh sample (``exact_sentences`` for the exact posteriors, ``window_sentences`` for the
+    The fresh sample (``ceiling_sentences`` for the exact posteriors, ``window_sentences`` for the
     window tables; drawn from grammar A as in training, independent of every split) gives the
     ``roles`` block: ``causal``, ``bidirectional``, ``causal_unseen`` (nouns and verbs as <unk>),
     ``window_k`` (k = 0..6, held out) and ``window_k_in_sample``, ``window_best`` (at ``best_k``), the
@@ -218,7 +218,7 @@ def compute_ceilings(
     them (<unk> for nonce words), and for ``test_within_a`` also the best window tagger's accuracy
     (tables fitted on the fresh sample).
     """
-    _positive("exact_sentences", exact_sentences)
+    _positive("ceiling_sentences", ceiling_sentences)
     _positive("window_sentences", window_sentences)
     deep_depth = _check_depths(max_depth, deep_depth)
     specs = split_specs(max_depth, deep_depth)
@@ -226,12 +226,12 @@ def compute_ceilings(
     say = progress or (lambda _msg: None)
     say(f"ceilings: sampling {window_sentences} fresh grammar-A sentences")
     rng = random.Random(f"grammar-probe/{seed}/ceilings")
-    fresh = [a.sample(rng) for _ in range(max(exact_sentences, window_sentences))]
+    fresh = [a.sample(rng) for _ in range(max(ceiling_sentences, window_sentences))]
     say("ceilings: exact posteriors and window tables")
-    roles, best_k, tables = ceil.estimate_ceilings(a, fresh[:exact_sentences], fresh[:window_sentences],
+    roles, best_k, tables = ceil.estimate_ceilings(a, fresh[:ceiling_sentences], fresh[:window_sentences],
                                                    unseen=UNSEEN, return_tables=True)
     out: dict = {
-        "config": {"seed": seed, "exact_sentences": exact_sentences, "window_sentences": window_sentences,
+        "config": {"seed": seed, "ceiling_sentences": ceiling_sentences, "window_sentences": window_sentences,
                    "max_depth": max_depth, "deep_depth": deep_depth, "unseen_classes": sorted(UNSEEN)},
         "thresholds": {"high": ceil.HIGH, "gap": ceil.GAP, "word_tol": ceil.WORD_TOL, "max_window": ceil.MAX_WINDOW},
         "best_k": best_k,

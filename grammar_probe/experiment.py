@@ -309,7 +309,7 @@ def run_experiment(
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if ceilings is None:
         ceilings = (load_ceilings(dataset) if not isinstance(dataset, DatasetDict)
-                    else compute_ceilings(ds, seed=seed, exact_sentences=200, window_sentences=2000))
+                    else compute_ceilings(ds, seed=seed, ceiling_sentences=200, window_sentences=2000))
     names = ds["train"].features["roles"].feature.names
     missing = [r for r in names if r not in ceilings.get("roles", {})]
     if missing:

@@ -164,7 +164,7 @@ def test_deterministic_by_fingerprint_and_bytes(tmp_path):
 
 @pytest.fixture(scope="module")
 def ceilings(ds) -> dict:
-    return compute_ceilings(ds, seed=3, exact_sentences=150, window_sentences=1500)
+    return compute_ceilings(ds, seed=3, ceiling_sentences=150, window_sentences=1500)
 
 
 def test_ceilings_cover_every_role_and_evaluation_split(ceilings, ds):
@@ -263,6 +263,17 @@ def test_cli_build_rejects_bad_size_with_one_line(tmp_path):
     )
     assert proc.returncode == 2
     assert proc.stderr.strip() == "error: train_size must be a positive integer, got 0"
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(("flag", "field"), [("--ceiling-sentences", "ceiling_sentences"),
+                                           ("--window-sentences", "window_sentences")])
+def test_cli_build_rejects_bad_ceiling_sizes_before_any_work(tmp_path, capsys, flag, field):
+    from grammar_probe.__main__ import main
+
+    out = tmp_path / "never"
+    assert main(["build", "--out", str(out), flag, "0"]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {field} must be a positive integer, got 0"
     assert not out.exists() and not list(tmp_path.iterdir())
 
 

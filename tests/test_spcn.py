@@ -33,7 +33,7 @@ def corpus() -> datasets.DatasetDict:
 
 @pytest.fixture(scope="module")
 def ceilings(corpus) -> dict:
-    return compute_ceilings(corpus, seed=1, exact_sentences=150, window_sentences=1500)
+    return compute_ceilings(corpus, seed=1, ceiling_sentences=150, window_sentences=1500)
 
 
 @pytest.fixture(scope="module")
