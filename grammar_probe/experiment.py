@@ -69,12 +69,15 @@ def _flat(roles: Sequence[Sequence[int]]) -> np.ndarray:
 
 
 def _subsets(n_train: int, per_seed: int, seeds: int, base: int) -> tuple[list[list[int]], bool]:
-    """Disjoint training subsets, one per seed (overlapping only if ``train`` is too small)."""
-    order = list(range(n_train))
-    random.Random(f"grammar-probe/subsets/{base}").shuffle(order)
+    """Disjoint training subsets, one per seed; if ``train`` is too small for that, each seed draws
+    its own random subset (they overlap, but no two seeds share the same one)."""
     per_seed = min(per_seed, n_train)
-    disjoint = per_seed * seeds <= n_train
-    return [[order[(r * per_seed + i) % n_train] for i in range(per_seed)] for r in range(seeds)], disjoint
+    if per_seed * seeds <= n_train:
+        order = list(range(n_train))
+        random.Random(f"grammar-probe/subsets/{base}").shuffle(order)
+        return [order[r * per_seed : (r + 1) * per_seed] for r in range(seeds)], True
+    return [sorted(random.Random(f"grammar-probe/subsets/{base}/{r}").sample(range(n_train), per_seed))
+            for r in range(seeds)], False
 
 
 def _accuracies(correct: np.ndarray, gold: np.ndarray, names: Sequence[str], kind_of: dict[str, str]) -> dict:

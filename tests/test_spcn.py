@@ -268,6 +268,15 @@ def test_learning_comparisons_are_paired_differences_of_the_reported_accuracies(
                     [x - y for x, y in zip(va["per_seed"], vb["per_seed"], strict=True)])
 
 
+def test_training_subsets_are_disjoint_or_at_least_distinct():
+    from grammar_probe.experiment import _subsets
+
+    subsets, disjoint = _subsets(1000, 200, 5, base=3)
+    assert disjoint and len({i for s in subsets for i in s}) == 1000 and all(len(s) == 200 for s in subsets)
+    subsets, disjoint = _subsets(4000, 2000, 5, base=3)  # too small for disjoint subsets
+    assert not disjoint and len({tuple(s) for s in subsets}) == 5 and all(len(set(s)) == 2000 for s in subsets)
+
+
 def test_fast_accuracies_equal_the_role_accuracy_metric():
     """The experiment scores with numpy (speed); the evaluate metric is the reference it must equal."""
     import evaluate
