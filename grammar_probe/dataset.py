@@ -1,16 +1,23 @@
-"""The grammar corpus as a Hugging Face ``DatasetDict``, its on-disk layouts and its loader.
+"""The grammar corpus as a Hugging Face ``DatasetDict``, its ceilings, its on-disk layouts and its loader.
 
-Splits (all sentences unique; no sentence of a later split occurs in an earlier one, so every test
-split is disjoint from ``train``):
+Splits (all sentences unique; no sentence occurs in two splits, so every test split is disjoint from
+``train``):
 
 - ``train``, ``validation``, ``test_within_a``: grammar A, clause depth <= ``max_depth``;
-- ``test_transfer_b``: grammar B (same roles and words, other constructions and word order);
-- ``test_deep``: grammar A with depth in (``max_depth``, ``deep_depth``]: deeper than any training sentence;
-- ``test_novel_words``: grammar A with every open-class slot filled by a reserve (never trained) word.
+- ``validation_novel_words``: grammar A with every open-class slot (nouns, verbs) filled by a
+  *development* nonce word: for choices about unseen words; never the test's nonce words;
+- ``test_transfer_b``: grammar B (same roles and words, other constituent order);
+- ``test_deep``: grammar A with depth in (``max_depth``, ``deep_depth``]: deeper than any training
+  sentence;
+- ``test_novel_words``: grammar A with every open-class slot filled by a *test* nonce word;
+- ``test_counterfactual``: grammar A with the word->role correlation of training reversed (in
+  training 85% of subjects are persons and 85% of objects animals; here every subject is an animal
+  and every object a person), so a word->role memoriser loses and a structure reader does not.
 
 ``write_dataset`` stores the ``save_to_disk`` layout and, in the same folder, a hub layout
 (``data/<split>.parquet`` plus a ``README.md`` card whose YAML header lists the files), so both
-``datasets.load_from_disk(DIR)`` and ``datasets.load_dataset(DIR)`` read it.
+``datasets.load_from_disk(DIR)`` and ``datasets.load_dataset(DIR)`` read it, and ``ceilings.json``
+(:func:`compute_ceilings`): each role's decidability ceilings and derived kind.
 """
 
 from __future__ import annotations
@@ -19,33 +26,52 @@ import hashlib
 import json
 import os
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import datasets
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Sequence, Value
 
-from ema_boundary.io import atomic_dir
+from ema_boundary.io import atomic_dir, write_json
+from grammar_probe import ceilings as ceil
 from grammar_probe.card import dataset_card
-from grammar_probe.grammar import RESERVE_LEXICON, ROLE_NAMES, Grammar, Sentence, grammar_a, grammar_b
+from grammar_probe.grammar import (
+    DEV_RESERVE_LEXICON,
+    OPEN_CLASSES,
+    RESERVE_LEXICON,
+    ROLE_NAMES,
+    Grammar,
+    Sentence,
+    grammar_a,
+    grammar_b,
+)
 
 __all__ = [
     "FEATURES",
     "SPLITS",
+    "TEST_SPLITS",
     "DatasetFormatError",
+    "SplitSpec",
     "build_dataset",
+    "compute_ceilings",
+    "load_ceilings",
     "load_grammar_dataset",
+    "split_specs",
     "write_dataset",
 ]
 
 SPLITS: tuple[str, ...] = (
     "train",
     "validation",
+    "validation_novel_words",
     "test_within_a",
     "test_transfer_b",
     "test_deep",
     "test_novel_words",
+    "test_counterfactual",
 )
+TEST_SPLITS: tuple[str, ...] = tuple(s for s in SPLITS if s.startswith("test_"))
 FEATURES = Features(
     {
         "tokens": Sequence(Value("string")),
@@ -54,11 +80,44 @@ FEATURES = Features(
         "grammar": Value("string"),
     }
 )
-BUILDER_VERSION = "1"
+BUILDER_VERSION = "2"
+CEILINGS_FILE = "ceilings.json"
+UNSEEN = frozenset(OPEN_CLASSES)
 
 
 class DatasetFormatError(ValueError):
     """A dataset folder is missing, unreadable or does not have the grammar corpus features."""
+
+
+@dataclass(frozen=True)
+class SplitSpec:
+    """How a split is generated, and what a reader sees of it (for its exact ceilings)."""
+
+    grammar: Grammar
+    label: str  # the ``grammar`` column
+    lexicon: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # nonce-word overrides
+    min_depth: int = 0  # keep only sentences at least this deep
+    unseen: frozenset[str] = frozenset()  # word classes a model sees as <unk> in this split
+
+    def draw(self, rng: random.Random) -> Sentence:
+        return self.grammar.sample(rng, lexicon=self.lexicon)
+
+
+def split_specs(max_depth: int = 2, deep_depth: int | None = None) -> dict[str, SplitSpec]:
+    """The generator and reader protocol of every split."""
+    deep_depth = max_depth + 1 if deep_depth is None else deep_depth
+    a, b, deep = grammar_a(max_depth), grammar_b(max_depth), grammar_a(deep_depth)
+    counterfactual = grammar_a(max_depth, agent_bias=0.0, name="A_counterfactual")
+    return {
+        "train": SplitSpec(a, "A"),
+        "validation": SplitSpec(a, "A"),
+        "validation_novel_words": SplitSpec(a, "A", DEV_RESERVE_LEXICON, unseen=UNSEEN),
+        "test_within_a": SplitSpec(a, "A"),
+        "test_transfer_b": SplitSpec(b, "B"),
+        "test_deep": SplitSpec(deep, "A", min_depth=max_depth + 1),
+        "test_novel_words": SplitSpec(a, "A", RESERVE_LEXICON, unseen=UNSEEN),
+        "test_counterfactual": SplitSpec(counterfactual, "A_counterfactual"),
+    }
 
 
 def _positive(name: str, value: object) -> int:
@@ -67,67 +126,57 @@ def _positive(name: str, value: object) -> int:
     return value
 
 
+def _check_depths(max_depth: object, deep_depth: object) -> int:
+    _positive("max_depth", max_depth)
+    deep = max_depth + 1 if deep_depth is None else deep_depth  # type: ignore[operator]
+    if isinstance(deep, bool) or not isinstance(deep, int) or deep <= max_depth:  # type: ignore[operator]
+        raise ValueError(f"deep_depth must be an integer > max_depth ({max_depth}), got {deep!r}")
+    return deep
+
+
 def build_dataset(
     seed: int = 0,
-    train_size: int = 4000,
-    validation_size: int = 500,
+    train_size: int = 10000,
+    validation_size: int = 1000,
     test_size: int = 1000,
     max_depth: int = 2,
     deep_depth: int | None = None,
 ) -> DatasetDict:
-    """Sample every split deterministically from ``seed``; see the module docstring for the splits."""
+    """Sample every split deterministically from ``seed``; see the module docstring for the splits.
+
+    ``validation_size`` applies to both validation splits, ``test_size`` to every test split.
+    """
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-    sizes = {
-        "train": _positive("train_size", train_size),
-        "validation": _positive("validation_size", validation_size),
-    }
-    for split in SPLITS[2:]:
-        sizes[split] = _positive("test_size", test_size)
-    _positive("max_depth", max_depth)
-    deep_depth = max_depth + 2 if deep_depth is None else deep_depth
-    if isinstance(deep_depth, bool) or not isinstance(deep_depth, int) or deep_depth <= max_depth:
-        raise ValueError(f"deep_depth must be an integer > max_depth ({max_depth}), got {deep_depth!r}")
+    sizes = {"train": _positive("train_size", train_size)}
+    for split in SPLITS[1:]:
+        sizes[split] = (_positive("validation_size", validation_size) if split.startswith("validation")
+                        else _positive("test_size", test_size))
+    deep_depth = _check_depths(max_depth, deep_depth)
+    specs = split_specs(max_depth, deep_depth)
 
-    a, b = grammar_a(max_depth), grammar_b(max_depth)
-    deep = grammar_a(deep_depth)
-    samplers: dict[str, tuple[Grammar, Callable[[random.Random], Sentence]]] = {
-        "train": (a, lambda r: a.sample(r)),
-        "validation": (a, lambda r: a.sample(r)),
-        "test_within_a": (a, lambda r: a.sample(r)),
-        "test_transfer_b": (b, lambda r: b.sample(r)),
-        "test_deep": (deep, lambda r: deep.sample(r)),
-        "test_novel_words": (a, lambda r: a.sample(r, lexicon=RESERVE_LEXICON)),
-    }
-    accept: dict[str, Callable[[Sentence], bool]] = {"test_deep": lambda s: s.depth > max_depth}
-
-    config = dict(
-        version=BUILDER_VERSION, seed=seed, sizes=sizes, max_depth=max_depth, deep_depth=deep_depth
-    )
+    config = dict(version=BUILDER_VERSION, seed=seed, sizes=sizes, max_depth=max_depth, deep_depth=deep_depth)
     seen: set[tuple[str, ...]] = set()
     splits = {}
     for split in SPLITS:
-        grammar, draw = samplers[split]
-        keep = accept.get(split, lambda s: True)
+        spec = specs[split]
         rng = random.Random(f"grammar-probe/{seed}/{split}")  # str seeds are hashed stably (sha512)
         rows: list[Sentence] = []
         attempts, budget = 0, 200 * sizes[split] + 10_000
         while len(rows) < sizes[split]:
             attempts += 1
             if attempts > budget:
-                raise ValueError(
-                    f"{split}: the grammar yields too few distinct sentences for {sizes[split]} rows"
-                )
-            s = draw(rng)
-            if s.tokens in seen or not keep(s):
+                raise ValueError(f"{split}: the grammar yields too few distinct sentences for {sizes[split]} rows")
+            s = spec.draw(rng)
+            if s.tokens in seen or s.depth < spec.min_depth:
                 continue
             seen.add(s.tokens)
             rows.append(s)
         columns = {
             "tokens": [list(s.tokens) for s in rows],
-            "roles": [[grammar.role_index[r] for r in s.roles] for s in rows],
+            "roles": [[spec.grammar.role_index[r] for r in s.roles] for s in rows],
             "depth": [s.depth for s in rows],
-            "grammar": [grammar.name] * len(rows),
+            "grammar": [spec.label] * len(rows),
         }
         # A content fingerprint (not datasets' random one) makes equal builds byte-identical on disk.
         digest = hashlib.sha256(json.dumps([config, split, columns], sort_keys=True).encode())
@@ -138,16 +187,103 @@ def build_dataset(
     return DatasetDict(splits)
 
 
-def write_dataset(dataset: DatasetDict, out: str | os.PathLike, build_args: dict | None = None) -> Path:
-    """Write ``save_to_disk`` output, ``data/<split>.parquet`` and the ``README.md`` card atomically."""
+def _sentences(part: Dataset, grammar: Grammar) -> list[Sentence]:
+    """Dataset rows back as sentences with word classes (a nonce word's class is its slot's class)."""
+    names = part.features["roles"].feature.names
+    reserve = {w: c for lex in (RESERVE_LEXICON, DEV_RESERVE_LEXICON) for c, ws in lex.items() for w in ws}
+    out = []
+    for toks, roles, depth in zip(part["tokens"], part["roles"], part["depth"], strict=True):
+        classes = tuple(grammar.word_class.get(w) or reserve[w] for w in toks)
+        out.append(Sentence(tuple(toks), tuple(names[r] for r in roles), classes, depth))
+    return out
+
+
+def compute_ceilings(
+    dataset: DatasetDict,
+    seed: int = 0,
+    ceiling_sentences: int = 3000,
+    window_sentences: int = 40000,
+    max_depth: int = 2,
+    deep_depth: int | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict:
+    """Each role's ceilings and kind from a fresh grammar-A sample, and exact ceilings per split.
+
+    The fresh sample (``ceiling_sentences`` for the exact posteriors, ``window_sentences`` for the
+    window tables; drawn from grammar A as in training, independent of every split) gives the
+    ``roles`` block: ``causal``, ``bidirectional``, ``causal_unseen`` (nouns and verbs as <unk>),
+    ``window_k`` (k = 0..6, held out) and ``window_k_in_sample``, ``window_best`` (at ``best_k``), the
+    identification values and the derived ``kind``. ``splits`` holds, for every evaluation split,
+    the exact causal and bidirectional ceilings of its own sentences, read the way models read
+    them (<unk> for nonce words), and for ``test_within_a`` also the best window tagger's accuracy
+    (tables fitted on the fresh sample).
+    """
+    _positive("ceiling_sentences", ceiling_sentences)
+    _positive("window_sentences", window_sentences)
+    deep_depth = _check_depths(max_depth, deep_depth)
+    specs = split_specs(max_depth, deep_depth)
+    a = specs["train"].grammar
+    say = progress or (lambda _msg: None)
+    say(f"ceilings: sampling {window_sentences} fresh grammar-A sentences")
+    rng = random.Random(f"grammar-probe/{seed}/ceilings")
+    fresh = [a.sample(rng) for _ in range(max(ceiling_sentences, window_sentences))]
+    say("ceilings: exact posteriors and window tables")
+    roles, best_k, tables = ceil.estimate_ceilings(a, fresh[:ceiling_sentences], fresh[:window_sentences],
+                                                   unseen=UNSEEN, return_tables=True)
+    out: dict = {
+        "config": {"seed": seed, "ceiling_sentences": ceiling_sentences, "window_sentences": window_sentences,
+                   "max_depth": max_depth, "deep_depth": deep_depth, "unseen_classes": sorted(UNSEEN)},
+        "thresholds": {"high": ceil.HIGH, "gap": ceil.GAP, "word_tol": ceil.WORD_TOL, "max_window": ceil.MAX_WINDOW},
+        "best_k": best_k,
+        "roles": {r: {**asdict(roles[r]), "kind": roles[r].kind} for r in ROLE_NAMES if r in roles},
+        "splits": {},
+    }
+    for split in SPLITS:
+        if split in ("train", "validation") or split not in dataset:
+            continue
+        say(f"ceilings: {split}")
+        spec = specs[split]
+        sents = _sentences(dataset[split], spec.grammar)
+        causal, bidir = ceil.exact_tallies(spec.grammar, sents, spec.unseen)
+        (c_acc, _), (b_acc, _) = causal.mean(), bidir.mean()
+        per_role = {r: {"tokens": int(causal.count[r]), "causal": c_acc[r], "bidirectional": b_acc[r]}
+                    for r in ROLE_NAMES if r in causal.count}
+        if split == "test_within_a":
+            window = ceil.score_windows(tables, sents, best_k)
+            for r, v in window.items():
+                per_role[r]["window_best"] = v
+        out["splits"][split] = per_role
+    return out
+
+
+def write_dataset(
+    dataset: DatasetDict, out: str | os.PathLike, build_args: dict | None = None, ceilings: dict | None = None
+) -> Path:
+    """Write ``save_to_disk`` output, ``data/<split>.parquet``, ``ceilings.json`` and the card atomically."""
     out = Path(out)
     with atomic_dir(out) as tmp:
         dataset.save_to_disk(str(tmp))
         (tmp / "data").mkdir()
         for split, ds in dataset.items():
             ds.to_parquet(str(tmp / "data" / f"{split}.parquet"))
-        (tmp / "README.md").write_text(dataset_card(dataset, build_args or {}), encoding="utf-8")
+        if ceilings is not None:
+            write_json(tmp / CEILINGS_FILE, ceilings)
+        (tmp / "README.md").write_text(dataset_card(dataset, build_args or {}, ceilings), encoding="utf-8")
     return out
+
+
+def load_ceilings(path: str | os.PathLike) -> dict:
+    """``ceilings.json`` of a dataset folder written by ``python -m grammar_probe build``."""
+    file = Path(path) / CEILINGS_FILE
+    if not file.is_file():
+        raise DatasetFormatError(f"{file} is missing: build the dataset with `python -m grammar_probe build`")
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise DatasetFormatError(f"{file} is not readable JSON ({err})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("roles"), dict) or set(data["roles"]) - set(ROLE_NAMES):
+        raise DatasetFormatError(f"{file} does not hold ceilings of the 20 grammar roles")
+    return data
 
 
 def load_grammar_dataset(path: str | os.PathLike | DatasetDict) -> DatasetDict:

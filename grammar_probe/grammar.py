@@ -1,380 +1,218 @@
-"""Grammars A and B: probabilistic grammars whose every token carries one of 20 grammatical roles.
+"""The shipped grammars A and B: 20 roles, 147 training words, clause depth and attachment.
 
-A grammar is data: a rule table (nonterminal -> weighted alternatives), a lexicon (word class ->
-words) and the role inventory. Terminals are written ``"<word class>:<ROLE>"``: a word drawn
-uniformly from the class, labelled with the role. An alternative flagged ``embeds`` opens a nested
-clause (relative or complement clause); it adds one level of depth and is unavailable once the
-depth cap is reached, which is what keeps recursion finite.
+The roles of determiners, nouns, verbs, place nouns and adverbs say which clause the word belongs
+to: the main clause or an embedded one (a relative clause opened by "who", a complement clause
+opened by "that"). Inside a complement clause the words look exactly like a main clause's; only a
+"that" many tokens back tells them apart. Variable-length material (adjective chains, fronted
+adverbs and PPs, noun-modifying PPs, nested relatives) lies between a token and the word that
+decides its clause, so no short window can decide it while the whole prefix can. A clause ends
+where the grammar says it must (an object carrying a relative clause ends its clause; a
+complement clause runs to the end of its parent), so the prefix always decides.
 
-Role kinds (the paper's distinction):
+Which roles come out structural, local, lexical or ambiguous is computed, not declared:
+:mod:`grammar_probe.ceilings`. Full tables and measured ceilings: docs/grammar_probe.md.
 
-- **structural**: one word form carries several roles and its position alone decides which
-  ("the" is the determiner of the agent, of the patient or of an oblique phrase; an animate noun
-  is agent, patient or companion; "that" is a relative pronoun or a complementiser).
-- **lexical**: the slot admits words of several roles and only the word's identity decides
-  (a verb is transitive, intransitive or a verb of saying; "with the hammer" is an instrument,
-  "in the park" a location; "quickly" is manner, "today" time).
-
-Everything is validated when a :class:`Grammar` is built; a bad table raises :class:`GrammarError`
-naming the rule, symbol or word at fault.
+- **A** (train, validation, the in-domain tests): SVO; subject and object relatives on subjects,
+  relatives on objects, complement clauses, fronted adverbs/PPs, PP and adverb tails.
+- **B** (transfer): the same roles, words and noun phrases; verb-final clauses (SOV), relatives and
+  complement clauses before the verb, no tails after the verb.
+- The **counterfactual** grammar is A with the word->role correlation of training reversed
+  (``agent_bias`` 0: subjects are animals, objects are persons).
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+# The engine's names are re-exported: callers import everything grammar-related from here.
+from grammar_probe.pcfg import UNK, Alternative, Grammar, GrammarError, Posteriors, Role, Sentence
 
 __all__ = [
-    "ROLES",
-    "ROLE_NAMES",
-    "STRUCTURAL",
-    "LEXICAL",
-    "LEXICON",
-    "RESERVE_LEXICON",
-    "OPEN_CLASSES",
+    "UNK",
     "Alternative",
     "Grammar",
     "GrammarError",
+    "Posteriors",
     "Role",
     "Sentence",
+    "ROLES",
+    "ROLE_NAMES",
+    "LEXICON",
+    "OPEN_CLASSES",
+    "RESERVE_LEXICON",
+    "DEV_RESERVE_LEXICON",
+    "TRAIN_AGENT_BIAS",
     "grammar_a",
     "grammar_b",
 ]
 
-STRUCTURAL = "structural"
-LEXICAL = "lexical"
-
-
-class GrammarError(ValueError):
-    """A grammar table is malformed; the message names the rule, symbol or word."""
-
-
-@dataclass(frozen=True)
-class Role:
-    name: str
-    kind: str  # STRUCTURAL or LEXICAL
-    description: str
-
-
-@dataclass(frozen=True)
-class Alternative:
-    """One right-hand side of a rule, chosen with probability proportional to ``weight``."""
-
-    weight: float
-    symbols: tuple[str, ...]
-    embeds: bool = False  # opens a nested clause: depth + 1, forbidden at the depth cap
-
-
-@dataclass(frozen=True)
-class Sentence:
-    tokens: tuple[str, ...]
-    roles: tuple[str, ...]
-    depth: int
-
-
 ROLES: tuple[Role, ...] = (
-    Role("DET_AGENT", STRUCTURAL, "determiner of the agent noun phrase"),
-    Role("DET_PATIENT", STRUCTURAL, "determiner of the patient noun phrase"),
-    Role("DET_OBLIQUE", STRUCTURAL, "determiner inside a prepositional phrase"),
-    Role("ADJ_AGENT", STRUCTURAL, "adjective modifying the agent"),
-    Role("ADJ_PATIENT", STRUCTURAL, "adjective modifying the patient"),
-    Role("AGENT", STRUCTURAL, "head noun of the agent (subject of its clause)"),
-    Role("PATIENT", STRUCTURAL, "head noun of the patient (object of a transitive verb)"),
-    Role("COMPANION", STRUCTURAL, "animate noun after 'with' (accompaniment)"),
-    Role("REL_PRON", STRUCTURAL, "'that' opening a relative clause"),
-    Role("COMP", STRUCTURAL, "'that' opening a complement clause after a verb of saying"),
-    Role("VERB_TRANS", LEXICAL, "transitive verb"),
-    Role("VERB_INTRANS", LEXICAL, "intransitive verb"),
-    Role("VERB_COMM", LEXICAL, "verb of saying/thinking taking a complement clause"),
-    Role("PREP_LOC", LEXICAL, "locative preposition"),
-    Role("PREP_WITH", LEXICAL, "'with' (instrument or companion)"),
-    Role("LOCATION", LEXICAL, "place noun after a locative preposition"),
-    Role("INSTRUMENT", LEXICAL, "tool noun after 'with'"),
-    Role("ADV_MANNER", LEXICAL, "manner adverb"),
-    Role("ADV_TIME", LEXICAL, "time adverb"),
-    Role("END", LEXICAL, "sentence-final full stop"),
+    Role("DET_MAIN", "determiner in the main clause"),
+    Role("DET_EMB", "determiner in an embedded clause"),
+    Role("ADJ", "adjective"),
+    Role("SUBJ_MAIN", "subject (agent) of the main clause"),
+    Role("OBJ_MAIN", "object (patient) of the main clause"),
+    Role("SUBJ_EMB", "subject (agent) of an embedded clause"),
+    Role("OBJ_EMB", "object (patient) of an embedded clause"),
+    Role("VERB_MAIN", "verb of the main clause"),
+    Role("VERB_EMB", "verb of an embedded clause"),
+    Role("LOC_MAIN", "place noun of a prepositional phrase in the main clause"),
+    Role("LOC_EMB", "place noun of a prepositional phrase in an embedded clause"),
+    Role("PREP", "preposition"),
+    Role("INSTRUMENT", "tool noun after 'with'"),
+    Role("COMPANION", "animate noun after 'with'"),
+    Role("REL_SUBJ", "'who' opening a subject relative clause"),
+    Role("REL_OBJ", "'who' opening an object relative clause"),
+    Role("COMP", "'that' opening a complement clause"),
+    Role("ADV_MAIN", "adverb of the main verb"),
+    Role("ADV_EMB", "adverb of an embedded verb"),
+    Role("END", "sentence-final full stop"),
 )
 ROLE_NAMES: tuple[str, ...] = tuple(r.name for r in ROLES)
 
-# 147 training words. Closed classes are shared by both grammars and by every split; open classes
-# are the slots that the novel-word split refills from RESERVE_LEXICON.
+# 147 training words. `person` and `animal` are both animate nouns; in training (grammar A with
+# TRAIN_AGENT_BIAS) persons are mostly subjects and animals mostly objects, the word->role
+# correlation the counterfactual split reverses.
 LEXICON: dict[str, tuple[str, ...]] = {
     "det": ("the", "a", "every", "some", "this", "my", "each", "no"),
     "adj": ("big", "small", "old", "young", "red", "green", "happy", "sad", "tall", "short",
             "quiet", "loud", "brave", "shy", "clever", "lazy", "gentle", "angry", "tired", "hungry"),
-    "animate": ("dog", "cat", "bird", "horse", "cow", "sheep", "fox", "wolf", "bear", "lion",
-                "tiger", "mouse", "rabbit", "duck", "goat", "pig", "frog", "owl", "man", "woman",
-                "boy", "girl", "child", "teacher", "doctor", "farmer", "king", "queen", "baker",
-                "sailor"),
+    "person": ("man", "woman", "boy", "girl", "child", "teacher", "doctor", "farmer", "king", "queen",
+               "baker", "sailor", "nurse", "pilot", "singer"),
+    "animal": ("dog", "cat", "bird", "horse", "cow", "sheep", "fox", "wolf", "bear", "lion",
+               "tiger", "mouse", "rabbit", "duck", "goat"),
     "place": ("park", "garden", "house", "forest", "river", "field", "barn", "kitchen", "school",
               "city", "village", "market", "cave", "lake", "hill"),
     "tool": ("hammer", "stick", "rope", "spoon", "knife", "brush", "pen", "net", "key", "ladder",
              "bucket", "shovel"),
-    "vtrans": ("chased", "saw", "liked", "helped", "pushed", "found", "followed", "watched",
-               "kicked", "fed", "called", "visited", "carried", "bit", "hugged", "met"),
-    "vintrans": ("slept", "ran", "smiled", "laughed", "danced", "jumped", "cried", "waited",
-                 "sang", "swam", "fell", "arrived"),
-    "vcomm": ("said", "thought", "knew", "believed", "claimed", "heard", "noticed", "hoped"),
-    "prep_loc": ("in", "near", "under", "behind", "beside", "inside"),
+    "verb": ("chased", "saw", "liked", "helped", "pushed", "found", "followed", "watched", "kicked",
+             "fed", "called", "visited", "carried", "hugged", "met", "heard", "noticed", "knew",
+             "said", "thought", "believed", "remembered", "forgot", "hoped", "slept", "ran", "smiled",
+             "laughed", "danced", "jumped", "waited", "sang", "swam", "fell", "arrived", "left"),
+    "prep": ("in", "near", "under", "behind", "beside", "inside"),
     "with": ("with",),
+    "who": ("who",),
     "that": ("that",),
-    "adv_manner": ("quickly", "slowly", "loudly", "quietly", "happily", "sadly", "badly", "well"),
-    "adv_time": ("today", "yesterday", "tomorrow", "now", "later", "early", "again", "soon",
-                 "tonight"),
+    "adv": ("quickly", "slowly", "loudly", "quietly", "happily", "sadly", "badly", "well",
+            "today", "yesterday", "tomorrow", "now", "later", "early", "again", "soon"),
     "end": (".",),
 }
 
-# Nonce words never seen in training, one set per open class.
+# Unseen-word protocol: nouns and verbs are the open classes. The test's nonce words and the
+# development nonce words are disjoint; neither occurs in training.
+OPEN_CLASSES: tuple[str, ...] = ("person", "animal", "place", "tool", "verb")
 RESERVE_LEXICON: dict[str, tuple[str, ...]] = {
-    "adj": ("blick", "frumpy", "zorpy", "glimmy", "plonky", "snarfy"),
-    "animate": ("wug", "dax", "fep", "toma", "zib", "gorp"),
+    "person": ("wug", "dax", "fep", "toma", "zib", "gorp"),
+    "animal": ("blick", "snorp", "quiff", "marl", "tove", "jabber"),
     "place": ("vell", "krant", "plume", "drabbit", "mosk", "quell"),
     "tool": ("snib", "trell", "gobbet", "flink", "spud", "crond"),
-    "vtrans": ("glorped", "snabbed", "trimbled", "vexed", "flanked", "blicked"),
-    "vintrans": ("zanned", "pleeped", "morked", "skived", "drooped", "hummed"),
-    "vcomm": ("quoffed", "mulled", "grooked", "spanned"),
-    "adv_manner": ("blithely", "zorply", "grimly", "briskly"),
-    "adv_time": ("anon", "erstwhile", "betimes", "forthwith"),
+    "verb": ("glorped", "snabbed", "trimbled", "vexed", "flanked", "blicked", "zanned", "pleeped",
+             "morked", "skived"),
 }
-OPEN_CLASSES: tuple[str, ...] = tuple(RESERVE_LEXICON)
+DEV_RESERVE_LEXICON: dict[str, tuple[str, ...]] = {
+    "person": ("pilk", "rusp", "nobe", "tarn"),
+    "animal": ("grell", "vosk", "wibble", "fant"),
+    "place": ("strome", "kell", "nurb", "pask"),
+    "tool": ("drin", "ploff", "zell", "harb"),
+    "verb": ("brimmed", "cloved", "dwindled", "fremmed", "gasked", "hinted"),
+}
+
+# P(a subject is a person) = P(an object is an animal) in training; the counterfactual split uses 0.
+TRAIN_AGENT_BIAS = 0.85
+
+# Rule probabilities. They were set while designing the grammar, from the ceilings alone (no model
+# was run): complement clauses are frequent because their inside looks exactly like a main clause
+# except for the distant "that"; adjective chains and fronted phrases put variable-length material
+# between a token and the word that decides its clause. Measured effect: docs/grammar_probe.md.
+P_VP = (0.25, 0.15, 0.25, 0.35)  # verb + object, verb + object + relative, verb alone, verb + that-clause
+P_ADJ = (0.40, 0.25, 0.15, 0.11, 0.09)  # 0, 1, 2, 3 or 4 adjectives
+P_FRONT = (0.5, 0.2, 0.3)  # a clause opens with nothing, a fronted adverb or a fronted PP
 
 
-def _shared_rules() -> dict[str, list[Alternative]]:
-    return {
-        "PP": [
-            Alternative(0.5, ("prep_loc:PREP_LOC", "det:DET_OBLIQUE", "place:LOCATION")),
-            Alternative(0.25, ("with:PREP_WITH", "det:DET_OBLIQUE", "tool:INSTRUMENT")),
-            Alternative(0.25, ("with:PREP_WITH", "det:DET_OBLIQUE", "animate:COMPANION")),
-        ],
-        "ADV": [
-            Alternative(0.5, ("adv_manner:ADV_MANNER",)),
-            Alternative(0.5, ("adv_time:ADV_TIME",)),
+def _adjs() -> list[Alternative]:
+    """An adjective chain of 0..4 adjectives (written out: recursion must go through embeds)."""
+    return [Alternative(w, tuple(["adj:ADJ"] * n)) for n, w in enumerate(P_ADJ)]
+
+
+def _nonzero(options: list[tuple[float, str]]) -> list[Alternative]:
+    return [Alternative(w, (sym,)) for w, sym in options if w > 0]
+
+
+def _rules_a(agent_bias: float) -> dict[str, list[Alternative]]:
+    """Grammar A: SVO; subject and object relatives ('who'); complement clauses ('that')."""
+    persons, animals = agent_bias, 1.0 - agent_bias
+    rules: dict[str, list[Alternative]] = {
+        "S": [Alternative(1.0, ("CLAUSE_MAIN", "end:END"))],
+        "ADJS": _adjs(),
+        # A clause may open with a fronted adverb or PP, the same way at every depth.
+        "CLAUSE_MAIN": [Alternative(1.0, ("FRONT_MAIN", "NP_SUBJ_MAIN", "VP_MAIN"))],
+        "CLAUSE_EMB": [Alternative(1.0, ("FRONT_EMB", "NP_SUBJ_EMB", "VP_EMB"))],
+        "REL": [
+            # subject relative: who chased the cat / who slept in the park
+            Alternative(0.5, ("who:REL_SUBJ", "VP_EMB")),
+            # object relative: who the cat chased (in the park)
+            Alternative(0.5, ("who:REL_OBJ", "NP_SUBJ_EMB", "verb:VERB_EMB", "TAIL_EMB")),
         ],
     }
+    for x in ("MAIN", "EMB"):
+        # Zero-weight alternatives are left out (the counterfactual grammar uses bias 0).
+        rules[f"N_SUBJ_{x}"] = _nonzero([(persons, f"person:SUBJ_{x}"), (animals, f"animal:SUBJ_{x}")])
+        rules[f"N_OBJ_{x}"] = _nonzero([(animals, f"person:OBJ_{x}"), (persons, f"animal:OBJ_{x}")])
+        # A noun-modifying PP belongs to the clause of the noun it modifies.
+        rules[f"PPN_{x}"] = [Alternative(1.0, ("prep:PREP", f"det:DET_{x}", "ADJS", f"place:LOC_{x}"))]
+        rules[f"NP_SUBJ_{x}"] = [
+            Alternative(0.50, (f"det:DET_{x}", "ADJS", f"N_SUBJ_{x}")),
+            Alternative(0.15, (f"det:DET_{x}", "ADJS", f"N_SUBJ_{x}", f"PPN_{x}")),
+            Alternative(0.25, (f"det:DET_{x}", "ADJS", f"N_SUBJ_{x}", "REL"), embeds=True),
+            Alternative(0.10, (f"det:DET_{x}", "ADJS", f"N_SUBJ_{x}", f"PPN_{x}", "REL"), embeds=True),
+        ]
+        rules[f"VP_{x}"] = [
+            Alternative(P_VP[0], (f"verb:VERB_{x}", f"det:DET_{x}", "ADJS", f"N_OBJ_{x}", f"TAIL_{x}")),
+            # An object with a relative clause ends its clause: nothing attaches after it.
+            Alternative(P_VP[1], (f"verb:VERB_{x}", f"det:DET_{x}", "ADJS", f"N_OBJ_{x}", "REL"), embeds=True),
+            Alternative(P_VP[2], (f"verb:VERB_{x}", f"TAIL_{x}")),
+            Alternative(P_VP[3], (f"verb:VERB_{x}", "that:COMP", "CLAUSE_EMB"), embeds=True),
+        ]
+        rules[f"FRONT_{x}"] = [
+            Alternative(P_FRONT[0], ()),
+            Alternative(P_FRONT[1], (f"adv:ADV_{x}",)),
+            Alternative(P_FRONT[2], (f"PPV_{x}",)),
+        ]
+        rules[f"TAIL_{x}"] = [
+            Alternative(0.35, ()),
+            Alternative(0.30, (f"PPV_{x}",)),
+            Alternative(0.15, (f"adv:ADV_{x}",)),
+            Alternative(0.20, (f"PPV_{x}", f"adv:ADV_{x}")),
+        ]
+        rules[f"PPV_{x}"] = [
+            Alternative(0.6, ("prep:PREP", f"det:DET_{x}", "ADJS", f"place:LOC_{x}")),
+            Alternative(0.2, ("with:PREP", f"det:DET_{x}", "ADJS", "tool:INSTRUMENT")),
+            Alternative(0.1, ("with:PREP", f"det:DET_{x}", "ADJS", "person:COMPANION")),
+            Alternative(0.1, ("with:PREP", f"det:DET_{x}", "ADJS", "animal:COMPANION")),
+        ]
+    return rules
 
 
-def _noun_phrase(det: str, adj: str, noun: str, rel: str) -> list[Alternative]:
-    """det (adj) noun (relative clause): the relative clause is the embedding alternative."""
-    return [
-        Alternative(0.5, (f"det:{det}", f"animate:{noun}")),
-        Alternative(0.3, (f"det:{det}", f"adj:{adj}", f"animate:{noun}")),
-        Alternative(0.2, (f"det:{det}", f"animate:{noun}", rel), embeds=True),
+def grammar_a(max_depth: int = 2, agent_bias: float = TRAIN_AGENT_BIAS, name: str = "A") -> Grammar:
+    """Grammar A. ``agent_bias`` = P(subject is a person) = P(object is an animal)."""
+    return Grammar(name, _rules_a(agent_bias), "S", LEXICON, ROLES, max_depth)
+
+
+def grammar_b(max_depth: int = 2, agent_bias: float = TRAIN_AGENT_BIAS) -> Grammar:
+    """Grammar B: same roles and words; verb-final clauses, fronted adverbials, pre-verbal PPs."""
+    rules = _rules_a(agent_bias)
+    rules["REL"] = [
+        Alternative(0.5, ("who:REL_SUBJ", "TAILB_EMB", "verb:VERB_EMB")),
+        Alternative(0.5, ("who:REL_OBJ", "NP_SUBJ_EMB", "TAILB_EMB", "verb:VERB_EMB")),
     ]
-
-
-def grammar_a(max_depth: int = 2) -> Grammar:
-    """Grammar A: SVO clauses, post-verbal PPs and adverbs, subject relative clauses, complements."""
-    rules = {
-        "S": [Alternative(1.0, ("CLAUSE", "end:END"))],
-        "CLAUSE": [Alternative(1.0, ("NP_AGENT", "VP"))],
-        "NP_AGENT": _noun_phrase("DET_AGENT", "ADJ_AGENT", "AGENT", "REL"),
-        "NP_PATIENT": _noun_phrase("DET_PATIENT", "ADJ_PATIENT", "PATIENT", "REL"),
-        # Subject relative: "that chased the cat", "that slept in the park".
-        "REL": [
-            Alternative(0.6, ("that:REL_PRON", "vtrans:VERB_TRANS", "NP_PATIENT")),
-            Alternative(0.2, ("that:REL_PRON", "vintrans:VERB_INTRANS")),
-            Alternative(0.2, ("that:REL_PRON", "vintrans:VERB_INTRANS", "PP")),
-        ],
-        "VP": [
-            Alternative(0.45, ("vtrans:VERB_TRANS", "NP_PATIENT", "TAIL")),
-            Alternative(0.35, ("vintrans:VERB_INTRANS", "TAIL")),
-            Alternative(0.2, ("vcomm:VERB_COMM", "that:COMP", "CLAUSE"), embeds=True),
-        ],
-        "TAIL": [
-            Alternative(0.3, ()),
-            Alternative(0.3, ("PP",)),
-            Alternative(0.2, ("ADV",)),
-            Alternative(0.2, ("PP", "ADV")),
-        ],
-        **_shared_rules(),
-    }
-    return Grammar("A", rules, "S", LEXICON, ROLES, max_depth)
-
-
-def grammar_b(max_depth: int = 2) -> Grammar:
-    """Grammar B: same roles and words, verb-final clauses, fronted adverbials, object relatives."""
-    rules = {
-        "S": [Alternative(1.0, ("FRONT", "CLAUSE", "end:END"))],
-        "FRONT": [
+    for x in ("MAIN", "EMB"):
+        rules[f"VP_{x}"] = [
+            Alternative(0.45, (f"det:DET_{x}", "ADJS", f"N_OBJ_{x}", f"TAILB_{x}", f"verb:VERB_{x}")),
+            Alternative(0.35, (f"TAILB_{x}", f"verb:VERB_{x}")),
+            Alternative(0.20, ("that:COMP", "CLAUSE_EMB", f"verb:VERB_{x}"), embeds=True),
+        ]
+        rules[f"TAILB_{x}"] = [
             Alternative(0.5, ()),
-            Alternative(0.25, ("ADV",)),
-            Alternative(0.25, ("PP",)),
-        ],
-        "CLAUSE": [Alternative(1.0, ("NP_AGENT", "VP"))],
-        "NP_AGENT": _noun_phrase("DET_AGENT", "ADJ_AGENT", "AGENT", "REL"),
-        "NP_PATIENT": _noun_phrase("DET_PATIENT", "ADJ_PATIENT", "PATIENT", "REL"),
-        # Object relative, verb-final: "that the cat chased"; or subject relative "that slept".
-        "REL": [
-            Alternative(0.5, ("that:REL_PRON", "NP_AGENT", "vtrans:VERB_TRANS")),
-            Alternative(0.5, ("that:REL_PRON", "vintrans:VERB_INTRANS")),
-        ],
-        "VP": [
-            Alternative(0.45, ("NP_PATIENT", "vtrans:VERB_TRANS")),
-            Alternative(0.2, ("vintrans:VERB_INTRANS",)),
-            Alternative(0.15, ("PP", "vintrans:VERB_INTRANS")),
-            Alternative(0.2, ("vcomm:VERB_COMM", "that:COMP", "CLAUSE"), embeds=True),
-        ],
-        **_shared_rules(),
-    }
+            Alternative(0.3, (f"PPV_{x}",)),
+            Alternative(0.2, (f"adv:ADV_{x}",)),
+        ]
+        del rules[f"TAIL_{x}"]
     return Grammar("B", rules, "S", LEXICON, ROLES, max_depth)
-
-
-class Grammar:
-    """A validated probabilistic grammar with role-labelled terminals and a clause-depth cap."""
-
-    def __init__(
-        self,
-        name: str,
-        rules: Mapping[str, Sequence[Alternative]],
-        start: str,
-        lexicon: Mapping[str, Sequence[str]],
-        roles: Sequence[Role],
-        max_depth: int | None,
-    ) -> None:
-        self.name = name
-        self.rules = {lhs: tuple(alts) for lhs, alts in rules.items()}
-        self.start = start
-        self.lexicon = {cls: tuple(words) for cls, words in lexicon.items()}
-        self.roles = tuple(roles)
-        self.max_depth = max_depth
-        self._validate()
-        self.role_index = {r.name: i for i, r in enumerate(self.roles)}
-        self.word_class = {w: cls for cls, words in self.lexicon.items() for w in words}
-
-    # -- validation -------------------------------------------------------------------------------
-
-    def _validate(self) -> None:
-        role_names = [r.name for r in self.roles]
-        if len(set(role_names)) != len(role_names):
-            raise GrammarError(f"grammar {self.name}: duplicate role names")
-        for r in self.roles:
-            if r.kind not in (STRUCTURAL, LEXICAL):
-                raise GrammarError(f"grammar {self.name}: role {r.name} has unknown kind {r.kind!r}")
-        owner: dict[str, str] = {}
-        for cls, words in self.lexicon.items():
-            if not words:
-                raise GrammarError(f"grammar {self.name}: word class {cls!r} is empty")
-            for w in words:
-                if w in owner and owner[w] != cls:
-                    raise GrammarError(
-                        f"grammar {self.name}: word {w!r} is listed in two classes: {owner[w]!r} and {cls!r}"
-                    )
-                owner[w] = cls
-        if self.start not in self.rules:
-            raise GrammarError(f"grammar {self.name}: start symbol {self.start!r} has no rule")
-        embedding = any(a.embeds for alts in self.rules.values() for a in alts)
-        if embedding and (not isinstance(self.max_depth, int) or self.max_depth < 0):
-            raise GrammarError(
-                f"grammar {self.name}: recursion without a depth cap (max_depth={self.max_depth!r})"
-            )
-        for lhs, alts in self.rules.items():
-            if not alts:
-                raise GrammarError(f"grammar {self.name}: rule {lhs} has no alternatives")
-            for a in alts:
-                if not a.weight > 0:
-                    raise GrammarError(f"grammar {self.name}: rule {lhs} has a weight <= 0: {a.weight}")
-                for sym in a.symbols:
-                    self._check_symbol(lhs, sym, set(role_names))
-        self._check_reachable()
-        self._check_bounded()
-
-    def _check_symbol(self, lhs: str, sym: str, role_names: set[str]) -> None:
-        if ":" in sym:
-            cls, role = sym.split(":", 1)
-            if cls not in self.lexicon:
-                raise GrammarError(f"grammar {self.name}: rule {lhs} uses unknown word class {cls!r}")
-            if role not in role_names:
-                raise GrammarError(f"grammar {self.name}: rule {lhs} uses unknown role {role!r}")
-        elif sym not in self.rules:
-            raise GrammarError(f"grammar {self.name}: rule {lhs} uses undefined symbol {sym!r}")
-
-    def _check_reachable(self) -> None:
-        seen, todo = {self.start}, [self.start]
-        while todo:
-            for a in self.rules[todo.pop()]:
-                for sym in a.symbols:
-                    if ":" not in sym and sym not in seen:
-                        seen.add(sym)
-                        todo.append(sym)
-        unreachable = sorted(set(self.rules) - seen)
-        if unreachable:
-            raise GrammarError(
-                f"grammar {self.name}: symbol {unreachable[0]} is unreachable from {self.start}"
-            )
-
-    def _check_bounded(self) -> None:
-        """Recursion must pass through an ``embeds`` alternative, and every symbol must be able to
-        finish at the depth cap (using non-embedding alternatives only)."""
-        flat = {
-            lhs: [a for a in alts if not a.embeds] for lhs, alts in self.rules.items()
-        }
-        state: dict[str, int] = {}  # 1 = on stack, 2 = done
-
-        def visit(lhs: str) -> None:
-            state[lhs] = 1
-            for a in flat[lhs]:
-                for sym in a.symbols:
-                    if ":" in sym:
-                        continue
-                    if state.get(sym) == 1:
-                        raise GrammarError(
-                            f"grammar {self.name}: rule {lhs} recurses into {sym} without an embedding "
-                            "alternative (recursion without a depth cap)"
-                        )
-                    if sym not in state:
-                        visit(sym)
-            state[lhs] = 2
-
-        for lhs in self.rules:
-            if lhs not in state:
-                visit(lhs)
-        finishes: set[str] = set()
-        changed = True
-        while changed:
-            changed = False
-            for lhs, alts in flat.items():
-                if lhs not in finishes and any(
-                    all(":" in s or s in finishes for s in a.symbols) for a in alts
-                ):
-                    finishes.add(lhs)
-                    changed = True
-        stuck = sorted(set(self.rules) - finishes)
-        if stuck:
-            raise GrammarError(
-                f"grammar {self.name}: rule {stuck[0]} cannot finish at the depth cap "
-                "(every alternative embeds)"
-            )
-
-    # -- sampling ---------------------------------------------------------------------------------
-
-    def sample(
-        self,
-        rng: random.Random,
-        max_depth: int | None = None,
-        lexicon: Mapping[str, Sequence[str]] | None = None,
-    ) -> Sentence:
-        """Draw one sentence. ``lexicon`` overrides word classes (e.g. the reserve nonce words)."""
-        cap = self.max_depth if max_depth is None else max_depth
-        words = {**self.lexicon, **(lexicon or {})}
-        tokens: list[str] = []
-        roles: list[str] = []
-        deepest = 0
-        # Explicit stack of (symbol, depth): iterative so deep caps cannot hit the recursion limit.
-        stack: list[tuple[str, int]] = [(self.start, 0)]
-        while stack:
-            sym, depth = stack.pop()
-            if ":" in sym:
-                cls, role = sym.split(":", 1)
-                tokens.append(rng.choice(words[cls]))
-                roles.append(role)
-                continue
-            alts = [a for a in self.rules[sym] if not a.embeds or depth < cap]
-            alt = rng.choices(alts, weights=[a.weight for a in alts])[0]
-            child = depth + 1 if alt.embeds else depth
-            deepest = max(deepest, child)
-            stack.extend((s, child) for s in reversed(alt.symbols))
-        return Sentence(tuple(tokens), tuple(roles), deepest)
-
-    def roles_of_kind(self, kind: str) -> tuple[str, ...]:
-        return tuple(r.name for r in self.roles if r.kind == kind)

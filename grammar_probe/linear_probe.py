@@ -1,10 +1,14 @@
-"""Multinomial logistic regression on frozen features (the probe), fitted by full-batch L-BFGS.
+"""Multinomial logistic regression on frozen features (the probe), the same for every trace model.
 
 The probe is supervised (it is the read-out, not the SPCN learner), so it uses autograd; the
-features it reads are detached tensors computed under ``torch.no_grad()``.
+features it reads are detached tensors computed under ``torch.no_grad()``. Features are
+standardised with the training mean and deviation; minibatch Adam; with ``validation`` given, the
+epoch with the best validation accuracy is kept (the same early-stopping rule as the GRU taggers).
 """
 
 from __future__ import annotations
+
+import copy
 
 import torch
 from torch import nn
@@ -13,14 +17,20 @@ from torch import nn
 class LinearProbe:
     """Standardise features, then softmax regression with an L2 penalty."""
 
-    def __init__(self, n_classes: int, l2: float = 1e-4, max_iter: int = 200, seed: int = 0) -> None:
+    def __init__(self, n_classes: int, l2: float = 1e-5, max_iter: int = 12, seed: int = 0,
+                 batch_size: int = 1024, lr: float = 1e-2, patience: int = 2) -> None:
         self.n_classes = n_classes
         self.l2 = l2
-        self.max_iter = max_iter
+        self.max_iter = max_iter  # epochs at most
         self.seed = seed
+        self.batch_size = batch_size
+        self.lr = lr
+        self.patience = patience
         self.linear: nn.Linear | None = None
+        self.log: dict = {}
 
-    def fit(self, features: torch.Tensor, labels: torch.Tensor) -> LinearProbe:
+    def fit(self, features: torch.Tensor, labels: torch.Tensor,
+            validation: tuple[torch.Tensor, torch.Tensor] | None = None) -> LinearProbe:
         torch.manual_seed(self.seed)
         self.mean = features.mean(0)
         self.scale = features.std(0).clamp_min(1e-6)  # constant features (never-active units) stay 0
@@ -28,19 +38,27 @@ class LinearProbe:
         self.linear = nn.Linear(x.shape[1], self.n_classes)
         nn.init.zeros_(self.linear.weight)
         nn.init.zeros_(self.linear.bias)
-        opt = torch.optim.LBFGS(
-            self.linear.parameters(), lr=1.0, max_iter=self.max_iter, history_size=20,
-            line_search_fn="strong_wolfe", tolerance_grad=1e-6, tolerance_change=1e-9,
-        )
-
-        def closure() -> torch.Tensor:
-            opt.zero_grad()
-            loss = nn.functional.cross_entropy(self.linear(x), labels)
-            loss = loss + self.l2 * self.linear.weight.pow(2).sum()
-            loss.backward()
-            return loss
-
-        opt.step(closure)
+        opt = torch.optim.Adam(self.linear.parameters(), lr=self.lr, weight_decay=self.l2)
+        gen = torch.Generator().manual_seed(self.seed)
+        best = (-1.0, 0, copy.deepcopy(self.linear.state_dict()))
+        history = []
+        for epoch in range(self.max_iter):
+            for idx in torch.randperm(len(x), generator=gen).split(self.batch_size):
+                loss = nn.functional.cross_entropy(self.linear(x[idx]), labels[idx])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+            if validation is None:
+                continue
+            acc = (self.predict(validation[0]) == validation[1]).float().mean().item()
+            history.append(acc)
+            if acc > best[0]:
+                best = (acc, epoch, copy.deepcopy(self.linear.state_dict()))
+            elif epoch - best[1] >= self.patience:
+                break
+        if validation is not None:
+            self.linear.load_state_dict(best[2])
+            self.log = {"best_epoch": best[1] + 1, "validation_accuracy": best[0], "history": history}
         return self
 
     @torch.no_grad()

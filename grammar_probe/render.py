@@ -1,94 +1,319 @@
-"""``report.md`` and the PNG plots, rendered from a ``results.json`` dictionary."""
+"""The structure section of the report, as markdown and PNG figures, from a ``results.json`` dictionary.
+
+Public (called by the project report after ``python -m grammar_probe run``):
+
+- :func:`render_structure_markdown` (results) -> markdown text;
+- :func:`render_structure_figures` (results, out_dir) -> {figure name: PNG path};
+- :func:`write_report` (results, out_dir): ``report.md`` plus the figures, as a run folder holds them.
+
+Nothing here computes a result: every number and verdict is read from ``results``.
+"""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
 
 from ema_boundary.figures import pyplot, save
-from grammar_probe.names import MODELS
+from grammar_probe.names import MODEL_LABELS, MODELS
 
-COLOURS = {"spcn_probe": "tab:blue", "bigru": "tab:orange", "control": "tab:grey", "causal_gru": "tab:green"}
+__all__ = ["render_structure_figures", "render_structure_markdown", "write_report"]
+
+COLOURS = {
+    "majority_word": "tab:brown", "window": "tab:grey", "plain_ema": "tab:olive", "spcn_frozen": "tab:cyan",
+    "spcn": "tab:blue", "causal_gru": "tab:green", "bigru": "tab:orange",
+}
+KIND_ORDER = ("structural", "local", "lexical", "ambiguous")
 
 
 def _pct(x: float | None) -> str:
-    return "—" if x is None else f"{100 * x:.1f}"
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{100 * x:.1f}"
 
 
-def _markdown(results: dict) -> str:
+def _ci(s: dict | None, points: bool = False) -> str:
+    """``mean [lo, hi]`` in % (or in points for differences)."""
+    if not s:
+        return "—"
+    lo, hi = s["ci95"]
+    sign = "+" if points else ""
+    def fmt(v: float) -> str:
+        return f"{100 * v:{sign}.1f}"
+
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return f"{fmt(s['mean'])}"
+    return f"{fmt(s['mean'])} [{fmt(lo)}, {fmt(hi)}]"
+
+
+def _ratio(s: dict) -> str:
+    lo, hi = s["ci95"]
+    return f"{s['mean']:.3f} [{lo:.3f}, {hi:.3f}]" if math.isfinite(lo) else f"{s['mean']:.3f}"
+
+
+def _row_value(name: str, row: dict, value: dict) -> str:
+    if name == "ratio_within_a":
+        return _ratio(value)
+    if isinstance(row["paper"], str):
+        return _ci(value, points=True) + " points"
+    return _ci(value) + " %"
+
+
+def _paper_table(results: dict) -> list[str]:
+    lines = ["| row | paper | SPCN: mean [95% CI] | verdict | the same measure for the shortcuts |",
+             "|---|---|---|---|---|"]
+    for name, row in results["paper"].items():
+        paper = row["paper"]
+        if isinstance(paper, str):
+            paper_s = paper
+        else:
+            paper_s = f"{paper:.2f}" if name == "ratio_within_a" else f"{100 * paper:.1f} %"
+        shortcuts = "; ".join(f"{m} {_row_value(name, row, c['value'])} ({c['verdict']})"
+                              for m, c in row.get("shortcuts", {}).items())
+        ours = _row_value(name, row, row["ours"])
+        lines.append(f"| {row['description']} | {paper_s} | {ours} | **{row['verdict']}** | {shortcuts} |")
+    return lines
+
+
+def _kinds(results: dict) -> list[str]:
+    return [k for k in KIND_ORDER if k in results.get("kinds", KIND_ORDER)]
+
+
+def _split_table(results: dict, split: str) -> list[str]:
+    """Models x (all, each kind): mean [CI], with the split's ceilings in the header of each column."""
+    ceil = results.get("split_ceilings", {}).get(split, {})
+    cols = [("all", ceil.get("overall", {}))] + [(k, ceil.get("by_kind", {}).get(k, {})) for k in _kinds(results)]
+    header = ["model"]
+    for name, c in cols:
+        extra = f"; best window {_pct(c['window_best'])}" if "window_best" in c else ""
+        header.append(f"{name} (ceiling causal {_pct(c.get('causal'))} / bidir. {_pct(c.get('bidirectional'))}{extra})")
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for m in MODELS:
+        r = results["splits"][split][m]
+        cells = [_ci(r["accuracy"])] + [_ci(r["by_kind"].get(k)) for k, _ in cols[1:]]
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _per_role_table(results: dict, split: str) -> list[str]:
+    head = ["role", "kind", "tokens", "causal", "bidir."] + list(MODELS)
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for role, r in results["per_role"][split].items():
+        c = r.get("ceiling", {})
+        cells = [role, r["kind"], str(r["tokens"]), _pct(c.get("causal")), _pct(c.get("bidirectional"))]
+        lines.append("| " + " | ".join(cells + [_pct(r[m]["mean"]) for m in MODELS]) + " |")
+    return lines
+
+
+def _ceilings_table(results: dict) -> list[str]:
+    k_best = results.get("best_k")
+    head = ["role", "kind", "causal", "bidir.", "causal, nouns/verbs <unk>"] + [f"window k={k}" for k in range(1, 7)] \
+        + [f"best window (k={k_best})"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for role, c in results["ceilings"].items():
+        w = {int(k): v for k, v in c["window_k"].items()}
+        lines.append(f"| {role} | {c['kind']} | {_pct(c['causal'])} | {_pct(c['bidirectional'])} | "
+                     f"{_pct(c['causal_unseen'])} | " + " | ".join(_pct(w.get(k)) for k in range(1, 7))
+                     + f" | {_pct(c['window_best'])} |")
+    return lines
+
+
+LEARNING_COLUMNS = {"spcn_minus_spcn_frozen": "SPCN − frozen twin", "spcn_frozen_minus_plain_ema":
+                    "frozen twin − plain EMA", "spcn_minus_plain_ema": "SPCN − plain EMA"}
+
+
+def _learning_table(results: dict) -> list[str]:
+    head = ["split", "kind"] + [f"{label} (points): conclusion" for label in LEARNING_COLUMNS.values()]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for split, kinds in results["learning"].items():
+        for kind, c in kinds.items():
+            cells = [f"{_ci(c[k], points=True)}: {c[k]['conclusion']}" for k in LEARNING_COLUMNS if k in c]
+            lines.append(f"| {split} | {kind} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _counterfactual_table(results: dict) -> list[str]:
+    cf = results.get("counterfactual")
+    if not cf:
+        return []
+    ceiling = cf.get("ceiling") or {}
+    lines = [f"Subject/object roles ({', '.join(cf['roles'])}); causal ceiling on the counterfactual split "
+             f"{_pct(ceiling.get('causal'))} %, bidirectional {_pct(ceiling.get('bidirectional'))} %.", "",
+             "| model | within A | counterfactual | drop (points, paired) | conclusion |", "|---|---|---|---|---|"]
+    for m, r in cf["models"].items():
+        lines.append(f"| {m} | {_ci(r['within_a'])} | {_ci(r['counterfactual'])} | {_ci(r['drop'], points=True)} | "
+                     f"{r['drop']['conclusion']} |")
+    return lines
+
+
+def render_structure_markdown(results: dict) -> str:
+    """The report's structure section (markdown, headings from level 2) rendered from ``results.json``."""
+    size, proto = results["size"], results["protocol"]
     lines = [
-        "# Grammar probe: SPCN trace probe vs BiGRU",
+        "## Structure: SPCN traces vs shortcuts, GRU taggers and decidability ceilings",
         "",
-        f"seed {results['seed']}, quick={results['quick']}, {results['train_sentences']} training sentences, "
-        f"{results['seconds']:.0f} s. Accuracy in % over all tokens of each split.",
+        f"{size['seeds']} seeds ({', '.join(map(str, results['seeds']))}); per seed {size['train_sentences']} training "
+        f"sentences ({'a disjoint' if results.get('train_subsets_disjoint', True) else 'an overlapping'} subset of "
+        "`train`), "
+        f"SPCN {size['spcn_epochs']} epoch(s); nouns and verbs dropped to `{proto['unk']}` at rate "
+        f"{proto['word_dropout']} while fitting, the same copy for every model; unseen words are `{proto['unk']}` for "
+        "every model. Accuracy in %, mean over seeds with a 95% t-interval; differences are paired by seed. "
+        f"Run time {results['seconds']:.0f} s.",
         "",
-        "| split | SPCN probe | BiGRU | control | causal GRU | SPCN/BiGRU |",
-        "|---|---|---|---|---|---|",
+        *(["**Quick run (`--quick`): smaller training and fewer epochs, a smoke test. The GRU taggers are "
+           "undertrained at this budget, so its verdicts are not the experiment's; cite the default run.**", ""]
+          if results.get("quick") else []),
+        "### The paper's rows",
+        "",
+        *_paper_table(results),
+        "",
+        "Verdicts follow from the intervals: *met* if the interval lies at or above the paper's value "
+        "(strictly above 0 for the \"SPCN above BiGRU\" rows), *refuted* if it lies below, otherwise "
+        "*not resolved at this budget*.",
     ]
-    for split, scores in results["splits"].items():
-        ratio = results["ratio_spcn_over_bigru"][split]
-        lines.append(
-            f"| {split} | " + " | ".join(_pct(scores[m]["accuracy"]) for m in MODELS)
-            + f" | {'—' if ratio is None else f'{ratio:.3f}'} |"
-        )
-    lines += ["", "## Structural vs lexical roles", "",
-              "| split | kind | tokens | SPCN probe | BiGRU | control | causal GRU |", "|---|---|---|---|---|---|---|"]
-    for split, kinds in results["by_kind"].items():
-        for kind, s in kinds.items():
-            lines.append(f"| {split} | {kind} | {s['tokens']} | " + " | ".join(_pct(s[m]) for m in MODELS) + " |")
-    lines += ["", "## Targets (the paper's rows)", "", "| target | paper | measured | met |", "|---|---|---|---|"]
-    for name, t in results["targets"].items():
-        lines.append(f"| {name} | {t['target']:.3f} | {t['measured']:.3f} | {'yes' if t['met'] else 'NO'} |")
-    for split, roles in results["per_role"].items():
-        lines += ["", f"## Per role: {split}", "",
-                  "| role | kind | tokens | SPCN probe | BiGRU | control | causal GRU |",
-                  "|---|---|---|---|---|---|---|"]
-        for role, s in roles.items():
-            lines.append(
-                f"| {role} | {s['kind']} | {s['tokens']} | " + " | ".join(_pct(s[m]) for m in MODELS) + " |"
-            )
+    gap = results.get("window_gap")
+    if gap:
+        lines += ["", "### Do the structural roles need structure?", "",
+                  f"On `{gap['split']}`, structural roles ({gap['tokens']} tokens): causal ceiling "
+                  f"{_pct(gap['causal_ceiling'])} %, best window tagger with k ≤ 6 (k = {gap['best_k']}, tables from a "
+                  f"fresh sample) {_pct(gap['best_window_ceiling'])} %, the trained `window` baseline "
+                  f"{_ci(gap['trained_window'])} %: "
+                  f"gaps {100 * gap['gap_ceiling']:.1f} and {100 * gap['gap_trained_window']:.1f} points "
+                  f"(required ≥ {100 * gap['required_gap']:.0f}: {'passes' if gap['passes'] else 'FAILS'})."]
+    lines += ["", "### Every model on every split", "",
+              "Each column's header holds the split's exact ceilings for those tokens (causal: best possible reader of "
+              "the prefix; bidirectional: of the whole sentence)."]
+    for split in results["splits"]:
+        lines += ["", f"**{split}**", "", *_split_table(results, split)]
+    margin = next(iter(results["learning"].values()))["all"]["spcn_minus_spcn_frozen"]["margin"]
+    lines += ["", "### Does SPCN's learning matter?", "",
+              "SPCN minus its frozen twin (same network, same initial weights, no Hebbian learning), the frozen "
+              "twin minus a plain EMA of the word codes, and SPCN minus that plain EMA, paired by seed. "
+              "*higher*/*lower*: the 95% interval excludes 0; *equivalent*: the 90% interval lies inside "
+              f"±{100 * margin:.0f} "
+              "point (two one-sided tests).", "", *_learning_table(results)]
+    if results.get("counterfactual"):
+        lines += ["", "### Counterfactual: word->role shortcuts reversed", "", *_counterfactual_table(results)]
+    for split in results["per_role"]:
+        lines += ["", f"### Per role: {split}", "", *_per_role_table(results, split)]
+    lines += ["", "### Ceilings and kinds (fresh grammar-A sample)", "", *_ceilings_table(results)]
     return "\n".join(lines) + "\n"
 
 
-def _bars(ax, labels: list[str], values: dict[str, list[float]], title: str) -> None:
+def _bars(ax, labels: list[str], means: dict, errs: dict, ceilings: list[float | None] | None = None) -> None:
     x = np.arange(len(labels))
     width = 0.8 / len(MODELS)
     for i, m in enumerate(MODELS):
-        ax.bar(x + (i - (len(MODELS) - 1) / 2) * width, values[m], width, label=m, color=COLOURS[m])
-    ax.set_xticks(x, labels, rotation=60, ha="right", fontsize=8)
-    ax.set_ylim(0, 1.02)
+        ax.bar(x + (i - (len(MODELS) - 1) / 2) * width, means[m], width, yerr=errs[m], label=m, color=COLOURS[m],
+               capsize=1.5, error_kw={"elinewidth": 0.7})
+    if ceilings:
+        for xi, c in zip(x, ceilings, strict=True):
+            if c is not None:
+                ax.hlines(c, xi - 0.45, xi + 0.45, colors="black", linestyles="--", linewidth=1)
+    ax.set_xticks(x, labels, rotation=45, ha="right", fontsize=8)
+    ax.set_ylim(0, 1.05)
     ax.set_ylabel("accuracy")
-    ax.set_title(title)
+
+
+def _err(s: dict) -> tuple[float, float]:
+    lo, hi = s["ci95"]
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return 0.0, 0.0
+    return s["mean"] - lo, hi - s["mean"]
+
+
+def render_structure_figures(results: dict, out_dir: str | Path) -> dict[str, Path]:
+    """Draw the structure section's figures as PNG files in ``out_dir``; returns {name: path}.
+
+    - ``structure_by_kind``: every model per split and role kind, 95% intervals, causal ceiling dashed;
+    - ``structure_per_role``: within A, per role, with causal (dashed) and bidirectional (dotted) ceilings;
+    - ``ceilings``: per role, the causal and bidirectional ceilings and the window tagger for k = 1..6;
+    - ``learning``: SPCN minus its frozen twin per split and kind, 95% intervals.
+    """
+    plt = pyplot()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+
+    labels, ceil, means, errs = [], [], {m: [] for m in MODELS}, {m: [[], []] for m in MODELS}
+    for split, models in results["splits"].items():
+        for kind in _kinds(results):
+            if kind not in models["spcn"]["by_kind"]:
+                continue
+            labels.append(f"{split.removeprefix('test_')}\n{kind}")
+            ceil.append(results.get("split_ceilings", {}).get(split, {}).get("by_kind", {}).get(kind, {}).get("causal"))
+            for m in MODELS:
+                s = models[m]["by_kind"][kind]
+                means[m].append(s["mean"])
+                lo, hi = _err(s)
+                errs[m][0].append(lo)
+                errs[m][1].append(hi)
+    fig, ax = plt.subplots(figsize=(max(8, 0.75 * len(labels)), 4.8))
+    _bars(ax, labels, means, errs, ceil)
+    ax.set_title("Accuracy by split and role kind (dashed: causal ceiling)")
+    ax.legend(fontsize=7, ncol=4, loc="lower left")
+    fig.tight_layout()
+    paths["structure_by_kind"] = out_dir / "structure_by_kind.png"
+    save(fig, paths["structure_by_kind"])
+
+    split = "test_within_a" if "test_within_a" in results["per_role"] else next(iter(results["per_role"]))
+    roles = results["per_role"][split]
+    names = list(roles)
+    fig, ax = plt.subplots(figsize=(12, 4.8))
+    _bars(ax, [f"{n}\n({roles[n]['kind']})" for n in names], {m: [roles[n][m]["mean"] for n in names] for m in MODELS},
+          {m: np.array([_err(roles[n][m]) for n in names]).T for m in MODELS},
+          [roles[n].get("ceiling", {}).get("causal") for n in names])
+    x = np.arange(len(names))
+    bid = [roles[n].get("ceiling", {}).get("bidirectional") for n in names]
+    ax.scatter([xi for xi, b in zip(x, bid, strict=True) if b is not None], [b for b in bid if b is not None],
+               marker="_", s=300, color="black", label="bidirectional ceiling")
+    ax.set_title(f"Per-role accuracy, {split} (dashed: causal ceiling; bar marker: bidirectional ceiling)")
+    ax.legend(fontsize=7, ncol=4, loc="lower left")
+    fig.tight_layout()
+    paths["structure_per_role"] = out_dir / "structure_per_role.png"
+    save(fig, paths["structure_per_role"])
+
+    ce = results["ceilings"]
+    names = list(ce)
+    fig, ax = plt.subplots(figsize=(12, 4.5))
+    x = np.arange(len(names))
+    for k in range(1, 7):
+        ax.plot(x, [ce[n]["window_k"].get(str(k), ce[n]["window_k"].get(k)) for n in names], marker=".", linewidth=0.8,
+                color=plt.cm.Greys(0.3 + 0.1 * k), label=f"window k={k}")
+    ax.plot(x, [ce[n]["causal"] for n in names], marker="o", color="tab:red", label="causal")
+    ax.plot(x, [ce[n]["bidirectional"] for n in names], marker="x", color="tab:purple", label="bidirectional")
+    ax.set_xticks(x, [f"{n}\n({ce[n]['kind']})" for n in names], rotation=45, ha="right", fontsize=8)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("best achievable accuracy")
+    ax.set_title("Decidability ceilings per role (fresh grammar-A sample)")
+    ax.legend(fontsize=7, ncol=3, loc="lower left")
+    fig.tight_layout()
+    paths["ceilings"] = out_dir / "ceilings.png"
+    save(fig, paths["ceilings"])
+
+    rows = [(split, kind, c["spcn_minus_spcn_frozen"]) for split, kinds in results["learning"].items()
+            for kind, c in kinds.items()]
+    fig, ax = plt.subplots(figsize=(max(6, 0.5 * len(rows)), 4))
+    x = np.arange(len(rows))
+    ax.errorbar(x, [100 * r[2]["mean"] for r in rows], yerr=100 * np.array([_err(r[2]) for r in rows]).T, fmt="o",
+                color="tab:blue", capsize=2)
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(x, [f"{s.removeprefix('test_')}\n{k}" for s, k, _ in rows], rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("SPCN − frozen twin (points)")
+    ax.set_title("What SPCN's Hebbian learning adds (95% intervals, paired by seed)")
+    fig.tight_layout()
+    paths["learning"] = out_dir / "learning.png"
+    save(fig, paths["learning"])
+    return paths
 
 
 def write_report(results: dict, out_dir: Path) -> list[Path]:
-    """Write report.md, per_role_<split>.png and structural_vs_lexical.png into ``out_dir``."""
-    plt = pyplot()
+    """Write ``report.md`` and the figures of :func:`render_structure_figures` into ``out_dir``."""
     out_dir = Path(out_dir)
-    written = [out_dir / "report.md"]
-    written[0].write_text(_markdown(results), encoding="utf-8")
-    for split, roles in results["per_role"].items():
-        names = list(roles)
-        fig, ax = plt.subplots(figsize=(11, 4))
-        _bars(ax, [f"{n} ({roles[n]['kind'][0]})" for n in names],
-              {m: [roles[n][m] for n in names] for m in MODELS}, f"Per-role accuracy: {split}")
-        ax.legend(fontsize=8, loc="lower left")
-        fig.tight_layout()
-        path = out_dir / f"per_role_{split}.png"
-        save(fig, path, dpi=100)
-        written.append(path)
-    labels, values = [], {m: [] for m in MODELS}
-    for split, kinds in results["by_kind"].items():
-        for kind, s in kinds.items():
-            labels.append(f"{split}\n{kind}")
-            for m in MODELS:
-                values[m].append(s[m])
-    fig, ax = plt.subplots(figsize=(max(6, 0.9 * len(labels)), 4.5))
-    _bars(ax, labels, values, "Structural vs lexical roles")
-    ax.legend(fontsize=8, loc="lower left")
-    fig.tight_layout()
-    path = out_dir / "structural_vs_lexical.png"
-    save(fig, path, dpi=100)
-    written.append(path)
-    return written
+    figures = render_structure_figures(results, out_dir)
+    legend = "\n".join(f"- `{m}`: {MODEL_LABELS[m]}" for m in MODELS)
+    text = ("# Grammar probe: the structure experiment\n\n" + legend + "\n\n"
+            + render_structure_markdown(results).replace("## ", "# ", 1) + "\n"
+            + "\n".join(f"![{name}]({path.name})" for name, path in figures.items()) + "\n")
+    (out_dir / "report.md").write_text(text, encoding="utf-8")
+    return [out_dir / "report.md", *figures.values()]

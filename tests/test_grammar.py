@@ -1,8 +1,10 @@
-"""Grammar corpus (issue 4): role inventory, vocabulary, splits, determinism, rejected inputs."""
+"""Grammar corpus (issues 4, 12): role inventory, vocabulary, splits, determinism, rejected inputs."""
 
 from __future__ import annotations
 
 import filecmp
+import json
+import random
 import subprocess
 import sys
 from pathlib import Path
@@ -10,14 +12,22 @@ from pathlib import Path
 import datasets
 import pytest
 
-from grammar_probe.dataset import FEATURES, SPLITS, build_dataset, load_grammar_dataset, write_dataset
+from grammar_probe.dataset import (
+    FEATURES,
+    SPLITS,
+    build_dataset,
+    compute_ceilings,
+    load_ceilings,
+    load_grammar_dataset,
+    write_dataset,
+)
 from grammar_probe.grammar import (
+    DEV_RESERVE_LEXICON,
     LEXICON,
     OPEN_CLASSES,
     RESERVE_LEXICON,
     ROLE_NAMES,
     ROLES,
-    STRUCTURAL,
     Alternative,
     Grammar,
     GrammarError,
@@ -41,9 +51,9 @@ def _role_names(split: datasets.Dataset) -> set[str]:
     return {names[r] for rs in split["roles"] for r in rs}
 
 
-def test_twenty_roles_of_both_kinds():
+def test_twenty_roles():
     assert len(ROLE_NAMES) == 20 == len(set(ROLE_NAMES))
-    assert {r.kind for r in ROLES} == {"structural", "lexical"}
+    assert all(r.description for r in ROLES)
 
 
 def test_features_and_splits(ds):
@@ -53,6 +63,7 @@ def test_features_and_splits(ds):
         assert part.features["roles"].feature.names == list(ROLE_NAMES)
     assert set(ds["test_transfer_b"]["grammar"]) == {"B"}
     assert set(ds["train"]["grammar"]) == {"A"}
+    assert set(ds["test_counterfactual"]["grammar"]) == {"A_counterfactual"}
 
 
 def test_exactly_147_training_words(ds):
@@ -65,30 +76,47 @@ def test_every_role_in_train_and_within_a(ds):
     assert _role_names(ds["test_within_a"]) == set(ROLE_NAMES)
 
 
-def test_some_word_form_carries_two_structural_roles(ds):
-    names = ds["train"].features["roles"].feature.names
-    structural = {r.name for r in ROLES if r.kind == STRUCTURAL}
-    roles_of: dict[str, set[str]] = {}
-    for toks, rs in zip(ds["train"]["tokens"], ds["train"]["roles"], strict=True):
+def _roles_of(split: datasets.Dataset) -> dict[str, set[str]]:
+    names = split.features["roles"].feature.names
+    out: dict[str, set[str]] = {}
+    for toks, rs in zip(split["tokens"], split["roles"], strict=True):
         for w, r in zip(toks, rs, strict=True):
-            if names[r] in structural:
-                roles_of.setdefault(w, set()).add(names[r])
-    assert roles_of["the"] >= {"DET_AGENT", "DET_PATIENT", "DET_OBLIQUE"}
-    assert roles_of["that"] == {"REL_PRON", "COMP"}
-    # Every structural role is shared by some word form with another role: position decides.
-    for role in structural:
-        assert any(role in rs and len(rs) >= 2 for rs in roles_of.values()), role
+            out.setdefault(w, set()).add(names[r])
+    return out
 
 
-def test_lexical_roles_are_decided_by_word_identity(ds):
-    names = ds["train"].features["roles"].feature.names
-    lexical = {r.name for r in ROLES if r.kind != STRUCTURAL}
-    for toks, rs in zip(ds["train"]["tokens"], ds["train"]["roles"], strict=True):
-        for w, r in zip(toks, rs, strict=True):
-            if names[r] == "VERB_TRANS":
-                assert w in LEXICON["vtrans"]
-            if names[r] in lexical:
-                assert w not in LEXICON["animate"] and w not in LEXICON["det"]
+def test_one_word_form_plays_a_role_in_either_clause(ds):
+    """Clause membership is not in the word: the same forms are main-clause and embedded-clause words."""
+    roles_of = _roles_of(ds["train"])
+    assert roles_of["the"] == {"DET_MAIN", "DET_EMB"}
+    assert roles_of["who"] == {"REL_SUBJ", "REL_OBJ"}
+    assert all(roles_of[v] == {"VERB_MAIN", "VERB_EMB"} for v in LEXICON["verb"])
+    assert roles_of["park"] == {"LOC_MAIN", "LOC_EMB"}
+    assert {"SUBJ_MAIN", "OBJ_MAIN", "SUBJ_EMB", "OBJ_EMB", "COMPANION"} <= roles_of["dog"] | roles_of["cat"]
+
+
+def test_lexical_roles_sit_on_their_word_classes(ds):
+    roles_of = _roles_of(ds["train"])
+    for w, roles in roles_of.items():
+        if "INSTRUMENT" in roles:
+            assert w in LEXICON["tool"] and roles == {"INSTRUMENT"}
+        if "PREP" in roles:
+            assert w in LEXICON["prep"] + LEXICON["with"] and roles == {"PREP"}
+        if "COMPANION" in roles:
+            assert w in LEXICON["person"] + LEXICON["animal"]
+
+
+def test_counterfactual_reverses_the_training_noun_bias(ds):
+    def share(split, prefix, cls):
+        names = split.features["roles"].feature.names
+        hits = [w in LEXICON[cls] for toks, rs in zip(split["tokens"], split["roles"], strict=True)
+                for w, r in zip(toks, rs, strict=True) if names[r].startswith(prefix)]
+        return sum(hits) / len(hits)
+
+    assert 0.8 < share(ds["train"], "SUBJ_", "person") < 0.9  # TRAIN_AGENT_BIAS = 0.85
+    assert 0.8 < share(ds["train"], "OBJ_", "animal") < 0.9
+    assert share(ds["test_counterfactual"], "SUBJ_", "animal") == 1
+    assert share(ds["test_counterfactual"], "OBJ_", "person") == 1
 
 
 def test_test_splits_disjoint_from_train(ds):
@@ -101,21 +129,24 @@ def test_deep_split_is_deeper_than_train(ds):
     assert min(ds["test_deep"]["depth"]) > max(ds["train"]["depth"]) == 2
 
 
-def test_novel_words_only_reserve_words_in_open_class_slots(ds):
+def test_novel_words_only_nonce_words_in_open_class_slots(ds):
     open_words = {w for c in OPEN_CLASSES for w in LEXICON[c]}
-    reserve = {w for ws in RESERVE_LEXICON.values() for w in ws}
-    novel = _words(ds["test_novel_words"])
-    assert not novel & open_words
-    assert len(novel & reserve) > 0.9 * len(reserve)
-    assert not _words(ds["train"]) & reserve
-    # Open-class roles always land on reserve words; closed-class roles on training words.
+    test_nonce = {w for ws in RESERVE_LEXICON.values() for w in ws}
+    dev_nonce = {w for ws in DEV_RESERVE_LEXICON.values() for w in ws}
+    assert not test_nonce & dev_nonce and not (test_nonce | dev_nonce) & {w for ws in LEXICON.values() for w in ws}
+    novel, dev = _words(ds["test_novel_words"]), _words(ds["validation_novel_words"])
+    assert not novel & open_words and not dev & open_words
+    assert len(novel & test_nonce) > 0.9 * len(test_nonce) and not novel & dev_nonce
+    assert len(dev & dev_nonce) > 0.9 * len(dev_nonce) and not dev & test_nonce
+    assert not _words(ds["train"]) & (test_nonce | dev_nonce)
+    # Noun and verb roles always land on nonce words; closed-class roles on training words.
     names = ds["test_novel_words"].features["roles"].feature.names
     for toks, rs in zip(ds["test_novel_words"]["tokens"], ds["test_novel_words"]["roles"], strict=True):
         for w, r in zip(toks, rs, strict=True):
-            if names[r] in {"AGENT", "PATIENT", "ADJ_AGENT", "VERB_TRANS", "LOCATION", "ADV_TIME"}:
-                assert w in reserve, (w, names[r])
-            if names[r].startswith("DET_") or names[r] in {"REL_PRON", "COMP", "END"}:
-                assert w not in reserve
+            if names[r] in {"SUBJ_MAIN", "OBJ_EMB", "VERB_MAIN", "VERB_EMB", "LOC_MAIN", "INSTRUMENT"}:
+                assert w in test_nonce, (w, names[r])
+            if names[r].startswith("DET_") or names[r] in {"ADJ", "REL_SUBJ", "COMP", "END", "PREP"}:
+                assert w not in test_nonce
 
 
 def test_deterministic_by_fingerprint_and_bytes(tmp_path):
@@ -131,8 +162,24 @@ def test_deterministic_by_fingerprint_and_bytes(tmp_path):
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
 
 
-def test_round_trip_load_from_disk_and_load_dataset(ds, tmp_path):
-    write_dataset(ds, tmp_path / "corpus")
+@pytest.fixture(scope="module")
+def ceilings(ds) -> dict:
+    return compute_ceilings(ds, seed=3, ceiling_sentences=150, window_sentences=1500)
+
+
+def test_ceilings_cover_every_role_and_evaluation_split(ceilings, ds):
+    assert list(ceilings["roles"]) == list(ROLE_NAMES)
+    assert set(ceilings["splits"]) == set(SPLITS) - {"train", "validation"}
+    for c in ceilings["roles"].values():
+        assert c["kind"] in ("structural", "local", "lexical", "ambiguous")
+        assert set(c["window_k"]) == set(range(7)) and 0 <= c["causal"] <= c["bidirectional"] + 1e-9
+    novel = ceilings["splits"]["test_novel_words"]
+    assert novel["INSTRUMENT"]["causal"] < 0.6 < ceilings["splits"]["test_within_a"]["INSTRUMENT"]["causal"]
+    assert "window_best" in ceilings["splits"]["test_within_a"]["VERB_MAIN"]
+
+
+def test_round_trip_load_from_disk_and_load_dataset(ds, ceilings, tmp_path):
+    write_dataset(ds, tmp_path / "corpus", ceilings=ceilings)
     back = datasets.load_from_disk(str(tmp_path / "corpus"))
     assert back["test_deep"]["tokens"] == ds["test_deep"]["tokens"]
     hub = datasets.load_dataset(str(tmp_path / "corpus"), cache_dir=str(tmp_path / "cache"))
@@ -141,8 +188,10 @@ def test_round_trip_load_from_disk_and_load_dataset(ds, tmp_path):
     assert hub["train"]["roles"] == ds["train"]["roles"]
     card = (tmp_path / "corpus" / "README.md").read_text()
     assert card.startswith("---\n") and "configs:" in card
-    assert all(r in card for r in ROLE_NAMES) and "blicket" not in card and "wug" in card
+    assert all(r in card for r in ROLE_NAMES) and "blicket" not in card and "wug" in card and "pilk" in card
+    assert all(f"| {r} | {c['kind']} |" in card for r, c in ceilings["roles"].items())  # kinds from the ceilings
     load_grammar_dataset(tmp_path / "corpus")
+    assert load_ceilings(tmp_path / "corpus") == json.loads(json.dumps(ceilings))
 
 
 def _grammar(rules, lexicon=None, max_depth=2):
@@ -150,28 +199,26 @@ def _grammar(rules, lexicon=None, max_depth=2):
 
 
 def test_valid_minimal_grammar_samples():
-    g = _grammar({"S": [Alternative(1, ("det:DET_AGENT", "animate:AGENT"))]})
-    import random
-
+    g = _grammar({"S": [Alternative(1, ("det:DET_MAIN", "animate:SUBJ_MAIN"))]})
     s = g.sample(random.Random(0))
-    assert s.tokens == ("the", "dog") and s.roles == ("DET_AGENT", "AGENT") and s.depth == 0
+    assert s.tokens == ("the", "dog") and s.roles == ("DET_MAIN", "SUBJ_MAIN") and s.depth == 0
 
 
 @pytest.mark.parametrize(
     ("rules", "lexicon", "max_depth", "message"),
     [
         ({"S": [Alternative(1, ("det:DET_NOPE",))]}, None, 2, "unknown role 'DET_NOPE'"),
-        ({"S": [Alternative(1, ("det:DET_AGENT",))], "X": [Alternative(1, ("det:AGENT",))]},
+        ({"S": [Alternative(1, ("det:DET_MAIN",))], "X": [Alternative(1, ("det:SUBJ_MAIN",))]},
          None, 2, "symbol X is unreachable"),
-        ({"S": [Alternative(1, ("det:DET_AGENT", "S")), Alternative(1, ())]}, None, 2,
+        ({"S": [Alternative(1, ("det:DET_MAIN", "S")), Alternative(1, ())]}, None, 2,
          "rule S recurses into S without an embedding"),
-        ({"S": [Alternative(1, ("det:DET_AGENT", "S"), embeds=True), Alternative(1, ())]}, None, None,
+        ({"S": [Alternative(1, ("det:DET_MAIN", "S"), embeds=True), Alternative(1, ())]}, None, None,
          "recursion without a depth cap"),
-        ({"S": [Alternative(1, ("det:DET_AGENT", "S"), embeds=True)]}, None, 2, "rule S cannot finish"),
-        ({"S": [Alternative(1, ("det:DET_AGENT",))]}, {"det": ("the", "dog"), "animate": ("dog",)}, 2,
+        ({"S": [Alternative(1, ("det:DET_MAIN", "S"), embeds=True)]}, None, 2, "rule S cannot finish"),
+        ({"S": [Alternative(1, ("det:DET_MAIN",))]}, {"det": ("the", "dog"), "animate": ("dog",)}, 2,
          "word 'dog' is listed in two classes"),
         ({"S": [Alternative(1, ("NP",))]}, None, 2, "undefined symbol 'NP'"),
-        ({"S": [Alternative(0, ("det:DET_AGENT",))]}, None, 2, "rule S has a weight <= 0"),
+        ({"S": [Alternative(0, ("det:DET_MAIN",))]}, None, 2, "rule S has a weight <= 0"),
     ],
 )
 def test_bad_grammars_rejected_naming_the_culprit(rules, lexicon, max_depth, message):
@@ -190,6 +237,22 @@ def test_shipped_grammars_validate():
     assert grammar_a().max_depth == 2
     with pytest.raises(GrammarError, match="depth cap"):
         grammar_a(max_depth=None)
+    # A sampled sentence is a derivation the exact inference accepts (posteriors sum to one).
+    g = grammar_a()
+    s = g.sample(random.Random(1))
+    post = g.posteriors(g.observe(s))
+    assert all(sum(p.values()) == pytest.approx(1) for p in (*post.causal, *post.bidirectional))
+
+
+def test_missing_or_bad_ceilings_file_is_one_clear_error(ds, tmp_path):
+    from grammar_probe.dataset import DatasetFormatError
+
+    write_dataset(ds, tmp_path / "nocei")
+    with pytest.raises(DatasetFormatError, match="ceilings.json is missing"):
+        load_ceilings(tmp_path / "nocei")
+    (tmp_path / "nocei" / "ceilings.json").write_text("{not json")
+    with pytest.raises(DatasetFormatError, match="not readable JSON"):
+        load_ceilings(tmp_path / "nocei")
 
 
 def test_cli_build_rejects_bad_size_with_one_line(tmp_path):
@@ -203,15 +266,27 @@ def test_cli_build_rejects_bad_size_with_one_line(tmp_path):
     assert not out.exists() and not list(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize(("flag", "field"), [("--ceiling-sentences", "ceiling_sentences"),
+                                           ("--window-sentences", "window_sentences")])
+def test_cli_build_rejects_bad_ceiling_sizes_before_any_work(tmp_path, capsys, flag, field):
+    from grammar_probe.__main__ import main
+
+    out = tmp_path / "never"
+    assert main(["build", "--out", str(out), flag, "0"]) == 2
+    assert capsys.readouterr().err.strip() == f"error: {field} must be a positive integer, got 0"
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
 def test_cli_build_writes_dataset(tmp_path):
     out = tmp_path / "corpus"
     proc = subprocess.run(
         [sys.executable, "-m", "grammar_probe", "build", "--out", str(out), "--train-size", "300",
-         "--validation-size", "20", "--test-size", "20"],
+         "--validation-size", "20", "--test-size", "20", "--ceiling-sentences", "50", "--window-sentences", "200"],
         capture_output=True, text=True, cwd=Path(__file__).parents[1],
     )
     assert proc.returncode == 0, proc.stderr
     assert len(datasets.load_from_disk(str(out))["train"]) == 300
+    assert load_ceilings(out)["config"]["window_sentences"] == 200
     assert [p.name for p in tmp_path.iterdir()] == ["corpus"]  # no temp folder left behind
 
 

@@ -1,0 +1,126 @@
+"""The cheap shortcuts every structure claim must beat, read through the same :class:`Vocab`.
+
+- :class:`MajorityWord`: the majority role of each word in training (``<unk>`` included): a pure
+  word->role memoriser.
+- :class:`WindowTagger`: a feed-forward tagger over the current word and the k previous words
+  (position-specific embeddings, one hidden layer), k = 1..6 chosen on validation accuracy: the best
+  a short window can do when learned from the training data.
+- :func:`ema_features`: a plain three-rate EMA of the hashed word codes, no network at all; read by
+  the same linear probe as SPCN's traces (the ``plain_ema`` model).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+from grammar_probe.protocol import Vocab
+from grammar_probe.spcn import word_code
+
+__all__ = ["MajorityWord", "WindowTagger", "ema_features", "fit_window_tagger"]
+
+
+class MajorityWord:
+    def __init__(self, vocab: Vocab, sentences: Sequence[Sequence[str]], roles: Sequence[Sequence[int]]) -> None:
+        counts: dict[str, Counter] = {}
+        overall: Counter = Counter()
+        for s, rs in zip(sentences, roles, strict=True):
+            for w, r in zip(s, rs, strict=True):
+                counts.setdefault(w, Counter())[r] += 1
+                overall[r] += 1
+        fallback = overall.most_common(1)[0][0]
+        # Ties go to the smaller role id: deterministic.
+        self.table = {w: min(c, key=lambda r: (-c[r], r)) for w, c in counts.items()}
+        self.vocab = vocab
+        self.fallback = self.table.get(vocab.words[vocab.index["<unk>"]], fallback)
+
+    def predict(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
+        mapped = self.vocab.map(sentences)
+        return torch.tensor([self.table.get(w, self.fallback) for s in mapped for w in s], dtype=torch.long)
+
+
+class WindowTagger(nn.Module):
+    """Embeddings of the current word and the k previous ones (0 = before the sentence), an MLP, roles."""
+
+    def __init__(self, vocab: Vocab, k: int, n_classes: int, emb: int = 32, hidden: int = 128) -> None:
+        super().__init__()
+        self.vocab, self.k = vocab, k
+        self.embed = nn.Embedding(len(vocab) + 1, emb)  # id 0: before the sentence
+        self.mlp = nn.Sequential(nn.Linear((k + 1) * emb, hidden), nn.ReLU(), nn.Linear(hidden, n_classes))
+
+    def windows(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
+        rows = []
+        for s in sentences:
+            ids = [0] * self.k + [i + 1 for i in self.vocab.ids(s)]
+            rows += [ids[t : t + self.k + 1] for t in range(len(s))]
+        return torch.tensor(rows, dtype=torch.long).view(-1, self.k + 1)
+
+    def forward(self, windows: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.embed(windows).flatten(1))
+
+    @torch.no_grad()
+    def predict(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
+        self.eval()
+        return self(self.windows(sentences)).argmax(-1) if sentences else torch.zeros(0, dtype=torch.long)
+
+
+def fit_window_tagger(
+    vocab: Vocab,
+    train: tuple[Sequence[Sequence[str]], Sequence[Sequence[int]]],
+    validation: tuple[Sequence[Sequence[str]], Sequence[Sequence[int]]],
+    n_classes: int,
+    ks: Sequence[int] = (1, 2, 3, 4, 5, 6),
+    epochs: int = 4,
+    seed: int = 0,
+) -> tuple[WindowTagger, dict]:
+    """Fit one tagger per k and keep the one with the best validation accuracy."""
+    gold = torch.tensor([r for rs in train[1] for r in rs])
+    val_gold = torch.tensor([r for rs in validation[1] for r in rs])
+    best: tuple[float, WindowTagger | None] = (-1.0, None)
+    log = {}
+    for k in ks:
+        torch.manual_seed(seed * 7 + k)
+        model = WindowTagger(vocab, k, n_classes)
+        x = model.windows(train[0])
+        opt = torch.optim.Adam(model.parameters(), lr=3e-3)
+        gen = torch.Generator().manual_seed(seed * 7 + k)
+        for _ in range(epochs):
+            model.train()
+            for idx in torch.randperm(len(x), generator=gen).split(512):
+                loss = nn.functional.cross_entropy(model(x[idx]), gold[idx])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+        acc = (model.predict(validation[0]) == val_gold).float().mean().item()
+        log[k] = acc
+        if acc > best[0]:
+            best = (acc, model)
+    assert best[1] is not None
+    return best[1], {"validation_accuracy_by_k": log, "k": best[1].k}
+
+
+def ema_features(sentences: Sequence[Sequence[str]], rates: Sequence[float], dim: int, active: int,
+                 seed: int) -> torch.Tensor:
+    """(tokens, len(rates) * dim): h_t = (1 - a) h_{t-1} + a x_t of the hashed word codes x_t, per rate a.
+
+    Words are used as given (map unseen words to ``<unk>`` first); traces restart at each sentence.
+    The recurrence is linear, so per sentence h = D X C with the decay matrix
+    D[t, j] = a (1 - a)^(t - j) (j <= t), X the one-hot word ids and C the words' codes.
+    """
+    vocab = sorted({w for s in sentences for w in s})
+    index = {w: i for i, w in enumerate(vocab)}
+    codes = torch.zeros(len(vocab), dim)
+    for w, i in index.items():
+        codes[i, word_code(w, dim, active, seed)] = 1.0
+    longest = max((len(s) for s in sentences), default=0)
+    lag = torch.arange(longest).view(-1, 1) - torch.arange(longest).view(1, -1)
+    decays = [torch.where(lag >= 0, a * (1 - a) ** lag.clamp_min(0).double(), 0.0).float() for a in rates]
+    out = []
+    for s in sentences:
+        T = len(s)
+        x = codes[[index[w] for w in s]]  # (T, dim)
+        out.append(torch.cat([d[:T, :T] @ x for d in decays], dim=1))
+    return torch.cat(out) if out else torch.zeros(0, len(rates) * dim)

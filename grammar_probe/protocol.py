@@ -1,0 +1,75 @@
+"""The unseen-word protocol and run sizes, fixed before any model was run and written into results.json.
+
+Every model sees words through the same :class:`Vocab`: the words of its (dropped-out) training
+sentences; any other word becomes ``<unk>``. While fitting, each noun or verb token of the training
+sentences (the open classes, the only slots where unseen words occur) is replaced by ``<unk>`` with
+probability ``word_dropout``; one dropped-out copy per seed is shared by every model, so all models
+fit on identical inputs. Choices that concern unseen words are made on ``validation_novel_words``
+(development nonce words), never on the test's nonce words.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from grammar_probe.grammar import LEXICON, OPEN_CLASSES, UNK
+
+__all__ = ["PROTOCOL", "QUICK", "FULL", "Protocol", "RunSize", "Vocab", "word_dropout"]
+
+
+@dataclass(frozen=True)
+class Protocol:
+    unk: str = UNK
+    word_dropout: float = 0.15  # fixed in advance (the issue's example rate); never tuned
+    dropout_classes: tuple[str, ...] = OPEN_CLASSES  # nouns and verbs
+
+
+PROTOCOL = Protocol()
+
+
+@dataclass(frozen=True)
+class RunSize:
+    """How much one ``run`` does. Seeds vary grammar sampling (a disjoint training subset per seed),
+    every initialisation (SPCN, word codes, probes, taggers) and the word dropout."""
+
+    seeds: int
+    train_sentences: int  # per seed
+    spcn_epochs: int
+    gru_epochs: int  # at most; early stopping on validation
+    probe_epochs: int  # at most; early stopping on validation
+    window_epochs: int
+    eval_sentences: int | None = None  # per evaluation split; None = all of it
+    validation_sentences: int = 500  # the first ones of `validation`: early stopping and k choice
+
+
+FULL = RunSize(seeds=5, train_sentences=2000, spcn_epochs=2, gru_epochs=12, probe_epochs=8, window_epochs=3)
+QUICK = RunSize(seeds=5, train_sentences=600, spcn_epochs=1, gru_epochs=6, probe_epochs=6, window_epochs=3,
+                eval_sentences=300)
+
+_OPEN_WORDS = frozenset(w for c in OPEN_CLASSES for w in LEXICON[c])
+
+
+def word_dropout(sentences: Sequence[Sequence[str]], rate: float, seed: int,
+                 droppable: frozenset[str] = _OPEN_WORDS) -> list[list[str]]:
+    """A copy of ``sentences`` with each droppable token replaced by ``<unk>`` with probability ``rate``."""
+    rng = random.Random(f"word-dropout/{seed}")
+    return [[UNK if w in droppable and rng.random() < rate else w for w in s] for s in sentences]
+
+
+class Vocab:
+    """The words a model knows (those of its training sentences); everything else is ``<unk>``."""
+
+    def __init__(self, sentences: Sequence[Sequence[str]]) -> None:
+        self.words = sorted({w for s in sentences for w in s} | {UNK})
+        self.index = {w: i for i, w in enumerate(self.words)}
+
+    def __len__(self) -> int:
+        return len(self.words)
+
+    def map(self, sentences: Sequence[Sequence[str]]) -> list[list[str]]:
+        return [[w if w in self.index else UNK for w in s] for s in sentences]
+
+    def ids(self, sentence: Sequence[str]) -> list[int]:
+        return [self.index.get(w, self.index[UNK]) for w in sentence]
