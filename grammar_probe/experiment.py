@@ -31,16 +31,16 @@ import numpy as np
 import torch
 from datasets import DatasetDict
 
+from ema_boundary import stats
 from ema_boundary.io import atomic_dir, write_json
 from ema_boundary.paper import PAPER
-from grammar_probe import stats
 from grammar_probe.baselines import MajorityWord, ema_features, fit_window_tagger
 from grammar_probe.bigru import train_bigru
 from grammar_probe.ceilings import KINDS
 from grammar_probe.dataset import DatasetFormatError, compute_ceilings, load_ceilings, load_grammar_dataset
 from grammar_probe.linear_probe import LinearProbe
 from grammar_probe.names import ARGUMENT_ROLES, MODELS, TRACE_MODELS
-from grammar_probe.protocol import FULL, PROTOCOL, QUICK, RunSize, Vocab, word_dropout
+from grammar_probe.protocol import EQUIVALENCE_MARGIN, FULL, PROTOCOL, QUICK, RunSize, Vocab, word_dropout
 from grammar_probe.render import write_report
 from grammar_probe.spcn import SPCN, SPCNConfig
 
@@ -217,10 +217,7 @@ SHORTCUTS = ("majority_word", "window", "plain_ema", "spcn_frozen")  # the paper
 
 
 def _row_verdict(ours: dict, target: float, strict: bool) -> str:
-    lo, hi = ours["ci95"]
-    if lo > target if strict else lo >= target:
-        return stats.MET
-    return stats.REFUTED if hi < target else stats.NOT_RESOLVED
+    return stats.target_verdict(ours["ci95"], target, strictly_above=strict)
 
 
 def _paper_rows(per_seed: dict) -> dict:
@@ -251,15 +248,15 @@ def _paper_rows(per_seed: dict) -> dict:
         measures["novel_structural_spcn_minus_bigru"] = (
             "SPCN minus BiGRU on structural roles with never-seen nouns and verbs (paired by seed)",
             "SPCN above BiGRU (no number reported)", 0.0,
-            lambda m: stats.compare(acc("test_novel_words", m, kind="structural"),
-                                    acc("test_novel_words", "bigru", kind="structural")))
+            lambda m: stats.paired_summary(acc("test_novel_words", m, kind="structural"),
+                                           acc("test_novel_words", "bigru", kind="structural"), EQUIVALENCE_MARGIN))
     if "test_counterfactual" in per_seed:
         measures["counterfactual_spcn_minus_bigru"] = (
             "SPCN minus BiGRU on the subject/object roles of the counterfactual split, where training's "
             "word->role correlation is reversed (paired by seed)",
             "SPCN above BiGRU: the BiGRU memorised word->role shortcuts (no number reported)", 0.0,
-            lambda m: stats.compare(acc("test_counterfactual", m, "argument_roles"),
-                                    acc("test_counterfactual", "bigru", "argument_roles")))
+            lambda m: stats.paired_summary(acc("test_counterfactual", m, "argument_roles"),
+                                           acc("test_counterfactual", "bigru", "argument_roles"), EQUIVALENCE_MARGIN))
     rows = {}
     for name, (description, paper, target, measure) in measures.items():
         strict = isinstance(paper, str)  # "above": the interval must exclude the target
@@ -376,7 +373,7 @@ def run_experiment(
         return [x["accuracy"] if kind == "all" else x["by_kind"][kind] for x in per_seed[split][model]]
 
     learning = {
-        split: {kind: {name: stats.compare(values(split, a, kind), values(split, b, kind))
+        split: {kind: {name: stats.paired_summary(values(split, a, kind), values(split, b, kind), EQUIVALENCE_MARGIN)
                        for name, (a, b) in pairs.items()}
                 for kind in [*per_seed[split]["spcn"][0]["by_kind"], "all"]}
         for split in eval_splits
@@ -405,8 +402,9 @@ def run_experiment(
             "models": {m: {
                 "within_a": results_splits["test_within_a"][m]["argument_roles"],
                 "counterfactual": results_splits["test_counterfactual"][m]["argument_roles"],
-                "drop": stats.compare([x["argument_roles"] for x in per_seed["test_within_a"][m]],
-                                      [x["argument_roles"] for x in per_seed["test_counterfactual"][m]]),
+                "drop": stats.paired_summary([x["argument_roles"] for x in per_seed["test_within_a"][m]],
+                                             [x["argument_roles"] for x in per_seed["test_counterfactual"][m]],
+                                             EQUIVALENCE_MARGIN),
             } for m in MODELS},
             "ceiling": split_ceilings.get("test_counterfactual", {}).get("argument_roles"),
         }

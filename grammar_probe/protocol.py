@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from grammar_probe.grammar import LEXICON, OPEN_CLASSES, UNK
 
-__all__ = ["PROTOCOL", "QUICK", "FULL", "Protocol", "RunSize", "Vocab", "word_dropout"]
+__all__ = ["EQUIVALENCE_MARGIN", "PROTOCOL", "QUICK", "FULL", "Protocol", "RunSize", "Vocab", "word_dropout"]
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,8 @@ class Protocol:
 
 
 PROTOCOL = Protocol()
+# "Equivalent" for two models' accuracies: the 90% interval of their paired difference inside ±1 point.
+EQUIVALENCE_MARGIN = 0.01
 
 
 @dataclass(frozen=True)

@@ -5,14 +5,12 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
 from pathlib import Path
 
 import datasets
 import pytest
 import torch
 
-from grammar_probe import stats
 from grammar_probe.dataset import DatasetFormatError, build_dataset, compute_ceilings, write_dataset
 from grammar_probe.experiment import _one_seed, _prepare, run_experiment
 from grammar_probe.grammar import LEXICON, OPEN_CLASSES, RESERVE_LEXICON, UNK
@@ -293,17 +291,6 @@ def test_fast_accuracies_equal_the_role_accuracy_metric():
     fast = _accuracies(pred == gold, gold, ROLE_NAMES, {r: "structural" for r in ROLE_NAMES})
     assert fast["accuracy"] == pytest.approx(ref["accuracy"])
     assert {ROLE_NAMES.index(r): v for r, v in fast["per_role"].items()} == pytest.approx(ref["per_label"])
-
-
-def test_stats_interval_verdict_and_equivalence():
-    s = stats.summary([0.80, 0.82, 0.84])
-    half = 4.302652729911275 * 0.02 / math.sqrt(3)  # t(0.975, df=2) * sd / sqrt(n)
-    assert s["mean"] == pytest.approx(0.82) and s["ci95"] == pytest.approx([0.82 - half, 0.82 + half])
-    assert stats.verdict([0.85, 0.9], 0.84) == "met" and stats.verdict([0.7, 0.83], 0.84) == "refuted"
-    assert stats.verdict([0.8, 0.9], 0.84) == "not resolved at this budget"
-    assert stats.compare([0.5, 0.6, 0.7], [0.4, 0.5, 0.6])["conclusion"] == "higher"
-    assert stats.compare([0.5001, 0.5002, 0.4999, 0.5], [0.5, 0.5, 0.5, 0.5])["conclusion"] == "equivalent"
-    assert stats.compare([0.55, 0.45, 0.5], [0.5, 0.5, 0.5])["conclusion"] == "not resolved at this budget"
 
 
 def test_render_functions_read_results_only(run_dir, tmp_path):

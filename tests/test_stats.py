@@ -1,10 +1,10 @@
-"""eval.stats on cases with known answers."""
+"""ema_boundary.stats on cases with known answers."""
 
 import math
 
 import pytest
 
-from eval.stats import (
+from ema_boundary.stats import (
     blocked_f_test,
     compare,
     compare_arms,
@@ -172,3 +172,24 @@ def test_blocked_f_test_with_two_arms_is_the_squared_paired_t() -> None:
 def test_bad_input_one_clear_message(call, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_summary_target_verdicts_and_paired_conclusions():
+    # The structure experiment's use of the module (moved here from tests/test_spcn.py, same assertions).
+    from ema_boundary import stats
+
+    s = stats.summary([0.80, 0.82, 0.84])
+    half = 4.302652729911275 * 0.02 / math.sqrt(3)  # t(0.975, df=2) * sd / sqrt(n)
+    assert s["mean"] == pytest.approx(0.82) and s["ci95"] == pytest.approx([0.82 - half, 0.82 + half])
+    assert s["per_seed"] == [0.80, 0.82, 0.84]
+    assert stats.target_verdict([0.85, 0.9], 0.84) == "met" and stats.target_verdict([0.7, 0.83], 0.84) == "refuted"
+    assert stats.target_verdict([0.8, 0.9], 0.84) == "not resolved at this budget"
+    assert stats.target_verdict([0.84, 0.9], 0.84) == "met"
+    assert stats.target_verdict([0.84, 0.9], 0.84, strictly_above=True) == "not resolved at this budget"
+    margin = 0.01
+    assert stats.paired_summary([0.5, 0.6, 0.7], [0.4, 0.5, 0.6], margin)["conclusion"] == "higher"
+    tiny = stats.paired_summary([0.5001, 0.5002, 0.4999, 0.5], [0.5, 0.5, 0.5, 0.5], margin)
+    assert tiny["conclusion"] == "equivalent"
+    noisy = stats.paired_summary([0.55, 0.45, 0.5], [0.5, 0.5, 0.5], margin)
+    assert noisy["conclusion"] == "not resolved at this budget"
+    assert stats.compare([0.4, 0.5, 0.6], [0.5, 0.6, 0.7]).conclusion == "lower"

@@ -1,6 +1,7 @@
 """Comparisons that can say "equal": paired seed-blocked differences, equivalence tests, verdicts.
 
-Every comparison in the report goes through this module. The design is blocked by seed: two
+Every comparison in the report goes through this module: the structure experiment
+(``grammar_probe``) and the content side (``eval``) alike. The design is blocked by seed: two
 arms trained with the same seed share the data order and (where shapes allow) the initialisation
 stream, so the unit of analysis is the per-seed difference ``d_s = a_s - b_s``, not two
 independent samples.
@@ -44,6 +45,8 @@ import numpy as np
 from scipy import optimize, stats
 
 VERDICTS = ("equivalent", "different", "not resolved")
+# Verdicts on a claim with a target (the paper's numbers): the 95% interval at or above it, below it, or across.
+MET, REFUTED, NOT_RESOLVED = "met", "refuted", "not resolved at this budget"
 ALPHA = 0.05
 POWER = 0.8
 
@@ -67,8 +70,15 @@ class Comparison:
     direction: str  # "a lower", "a higher" or "none" (zero mean difference)
     seeds: tuple[int | str, ...] = ()
 
+    @property
+    def conclusion(self) -> str:
+        """For readers: "equivalent", "higher" / "lower" (a - b, when different), or "not resolved at this budget"."""
+        if self.verdict == "different":
+            return "higher" if self.difference > 0 else "lower"
+        return "equivalent" if self.verdict == "equivalent" else NOT_RESOLVED
+
     def as_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "conclusion": self.conclusion}
 
 
 def mean_ci(values: Sequence[float], confidence: float = 0.95) -> dict:
@@ -84,6 +94,29 @@ def mean_ci(values: Sequence[float], confidence: float = 0.95) -> dict:
     sd = float(x.std(ddof=1))
     half = float(stats.t.ppf(0.5 + confidence / 2, n - 1)) * sd / math.sqrt(n)
     return {"mean": mean, "ci95": (mean - half, mean + half), "sd": sd, "n": n}
+
+
+def summary(values: Sequence[float]) -> dict:
+    """:func:`mean_ci` of per-seed values, keeping them: ``{"mean", "ci95", "sd", "n", "per_seed"}``."""
+    return {**mean_ci(values), "per_seed": list(values)}
+
+
+def paired_summary(a: Samples, b: Samples, margin: float | None = None) -> dict:
+    """:func:`compare` of ``a - b`` flattened for a results file: the :func:`summary` of the per-seed
+    differences with ``ci90``, ``margin``, ``verdict`` and ``conclusion`` beside it."""
+    d, _ = paired_differences(a, b)
+    c = compare(a, b, margin)
+    return {**summary(d.tolist()), "ci90": c.ci90, "margin": margin, "p_difference": c.p_difference,
+            "p_equivalence": c.p_equivalence, "verdict": c.verdict, "conclusion": c.conclusion}
+
+
+def target_verdict(ci95: Sequence[float], target: float, strictly_above: bool = False) -> str:
+    """:data:`MET` if the 95% interval lies at or above ``target`` (strictly above with ``strictly_above``),
+    :data:`REFUTED` if it lies below, else :data:`NOT_RESOLVED`."""
+    lo, hi = ci95
+    if lo > target if strictly_above else lo >= target:
+        return MET
+    return REFUTED if hi < target else NOT_RESOLVED
 
 
 def paired_differences(a: Samples, b: Samples) -> tuple[np.ndarray, tuple]:
@@ -288,8 +321,14 @@ def _check_level(value: float, name: str) -> None:
 
 __all__ = [
     "VERDICTS",
+    "MET",
+    "REFUTED",
+    "NOT_RESOLVED",
     "Comparison",
     "mean_ci",
+    "summary",
+    "paired_summary",
+    "target_verdict",
     "paired_differences",
     "compare",
     "tost_p",
