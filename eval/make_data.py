@@ -25,35 +25,16 @@ from pathlib import Path
 
 from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser
 from ema_boundary.io import atomic_dir, write_jsonl
+from grammar_probe.grammar import ROLES
 
 DEFAULT_OUT = Path("outputs/eval_data")
 PYDOC_VAL_EVERY = 10  # train.py's hub_configs/*-tiny/train.yaml hold out every 10th help topic
-GRAMMAR_TASK_SPLITS = ("train", "test_within_a", "test_transfer_b", "test_deep", "test_novel_words")
+GRAMMAR_TASK_SPLITS = ("train", "test_within_a", "test_transfer_b", "test_deep", "test_novel_words",
+                       "test_counterfactual")
 
-# The choices of the grammar task, in ClassLabel order. They must equal doc_to_choice in
-# eval/tasks/grammar_roles/_grammar_roles_template.yaml; tests/test_eval_tasks.py checks it.
-ROLE_DESCRIPTIONS: dict[str, str] = {
-    "DET_AGENT": "determiner of the agent",
-    "DET_PATIENT": "determiner of the patient",
-    "DET_OBLIQUE": "determiner of an oblique noun",
-    "ADJ_AGENT": "adjective of the agent",
-    "ADJ_PATIENT": "adjective of the patient",
-    "AGENT": "agent",
-    "PATIENT": "patient",
-    "COMPANION": "companion",
-    "REL_PRON": "relative pronoun",
-    "COMP": "complementizer",
-    "VERB_TRANS": "transitive verb",
-    "VERB_INTRANS": "intransitive verb",
-    "VERB_COMM": "verb of communication",
-    "PREP_LOC": "preposition of place",
-    "PREP_WITH": "preposition with",
-    "LOCATION": "location",
-    "INSTRUMENT": "instrument",
-    "ADV_MANNER": "adverb of manner",
-    "ADV_TIME": "adverb of time",
-    "END": "end of sentence",
-}
+# The choices of the grammar task, in ClassLabel order: the roles' own descriptions. They must equal
+# doc_to_choice in eval/tasks/grammar_roles/_grammar_roles_template.yaml; tests/test_eval_tasks.py checks it.
+ROLE_DESCRIPTIONS: dict[str, str] = {r.name: r.description for r in ROLES}
 
 
 def write_pydoc(out: Path = DEFAULT_OUT) -> Path:

@@ -6,6 +6,7 @@ Bad input ends with one line on stderr naming the field or file, and exit status
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from collections.abc import Sequence
 
@@ -47,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--threads", type=int, default=1, help="torch intra-op threads per worker")
     run.add_argument("--workers", type=int, default=2,
                      help="processes running seeds in parallel (default 2: one per core of a 2-core machine)")
+    run.add_argument("--seeds", type=int, help="seeds (overrides the preset: 5)")
+    run.add_argument("--train-sentences", type=int, help="training sentences per seed (overrides the preset)")
+    run.add_argument("--eval-sentences", type=int, help="sentences per evaluated split (default: the preset's)")
     return parser
 
 
@@ -83,12 +87,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
 
         from grammar_probe.experiment import run_experiment
+        from grammar_probe.protocol import FULL, QUICK
 
-        for flag in ("threads", "workers"):
-            if getattr(args, flag) <= 0:
-                return _fail(f"--{flag} must be a positive integer, got {getattr(args, flag)}")
-        results = run_experiment(args.dataset, args.out, quick=args.quick, seed=args.seed,
-                                 splits=args.splits, threads=args.threads, workers=args.workers)
+        for flag in ("threads", "workers", "seeds", "train_sentences", "eval_sentences"):
+            value = getattr(args, flag)
+            if value is not None and value <= 0:
+                return _fail(f"--{flag.replace('_', '-')} must be a positive integer, got {value}")
+        overrides = {k: getattr(args, k) for k in ("seeds", "train_sentences", "eval_sentences")
+                     if getattr(args, k) is not None}
+        size = dataclasses.replace(QUICK if args.quick else FULL, **overrides)
+        results = run_experiment(args.dataset, args.out, quick=args.quick, seed=args.seed, splits=args.splits,
+                                 threads=args.threads, workers=args.workers, size=size)
         for split, scores in results["splits"].items():
             print(f"{split:24s} " + "  ".join(f"{m} {100 * s['accuracy']['mean']:.1f}" for m, s in scores.items()))
         for name, row in results["paper"].items():

@@ -17,7 +17,8 @@ def test_every_task_is_indexed_and_has_no_python_hooks():
 
     manager = TaskManager(include_path=str(TASKS), include_defaults=False)
     expected = {"c4_val", "c4_val_local", "pydoc_val", "grammar_roles", "grammar_roles_within_a",
-                "grammar_roles_transfer_b", "grammar_roles_deep", "grammar_roles_novel_words"}
+                "grammar_roles_transfer_b", "grammar_roles_deep", "grammar_roles_novel_words",
+                "grammar_roles_counterfactual"}
     assert expected <= set(manager.all_tasks)
     for path in TASKS.rglob("*.yaml"):
         assert "!function" not in path.read_text(), path  # YAML only: no Python in the tasks

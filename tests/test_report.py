@@ -9,10 +9,14 @@ import pytest
 from eval.report import main
 
 REQUIRED = [
-    "structure.ratio_spcn_over_bigru.test_within_a",
-    "structure.ratio_spcn_over_bigru.test_transfer_b",
-    "structure.ratio_spcn_over_bigru.test_deep",
-    "structure.ratio_spcn_over_bigru.test_novel_words",
+    "structure.paper.ratio_within_a.verdict",
+    "structure.paper.transfer_b_accuracy.ours.ci95",
+    "structure.paper.deep_accuracy.ours.ci95",
+    "structure.paper.novel_structural_spcn_minus_bigru.verdict",
+    "structure.paper.counterfactual_spcn_minus_bigru.verdict",
+    "structure.splits.test_within_a.spcn.accuracy.ci95",
+    "structure.ceilings",
+    "structure.learning.test_within_a",
     "structure.per_role.test_within_a",
     "content.perplexity.spen",
     "content.perplexity.gpt2_arch",
@@ -81,7 +85,8 @@ def test_every_field_present_and_finite(report_dir: Path) -> None:
 
 def test_figures_are_readable_pngs(report_dir: Path) -> None:
     report = json.loads((report_dir / "report.json").read_text())
-    assert {"content_perplexity", "ablation_predictor", "ablation_trace", "identity_at_lag", "recall"} <= set(
+    assert {"content_perplexity", "ablation_predictor", "ablation_trace", "identity_at_lag", "recall",
+            "structure_by_kind", "structure_per_role", "ceilings", "learning"} <= set(
         report["figures"]
     )
     import matplotlib.image
@@ -95,7 +100,7 @@ def test_index_shows_our_numbers_beside_the_papers(report_dir: Path) -> None:
     report = json.loads((report_dir / "report.json").read_text())
     index = (report_dir / "index.md").read_text()
     assert f"{report['content']['perplexity_ratio']:.2f}x" in index
-    assert "260 vs 33" in index and "61.8%" in index and "84.0%" in index
+    assert "260 vs 33" in index and "61.8 %" in index and "84.0 %" in index
     for rel in report["figures"].values():
         assert f"]({rel})" in index
     # Paths in the report name the final folder, never the temporary one it was built in.

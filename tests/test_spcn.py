@@ -344,6 +344,8 @@ def test_cli_run_bad_inputs_one_line_exit_2(corpus, ceilings, tmp_path, capsys):
         (["--dataset", str(good), "--workers", "0"], "--workers must be a positive integer"),
         (["--dataset", str(good), "--seed", "x"], "argument --seed: invalid int value"),
         (["--dataset", str(good), "--seed", "-1"], "seed must be a non-negative integer"),
+        (["--dataset", str(good), "--seeds", "0"], "--seeds must be a positive integer"),
+        (["--dataset", str(good), "--train-sentences", "-3"], "--train-sentences must be a positive integer"),
     ]
     for args, needle in cases:
         capsys.readouterr()
@@ -354,3 +356,15 @@ def test_cli_run_bad_inputs_one_line_exit_2(corpus, ceilings, tmp_path, capsys):
         lines = capsys.readouterr().err.strip().splitlines()
         assert code == 2 and len(lines) == 1 and needle in lines[0], (args, lines)
     assert not (tmp_path / "out").exists()
+
+
+def test_cli_run_sizes_override_the_preset(corpus, ceilings, tmp_path):
+    from grammar_probe.__main__ import main
+
+    write_dataset(corpus, tmp_path / "ds", ceilings=ceilings)
+    assert main(["run", "--dataset", str(tmp_path / "ds"), "--out", str(tmp_path / "out"), "--quick", "--workers", "1",
+                 "--seeds", "2", "--train-sentences", "40", "--eval-sentences", "10", "--splits", "test_within_a"]) == 0
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert results["size"]["seeds"] == 2 and results["size"]["train_sentences"] == 40
+    assert len(results["seeds"]) == 2
+    assert results["splits"]["test_within_a"]["spcn"]["accuracy"]["n"] == 2

@@ -52,17 +52,10 @@ def assemble(structure: dict, pred: dict, traces: dict, baseline: dict, probes: 
     spen_runs = pred["variants"]["linear"]["runs"]
     spen_loss, gpt2_loss = _mean_loss(spen_runs), _mean_loss(baseline["runs"])
     gpt2_ckpt = Path(next(iter(baseline["runs"].values()))["run_dir"]) / "final"
-    grammar_splits = [s for s in structure["ratio_spcn_over_bigru"] if s.startswith("test_")]
     return {
         "question": "What can fixed-decay EMA context represent (structure) and what can it not (content)?",
-        "structure": {
-            "ratio_spcn_over_bigru": {s: structure["ratio_spcn_over_bigru"][s] for s in grammar_splits},
-            "accuracy": {s: {m: v["accuracy"] for m, v in structure["splits"][s].items()} for s in grammar_splits},
-            "per_role": {s: structure["per_role"][s] for s in grammar_splits},
-            "by_kind": {s: structure["by_kind"][s] for s in grammar_splits},
-            "targets": structure["targets"],
-            "command": structure["commands"],
-        },
+        # grammar_probe's results.json (schema in docs/grammar_probe.md) without its training logs.
+        "structure": {k: v for k, v in structure.items() if k != "logs"},
         "content": {
             "perplexity": {"spen": math.exp(spen_loss), "gpt2_arch": math.exp(gpt2_loss)},
             "perplexity_ratio": math.exp(spen_loss - gpt2_loss),

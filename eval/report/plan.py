@@ -7,6 +7,9 @@ from pathlib import Path
 
 SCALES = ("tiny", "130m")
 CORPORA = ("embedded", "c4")  # or a path to a text file
+# Grammar `train` sentences: enough for every seed of `grammar_probe run` (default / --quick) to get a
+# disjoint training subset (docs/grammar_probe.md).
+GRAMMAR_TRAIN, GRAMMAR_TRAIN_QUICK = 10_000, 3_000
 
 
 @dataclass(frozen=True)
@@ -46,14 +49,14 @@ class Plan:
             # full 5000-step recipe of train.yaml is for the headline pair alone (docs/training.md).
             return Plan(**common, spen_yaml="hub_configs/spen-130m/train.yaml",
                         gpt2_yaml="hub_configs/gpt2-small/train.yaml", max_steps=max_steps or 1000, seeds=2,
-                        grammar_train_size=4000, grammar_quick=False, probes_quick=False)
+                        grammar_train_size=GRAMMAR_TRAIN, grammar_quick=False, probes_quick=False)
         if quick:
             return Plan(**common, spen_yaml="hub_configs/spen-tiny/train.yaml",
                         gpt2_yaml="hub_configs/gpt2-tiny/train.yaml", max_steps=max_steps or 60, seeds=2,
-                        grammar_train_size=2000, grammar_quick=True, probes_quick=True)
+                        grammar_train_size=GRAMMAR_TRAIN_QUICK, grammar_quick=True, probes_quick=True)
         return Plan(**common, spen_yaml="hub_configs/spen-tiny/train.yaml",
                     gpt2_yaml="hub_configs/gpt2-tiny/train.yaml", max_steps=max_steps or 200, seeds=2,
-                    grammar_train_size=4000, grammar_quick=False, probes_quick=False)
+                    grammar_train_size=GRAMMAR_TRAIN, grammar_quick=False, probes_quick=False)
 
     @property
     def data(self) -> list[str]:

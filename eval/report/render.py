@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ema_boundary.figures import pyplot, save
 from ema_boundary.paper import PAPER
+from grammar_probe.render import render_structure_figures, render_structure_markdown
 
 
 def _pct(x: float) -> str:
@@ -18,10 +19,8 @@ def figures(report: dict, work: Path, fig_dir: Path) -> dict[str, str]:
     """Copy the stages' figures and draw the summary ones; returns name -> path relative to the report."""
     plt = pyplot()
     fig_dir.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for name, src in [("structure_per_role", work / "grammar_probe" / "per_role_test_novel_words.png"),
-                      ("structure_by_kind", work / "grammar_probe" / "structural_vs_lexical.png"),
-                      ("ablation_predictor", work / "ablation_predictor" / "loss_curves.png"),
+    paths = {name: f"figures/{p.name}" for name, p in render_structure_figures(report["structure"], fig_dir).items()}
+    for name, src in [("ablation_predictor", work / "ablation_predictor" / "loss_curves.png"),
                       ("ablation_trace", work / "ablation_trace" / "loss_curves.png"),
                       ("identity_at_lag", work / "content_probes" / "identity_at_lag.png"),
                       ("recall", work / "content_probes" / "recall.png")]:
@@ -41,10 +40,18 @@ def figures(report: dict, work: Path, fig_dir: Path) -> dict[str, str]:
     return paths
 
 
+def structure_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
+    """The structure side: grammar_probe's own rendering of its results, then its figures."""
+    lines = render_structure_markdown(report["structure"]).splitlines()
+    for key in ("structure_by_kind", "structure_per_role", "ceilings", "learning"):
+        if key in figure_paths:
+            lines += ["", f"![{key}]({figure_paths[key]})"]
+    return lines
+
+
 def write_index(report: dict, figure_paths: dict[str, str], path: Path) -> None:
     """index.md: the question, each side's tables beside the paper's numbers, the figures, how to reproduce."""
-    s, c, a, t = report["structure"], report["content"], report["ablation"], report["traces"]
-    acc = s["accuracy"]
+    c, a, t = report["content"], report["ablation"], report["traces"]
     lines = [
         "# Where fixed-decay EMA context holds, and where it fails",
         "",
@@ -60,40 +67,8 @@ def write_index(report: dict, figure_paths: dict[str, str], path: Path) -> None:
         "**identity**, and that no reader of the traces can recover what they dropped. We measure both "
         "sides, the reader ablation, and whether input-dependent decays move the line.",
         "",
-        "## Structure: grammatical roles from Hebbian EMA traces",
-        "",
-        "SPCN learns without labels and without gradients; a linear probe reads its traces. The BiGRU is "
-        "trained on the labels.",
-        "",
-        "| split | SPCN probe | BiGRU | control (no traces) | ratio SPCN/BiGRU | paper |",
-        "|---|---|---|---|---|---|",
+        *structure_section(report, figure_paths),
     ]
-    paper_cells = {"test_within_a": f"ratio {PAPER['ratio_within_a']:.2f}",
-                   "test_transfer_b": f"SPCN {_pct(PAPER['transfer_b_accuracy'])}",
-                   "test_deep": f"SPCN {_pct(PAPER['deep_accuracy'])}"}
-    for split, ratio in s["ratio_spcn_over_bigru"].items():
-        row = acc[split]
-        lines.append(f"| {split} | {_pct(row['spcn_probe'])} | {_pct(row['bigru'])} | {_pct(row['control'])} | "
-                     f"{ratio:.3f} | {paper_cells.get(split, '')} |")
-    lines += [
-        "",
-        "Structural roles (decided by position) against lexical roles (decided by word identity); the causal GRU "
-        "is a supervised left-to-right tagger that sees what the traces see (past and current word):",
-        "",
-        "| split | kind | SPCN probe | BiGRU | causal GRU | control |",
-        "|---|---|---|---|---|---|",
-    ]
-    for split, kinds in s["by_kind"].items():
-        for kind, row in kinds.items():
-            lines.append(f"| {split} | {kind} | {_pct(row['spcn_probe'])} | {_pct(row['bigru'])} | "
-                         f"{_pct(row.get('causal_gru', float('nan')))} | {_pct(row['control'])} |")
-    lines += ["", "Against the paper's targets:", ""]
-    for name, tgt in s["targets"].items():
-        lines.append(f"- {name}: measured {tgt['measured']:.3f}, target {tgt['target']:.3f}: "
-                     f"{'met' if tgt['met'] else '**not met**'}")
-    for key in ("structure_per_role", "structure_by_kind"):
-        if key in figure_paths:
-            lines += ["", f"![{key}]({figure_paths[key]})"]
     lines += [
         "",
         "## Content: language modelling at equal size and data",

@@ -51,7 +51,7 @@ def structure(work: Path, plan: Plan) -> dict[str, Any]:
                                         *(["--quick"] if plan.grammar_quick else [])]),
     ]
     results = json.loads((out / "results.json").read_text())
-    results["commands"] = commands
+    results["command"] = commands
     return results
 
 
