@@ -15,11 +15,12 @@ from the context. Chance is ``1 / number of values``. The sequence length is ``3
 an example with fewer pairs is padded (and, in training, cut to its own length ``3 n``).
 
 The recipe (:class:`RecallRecipe`). The same for every model: a fresh model of the given config
-(vocabulary resized to the task's), AdamW, linear warmup then cosine decay, a curriculum over the
-pair count (the largest count trained on grows from 1 to ``max(pairs)`` over the first part of
-training; each batch draws its count uniformly up to it), one learning-rate grid declared in
-advance. Each rate trains a model; the rate is chosen on held-out examples (the *selection* set)
-and the chosen model is scored on other fresh examples (the *evaluation* set), per pair count.
+(vocabulary resized to the task's, init std ``1 / sqrt(width)``), AdamW, a curriculum over the pair
+count that grows by competence (with a floor in time, so that every model trains on every count),
+random position offsets once it grows, early stopping once the largest count is learned, and one
+learning-rate grid declared in advance. Each rate trains a model; the rate is chosen on held-out
+examples (the *selection* set) and the chosen model is scored on other fresh examples (the
+*evaluation* set, the same sequences for every model), per pair count.
 
 The positive control is the GPT-2 architecture (2 layers, width 64): attention solves MQAR
 (Zoology), so a model that fails under this recipe fails for its architecture, not for the recipe.
