@@ -141,7 +141,9 @@ def test_loss_matches_manual_shifted_cross_entropy() -> None:
     ids = torch.randint(0, 61, (2, 10), generator=torch.Generator().manual_seed(3))
     out = model(ids, labels=ids)
     manual = torch.nn.functional.cross_entropy(out.logits[:, :-1].reshape(-1, 61), ids[:, 1:].reshape(-1))
-    torch.testing.assert_close(out.loss, manual)
+    torch.testing.assert_close(out.lm_loss, manual)
+    # The loss adds the prediction loss (tests/test_prediction_loss.py).
+    torch.testing.assert_close(out.loss, manual + model.config.prediction_loss_weight * out.prediction_loss)
     out.loss.backward()
     assert all(p.grad is not None for p in model.parameters())
 

@@ -1,0 +1,441 @@
+"""Multi-query associative recall (MQAR, after Zoology) with one recipe for every architecture.
+
+The task (:class:`RecallTask`). A sequence lists ``n`` key-value pairs, then asks for every key
+again in a random order::
+
+    k1 v1 k2 v2 ... kn vn   q1 q2 ... qn   0 0 ...      (0 = padding)
+
+The model must predict, at the position of ``q_j``, the value that followed that key in the
+context; only those positions carry a target and count in the accuracy. As in Zoology's MQAR the
+answers are not in the input: with teacher-forced answers (``q1 a1 q2 a2 ...``) the last queries
+can be answered by elimination (the value not yet given), a shortcut that gives about 1/2 at four
+pairs without any lookup and that small models learn first. Keys and values come from disjoint
+halves of a small vocabulary and are drawn afresh for every sequence, so the answer can only come
+from the context. Chance is ``1 / number of values``. The sequence length is ``3 * max(pairs)``;
+an example with fewer pairs is padded (and, in training, cut to its own length ``3 n``).
+
+The recipe (:class:`RecallRecipe`). The same for every model: a fresh model of the given config
+(vocabulary resized to the task's, init std ``1 / sqrt(width)``), AdamW, a curriculum over the pair
+count that grows by competence (with a floor in time, so that every model trains on every count),
+random position offsets once it grows, early stopping once the largest count is learned, and one
+learning-rate grid declared in advance. Each rate trains a model; the rate is chosen on held-out
+examples (the *selection* set) and the chosen model is scored on other fresh examples (the
+*evaluation* set, the same sequences for every model), per pair count.
+
+The positive control is the GPT-2 architecture (2 layers, width 64): attention solves MQAR
+(Zoology), so a model that fails under this recipe fails for its architecture, not for the recipe.
+Why the readers of SPEN's traces should differ: a reader of the current trace state only
+(``state`` scope) sees a fixed-rate mixture of the past, and by the data-processing inequality can
+recover no more identity than that mixture keeps; a reader of every past state (``sequence``
+scope) can invert fixed-rate traces, ``u_t = (h_t - (1 - a) h_{t-1}) / a``, and is not so bound.
+:func:`recall_map` measures both, beside the positive control and chance.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+from tqdm.auto import tqdm
+from transformers import PretrainedConfig
+
+PAD = 0
+IGNORE = -100
+
+# Seeds of the example streams, offset from the model seed so that training, selection and
+# evaluation examples never come from the same stream.
+_TRAIN_STREAM, _SELECT_STREAM, _EVAL_STREAM = 1, 2, 3
+
+
+@dataclass(frozen=True)
+class RecallTask:
+    """MQAR sequences over a vocabulary of ``vocab_size``: token 0 pads, keys are
+    ``1 .. vocab_size // 2 - 1``, values ``vocab_size // 2 .. vocab_size - 1``.
+
+    Args:
+        vocab_size: vocabulary of the task (the model's is resized to it).
+        pairs: the pair counts evaluated; the sequence length is ``3 * max(pairs)``.
+    """
+
+    vocab_size: int = 128
+    pairs: tuple[int, ...] = (2, 4, 8, 16)
+
+    def __post_init__(self) -> None:
+        v = self.vocab_size
+        if isinstance(v, bool) or not isinstance(v, int) or v < 6:
+            raise ValueError(f"RecallTask.vocab_size must be an integer >= 6, got {v!r}")
+        pairs = tuple(self.pairs)
+        if not pairs or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in pairs):
+            raise ValueError(f"RecallTask.pairs must be a non-empty list of positive integers, got {self.pairs!r}")
+        if max(pairs) > self.num_keys:
+            raise ValueError(
+                f"RecallTask.pairs: {max(pairs)} pairs need {max(pairs)} distinct keys, "
+                f"vocab_size {v} has {self.num_keys}"
+            )
+        object.__setattr__(self, "pairs", tuple(sorted(set(pairs))))
+
+    @property
+    def num_keys(self) -> int:
+        return self.vocab_size // 2 - 1
+
+    @property
+    def num_values(self) -> int:
+        return self.vocab_size - self.vocab_size // 2
+
+    @property
+    def seq_len(self) -> int:
+        return 3 * max(self.pairs)
+
+    @property
+    def chance(self) -> float:
+        """Accuracy of a uniform guess among the values (a model that reads nothing from context)."""
+        return 1.0 / self.num_values
+
+    def sample(self, batch: int, n_pairs: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(ids, targets)``, both ``(batch, seq_len)``; targets are -100 except at the queries,
+        where they hold the queried key's value. Positions from ``3 * n_pairs`` on are padding."""
+        if not 1 <= n_pairs <= max(self.pairs):
+            raise ValueError(f"n_pairs must lie in [1, {max(self.pairs)}] for this task, got {n_pairs}")
+        half = self.vocab_size // 2
+        keys = torch.rand(batch, self.num_keys, generator=generator).argsort(-1)[:, :n_pairs] + 1
+        values = torch.randint(half, self.vocab_size, (batch, n_pairs), generator=generator)
+        order = torch.rand(batch, n_pairs, generator=generator).argsort(-1)
+        ids = torch.full((batch, self.seq_len), PAD, dtype=torch.long)
+        ids[:, : 2 * n_pairs] = torch.stack([keys, values], -1).flatten(1)
+        ids[:, 2 * n_pairs : 3 * n_pairs] = keys.gather(1, order)
+        targets = torch.full_like(ids, IGNORE)
+        targets[:, 2 * n_pairs : 3 * n_pairs] = values.gather(1, order)
+        return ids, targets
+
+
+@dataclass(frozen=True)
+class RecallRecipe:
+    """How every model is trained and scored on MQAR. Sizes measured on 2 CPU cores: see
+    docs/notes/issue14-phase1.md, which also records what did not work.
+
+    Four choices make a 2-layer GPT-2 of width 64 learn the lookup in minutes rather than hours;
+    each applies to every model alike:
+
+    * ``width_init``: weights drawn with std ``1 / sqrt(hidden_size)`` (the config's
+      ``initializer_range`` is overridden). GPT-2's 0.02 suits width 768; at width 64 it starts
+      attention so close to uniform that the lookup circuit had not formed after 3,750 steps at four
+      pairs (measured), while at 0.125 it formed after 1,400.
+    * ``batch_size`` 128: the lookup formed after ~550 steps for each of two seeds, against
+      1,400-2,100 steps (and some seeds not within 6,000) at batch 32.
+    * ``random_offsets``: once the curriculum has grown past its first count, each training
+      sequence starts at a random position (``position_ids`` shifted, for models whose forward takes
+      them; Ruoss et al. 2023, "Randomized positional encodings"), so that short examples train
+      every position a long one uses. Without it a GPT-2 that solved four pairs stayed at 63% on
+      eight (its later positions untrained); with it from the first step, the lookup took about
+      twice as many steps to form.
+    * a curriculum by competence: the largest pair count ``top`` starts at ``start_pairs`` and grows
+      by 2 whenever the running training accuracy at ``top`` exceeds ``competence``, and at least
+      linearly from ``floor[0]`` to ``floor[1]`` of the steps, so that every model, learning or not,
+      trains on every count. Half the batches are at ``top``, the others at a count drawn from
+      ``1 .. top``. Training stops early once ``top`` is the largest count and the running accuracy
+      there exceeds ``stop_accuracy`` (``steps`` in the results is what ran).
+
+    The loss is the cross-entropy at the queries, plus, for a model whose output carries a
+    ``prediction_loss`` (SPEN), that loss times its config's ``prediction_loss_weight``: each model
+    trains with its own objective.
+
+    Args:
+        steps: the most optimizer steps per learning rate.
+        batch_size: sequences per step.
+        lrs: the learning-rate grid, declared in advance; one model per rate.
+        warmup_steps: linear warmup, then a constant rate (the circuit can form late; a decaying
+            rate would slow what follows).
+        start_pairs, competence, floor, stop_accuracy: the curriculum (above).
+        width_init, random_offsets: above.
+        weight_decay: AdamW weight decay (all parameters).
+        grad_clip: global gradient-norm clip.
+        select_examples: held-out sequences per pair count that choose the learning rate.
+        eval_examples: fresh sequences per pair count that score the chosen model.
+    """
+
+    steps: int = 2000
+    batch_size: int = 128
+    lrs: tuple[float, ...] = (1e-3, 3e-3, 1e-2)
+    warmup_steps: int = 50
+    start_pairs: int = 4
+    competence: float = 0.9
+    floor: tuple[float, float] = (0.4, 0.8)
+    stop_accuracy: float = 0.99
+    width_init: bool = True
+    random_offsets: bool = True
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    select_examples: int = 256
+    eval_examples: int = 1024
+
+    @classmethod
+    def quick(cls) -> RecallRecipe:
+        """One learning rate (the one the positive control needs), fewer steps and examples, a later
+        floor (the lookup forms after ~550 steps at four pairs; growing earlier delays it). Meant for
+        ``RecallTask(pairs=(2, 4, 8))``."""
+        return cls(steps=1200, lrs=(1e-3,), floor=(0.6, 0.9), select_examples=128, eval_examples=256)
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "select_examples", "eval_examples", "start_pairs"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"RecallRecipe.{name} must be a positive integer, got {value!r}")
+        if not isinstance(self.warmup_steps, int) or not 0 <= self.warmup_steps < self.steps:
+            raise ValueError(
+                f"RecallRecipe.warmup_steps must lie in [0, steps={self.steps}), got {self.warmup_steps!r}"
+            )
+        lrs = tuple(self.lrs)
+        if not lrs or any(not (isinstance(lr, (int, float)) and 0 < lr < 1) for lr in lrs):
+            raise ValueError(f"RecallRecipe.lrs must be a non-empty list of rates in (0, 1), got {self.lrs!r}")
+        object.__setattr__(self, "lrs", tuple(sorted(float(lr) for lr in lrs)))
+        for name in ("competence", "stop_accuracy"):
+            if not 0.0 < getattr(self, name) <= 1.0:
+                raise ValueError(f"RecallRecipe.{name} must lie in (0, 1], got {getattr(self, name)!r}")
+        f0, f1 = self.floor
+        if not 0.0 <= f0 < f1 <= 1.0:
+            raise ValueError(f"RecallRecipe.floor must be two fractions 0 <= a < b <= 1, got {self.floor!r}")
+
+    def lr_factor(self, step: int) -> float:
+        """Linear warmup, then constant."""
+        return min(1.0, (step + 1) / self.warmup_steps) if self.warmup_steps else 1.0
+
+
+class Curriculum:
+    """The pair count of each training batch (see :class:`RecallRecipe`)."""
+
+    def __init__(self, task: RecallTask, recipe: RecallRecipe, generator: torch.Generator) -> None:
+        self.largest = max(task.pairs)
+        self.start = min(recipe.start_pairs, self.largest)
+        self.recipe, self.generator = recipe, generator
+        self.top, self.running = self.start, 0.0
+
+    def pairs(self, step: int) -> int:
+        f0, f1 = self.recipe.floor
+        grown = min(1.0, max(0.0, (step / self.recipe.steps - f0) / (f1 - f0)))
+        self.top = max(self.top, int(self.start + grown * (self.largest - self.start)))
+        if torch.rand((), generator=self.generator) < 0.5:
+            return self.top
+        return int(torch.randint(1, self.top + 1, (), generator=self.generator))
+
+    def update(self, n: int, accuracy: float) -> bool:
+        """Record the training accuracy of a batch at ``n`` pairs; True when training may stop."""
+        if n != self.top:
+            return False
+        self.running = 0.8 * self.running + 0.2 * accuracy
+        if self.top == self.largest:
+            return self.running >= self.recipe.stop_accuracy
+        if self.running >= self.recipe.competence:
+            self.top, self.running = min(self.largest, self.top + 2), 0.0
+        return False
+
+
+def task_config(config: PretrainedConfig, task: RecallTask, width_init: bool = False) -> PretrainedConfig:
+    """A copy of ``config`` with the task's vocabulary, special ids at the padding token, room for
+    the task's sequence (position tables grown if they are shorter) and, with ``width_init``,
+    ``initializer_range = 1 / sqrt(hidden_size)``."""
+    config = copy.deepcopy(config)
+    if width_init and hasattr(config, "initializer_range"):
+        config.initializer_range = 1.0 / math.sqrt(config.hidden_size)
+    config.vocab_size = task.vocab_size
+    for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        if getattr(config, name, None) is not None:
+            setattr(config, name, PAD)
+    for name in ("max_position_embeddings", "n_positions"):
+        if isinstance(getattr(config, name, None), int) and getattr(config, name) < task.seq_len:
+            setattr(config, name, task.seq_len)
+    return config
+
+
+def train_recall(
+    config: PretrainedConfig,
+    task: RecallTask,
+    recipe: RecallRecipe,
+    lr: float,
+    seed: int = 0,
+    progress: bool | None = None,
+    desc: str = "recall",
+) -> tuple[torch.nn.Module, int]:
+    """Train a fresh model of ``config`` on MQAR with ``recipe`` at learning rate ``lr``.
+
+    Returns the model (in eval mode) and the number of steps run. ``seed`` fixes the
+    initialisation and the training examples.
+    """
+    from transformers import AutoModelForCausalLM
+
+    import modeling_spen  # noqa: F401  registers SPEN with the Auto classes
+
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(task_config(config, task, recipe.width_init))
+    model.train()
+    offsets = recipe.random_offsets and "position_ids" in inspect.signature(model.forward).parameters
+    generator = torch.Generator().manual_seed(_stream(seed, _TRAIN_STREAM))
+    curriculum = Curriculum(task, recipe, generator)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=recipe.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, recipe.lr_factor)
+    bar = tqdm(range(recipe.steps), desc=f"{desc} lr {lr:g}", disable=progress is False, leave=False)
+    step = 0
+    for step in bar:
+        n = curriculum.pairs(step)
+        ids, targets = task.sample(recipe.batch_size, n, generator)
+        ids, targets = ids[:, : 3 * n], targets[:, : 3 * n]  # the padding after it costs time, teaches nothing
+        kwargs = {}
+        if offsets and curriculum.top > curriculum.start:  # once the lookup works at the first count
+            start = torch.randint(0, task.seq_len - 3 * n + 1, (recipe.batch_size, 1), generator=generator)
+            kwargs["position_ids"] = start + torch.arange(3 * n)
+        out = model(input_ids=ids, use_cache=False, **kwargs)
+        logits = out.logits
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE)
+        if getattr(out, "prediction_loss", None) is not None:  # SPEN trains its predictor as configured
+            loss = loss + model.config.prediction_loss_weight * out.prediction_loss
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), recipe.grad_clip)
+        opt.step()
+        sched.step()
+        keep = targets != IGNORE
+        accuracy = float((logits.detach().argmax(-1)[keep] == targets[keep]).float().mean())
+        if step % 50 == 0:
+            bar.set_postfix(loss=f"{loss.item():.3f}", pairs=curriculum.top)
+        if curriculum.update(n, accuracy):
+            break
+    bar.close()
+    return model.eval(), step + 1
+
+
+@torch.no_grad()
+def evaluate_recall(
+    model: torch.nn.Module, task: RecallTask, examples: int, seed: int, batch_size: int = 256
+) -> dict[int, float]:
+    """Accuracy at the query positions per pair count, on ``examples`` fresh sequences per count
+    drawn from the stream ``seed`` (the same sequences for every model given the same seed)."""
+    model.eval()
+    generator = torch.Generator().manual_seed(seed)
+    accuracy = {}
+    for n in task.pairs:
+        correct = total = 0
+        for start in range(0, examples, batch_size):
+            ids, targets = task.sample(min(batch_size, examples - start), n, generator)
+            pred = model(input_ids=ids, use_cache=False).logits.argmax(-1)
+            keep = targets != IGNORE
+            correct += int((pred[keep] == targets[keep]).sum())
+            total += int(keep.sum())
+        accuracy[n] = correct / total
+    return accuracy
+
+
+def recall_model(
+    config: PretrainedConfig,
+    task: RecallTask,
+    recipe: RecallRecipe,
+    seed: int = 0,
+    progress: bool | None = None,
+    desc: str = "recall",
+) -> dict:
+    """One model under the recipe: every learning rate of the grid, the rate chosen on the
+    selection examples (mean accuracy over pair counts), that model scored on the evaluation examples."""
+    started = time.perf_counter()
+    sweep: dict[str, dict] = {}
+    best_lr, best_score, best_model, best_steps = None, -1.0, None, 0
+    for lr in recipe.lrs:
+        t0 = time.perf_counter()
+        model, steps = train_recall(config, task, recipe, lr, seed, progress, desc)
+        selection = evaluate_recall(model, task, recipe.select_examples, _stream(seed, _SELECT_STREAM))
+        score = sum(selection.values()) / len(selection)
+        sweep[f"{lr:g}"] = {"selection_accuracy": {str(n): a for n, a in selection.items()}, "steps": steps,
+                            "seconds": time.perf_counter() - t0}
+        if score > best_score:  # ties keep the smaller rate (the grid is ascending)
+            best_lr, best_score, best_model, best_steps = lr, score, model, steps
+    # The evaluation stream depends on the task only, not on the model seed: every model and every
+    # seed is scored on the same sequences.
+    accuracy = evaluate_recall(best_model, task, recipe.eval_examples, _stream(0, _EVAL_STREAM))
+    return {
+        "pairs": list(task.pairs),
+        "accuracy": {str(n): a for n, a in accuracy.items()},
+        "best_lr": best_lr,
+        "sweep": sweep,
+        "chance": task.chance,
+        "steps": best_steps,
+        "max_steps": recipe.steps,
+        "seconds": time.perf_counter() - started,
+        "parameters": sum(p.numel() for p in best_model.parameters()),
+    }
+
+
+def recall_map(
+    configs: Mapping[str, PretrainedConfig],
+    task: RecallTask | None = None,
+    recipe: RecallRecipe | None = None,
+    seed: int = 0,
+    progress: bool | None = None,
+    on_model: Callable[[str, dict], None] | None = None,
+) -> dict:
+    """Every model of ``configs`` (name -> config) under the same task and recipe.
+
+    Returns ``{"task": ..., "recipe": ..., "seed": ..., "models": {name: recall_model(...)}}``;
+    ``on_model(name, result)`` is called after each model (e.g. to save partial results).
+    """
+    task = task or RecallTask()
+    recipe = recipe or RecallRecipe()
+    models = {}
+    for name, config in tqdm(configs.items(), desc="recall map", disable=progress is False):
+        models[name] = recall_model(config, task, recipe, seed, progress, desc=name)
+        if on_model is not None:
+            on_model(name, models[name])
+    return {"task": asdict(task), "recipe": asdict(recipe), "seed": seed, "chance": task.chance, "models": models}
+
+
+def _stream(seed: int, stream: int) -> int:
+    return 1_000_003 * stream + seed
+
+
+# ---------------------------------------------------------------------------------------------
+# The models of the map
+# ---------------------------------------------------------------------------------------------
+
+
+def default_map_configs(width: int = 64, layers: int = 2, heads: int = 4) -> dict[str, PretrainedConfig]:
+    """The positive control and the SPEN readers and traces, all at one size.
+
+    GPT-2 architecture (learned positions, softmax attention); SPEN with EMA traces and each
+    reader (none, linear, linear/softmax attention x state/sequence scope); SPEN with the linear
+    reader and learned or selective traces. SPEN's FFN is 4x the width, as GPT-2's.
+    """
+    from transformers import GPT2Config
+
+    from modeling_spen import SPENConfig
+
+    gpt2 = GPT2Config(n_embd=width, n_layer=layers, n_head=heads, n_positions=64, vocab_size=128,
+                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
+    base = dict(hidden_size=width, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=4 * width,
+                vocab_size=128, bos_token_id=0, eos_token_id=0, selective_rank=max(1, width // 16))
+    spen: dict[str, dict] = {
+        "spen-none": dict(predictor="none"),
+        "spen-linear": dict(predictor="linear"),
+        "spen-linattn-state": dict(predictor="linear_attention", predictor_scope="state"),
+        "spen-linattn-seq": dict(predictor="linear_attention", predictor_scope="sequence"),
+        "spen-softmax-state": dict(predictor="softmax_attention", predictor_scope="state"),
+        "spen-softmax-seq": dict(predictor="softmax_attention", predictor_scope="sequence"),
+        "spen-linear-learned": dict(predictor="linear", trace="learned"),
+        "spen-linear-selective": dict(predictor="linear", trace="selective"),
+    }
+    return {"gpt2": gpt2, **{name: SPENConfig(**base, **fields) for name, fields in spen.items()}}
+
+
+__all__ = [
+    "RecallTask",
+    "RecallRecipe",
+    "Curriculum",
+    "task_config",
+    "train_recall",
+    "evaluate_recall",
+    "recall_model",
+    "recall_map",
+    "default_map_configs",
+]
+
