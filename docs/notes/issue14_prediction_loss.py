@@ -7,7 +7,7 @@ Declared before the runs:
   that validation uses every block of the validation split (eval_blocks 1000 asks for more than exist);
 - seeds 0..4 (initialisation; the data order is fixed by the data), so arms are paired by seed;
 - criterion: final validation next-token loss (nats; the prediction loss is not part of it);
-- comparison: eval.stats.compare_arms (paired, Holm across the two arms), equivalence margin 0.02 nats.
+- comparison: ema_boundary.stats.compare_arms (paired, Holm across the two arms), equivalence margin 0.02 nats.
 - default: the largest weight whose validation loss is not worse than weight 0 (verdict "equivalent"
   or "different: lower"), since then the predictor predicts at no cost to the language model; if
   every non-zero weight is worse, 0.
@@ -31,7 +31,7 @@ import torch.nn.functional as F
 import yaml
 
 import train
-from eval.stats import compare_arms, describe, mean_ci
+from ema_boundary.stats import compare_arms, describe, mean_ci
 
 REPO = Path(__file__).resolve().parents[2]
 GRID = (0.0, 0.1, 1.0)
