@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,23 @@ SETTINGS: dict[str, tuple[object, str]] = {
 RESUME_INVARIANTS = ("model_config", "data", "block_size", "batch_size", "val_every")
 # Flags that override the YAML key of the same name.
 FLAG_OVERRIDES = ("output_dir", "data", "tokenizer", "max_steps", "seed", "report_to")
+
+# What a setting may be beyond its type: the checks of read_yaml, with the words of its error message.
+POSITIVE = ("block_size", "batch_size", "micro_batch_size", "max_steps", "log_every", "eval_every", "eval_blocks",
+            "save_every", "keep_checkpoints", "val_every", "bpe_train_docs")
+CHOICES = {"mixed_precision": ("no", "bf16", "fp16"), "report_to": ("none", "tensorboard", "wandb")}
+BOUNDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "lr": (lambda v: 0 < v < float("inf"), "a positive number"),
+    "min_lr_ratio": (lambda v: 0 <= v <= 1, "a number in [0, 1]"),
+    "warmup_steps": (lambda v: v >= 0, "a non-negative integer"),
+    "weight_decay": (lambda v: 0 <= v < float("inf"), "a non-negative number"),
+    "grad_clip": (lambda v: 0 <= v < float("inf"), "a non-negative number (0: no clipping)"),
+    "seed": (lambda v: 0 <= v < 2**32, "an integer in [0, 2**32)"),
+    "betas": (lambda v: len(v) == 2 and all(isinstance(b, (int, float)) and not isinstance(b, bool) and 0 <= b < 1
+                                            for b in v), "two numbers in [0, 1)"),
+    **{k: (lambda v: v >= 1, "a positive integer") for k in POSITIVE},
+    **{k: (lambda v, c=c: v in c, "one of " + ", ".join(map(repr, c))) for k, c in CHOICES.items()},
+}
 
 __all__ = ["SETTINGS", "EXIT_BAD_INPUT", "EXIT_PUSH_FAILED", "ConfigError", "parse_args", "load_config", "read_yaml",
            "resolve_model_config", "hub_repo_id", "find_checkpoint", "check_resume"]
@@ -149,7 +167,12 @@ def read_yaml(path: str | Path, overrides: dict[str, Any] | None = None) -> dict
         elif not (default is None or value is None or isinstance(value, type(default))):
             raise ConfigError(f"{path}:{lines[key]}: {key} must be {type(default).__name__}, got {value!r}")
         cfg[key] = value
-    cfg.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    flags = {k: v for k, v in (overrides or {}).items() if v is not None}
+    cfg.update(flags)
+    for key, (ok, allowed) in BOUNDS.items():
+        if cfg[key] is not None and not ok(cfg[key]):
+            where = f"--{key}" if key in flags else f"{path}:{lines[key]}" if key in lines else str(path)
+            raise ConfigError(f"{where}: {key} must be {allowed}, got {cfg[key]!r}")
     if not cfg["model_config"]:
         raise ConfigError(f"{path}: model_config is missing")
     cfg["model_config"] = resolve_model_config(cfg["model_config"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import train_config
@@ -34,12 +36,22 @@ def test_data_may_list_several_files(tmp_path) -> None:
     ("max_steps: many\n", ":2: max_steps must be int"),
     ("learning_rate: 0.1\n", ":2: unknown setting 'learning_rate'"),
     ("lr: [0.1\n", "invalid YAML"),
+    ("lr: -0.001\n", ":2: lr must be a positive number, got -0.001"),
+    ("block_size: 0\n", ":2: block_size must be a positive integer"),
+    ("betas: [0.9, 1.5]\n", ":2: betas must be two numbers in [0, 1)"),
+    ("mixed_precision: fp8\n", ":2: mixed_precision must be one of 'no', 'bf16', 'fp16'"),
+    ("min_lr_ratio: 2.0\n", ":2: min_lr_ratio must be a number in [0, 1]"),
 ])
 def test_bad_settings_are_config_errors_naming_the_line(tmp_path, text: str, message: str) -> None:
-    with pytest.raises(train_config.ConfigError, match=message) as err:
+    with pytest.raises(train_config.ConfigError, match=re.escape(message)) as err:
         train_config.read_yaml(_yaml(tmp_path, text))
     assert not isinstance(err.value, train_data.DataError)  # a setting is not a data problem
     assert "\n" not in str(err.value)
+
+
+def test_a_bad_flag_is_named_as_the_flag(tmp_path) -> None:
+    with pytest.raises(train_config.ConfigError, match=r"^--max_steps: max_steps must be a positive integer, got 0$"):
+        train_config.read_yaml(_yaml(tmp_path, "max_steps: 10\n"), {"max_steps": 0})
 
 
 def test_resume_refuses_another_data_stream(tmp_path) -> None:
