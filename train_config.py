@@ -176,9 +176,16 @@ def read_yaml(path: str | Path, overrides: dict[str, Any] | None = None) -> dict
     if not cfg["model_config"]:
         raise ConfigError(f"{path}: model_config is missing")
     cfg["model_config"] = resolve_model_config(cfg["model_config"])
-    if not (Path(cfg["model_config"]) / "config.json").is_file():
-        where = f"{path}:{lines['model_config']}" if "model_config" in lines else str(path)
-        raise ConfigError(f"{where}: {cfg['model_config']}/config.json: no such file")
+    model_json = Path(cfg["model_config"]) / "config.json"
+    where = f"{path}:{lines['model_config']}" if "model_config" in lines else str(path)
+    if not model_json.is_file():
+        raise ConfigError(f"{where}: {model_json}: no such file")
+    try:
+        model_type = json.loads(model_json.read_bytes()).get("model_type")
+    except (ValueError, AttributeError) as e:  # not JSON, not UTF-8, or not a JSON object
+        raise ConfigError(f"{model_json}: not a model config (a JSON object), {str(e).splitlines()[0]}") from None
+    if not isinstance(model_type, str):
+        raise ConfigError(f"{model_json}: no model_type (not a transformers model config)")
     try:
         cfg["data"] = train_data.parse_data(cfg["data"])
     except train_data.DataError as e:

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser
+from ema_boundary.io import check_output_dir
 from grammar_probe.grammar import GrammarError
 
 
@@ -64,6 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     datasets.disable_progress_bars()  # per-shard bars of save_to_disk/to_parquet are noise here
 
     try:
+        check_output_dir(args.out)  # before minutes of work, not after
         if args.command == "build":
             # Checked before any work, with the flags' names, so a bad value costs nothing.
             for flag in ("ceiling_sentences", "window_sentences"):

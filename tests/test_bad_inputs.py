@@ -1,0 +1,184 @@
+"""One table of bad inputs for every entry point: one clear line naming the field or file, a non-zero
+exit, and nothing half-written.
+
+Each row builds its bad input in a fresh folder, runs the entry point in-process, and checks:
+
+- the exit status (or the exception, for Python APIs) is the documented one;
+- stderr (or the exception message) is exactly one line and contains the named field or file;
+- the output path was not created and no temporary file or folder was left beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.train_testkit import ROOT, tokenizer_dir, write_config
+
+UNWRITABLE = Path("/proc/ema-boundary-test-output")  # the kernel refuses to create anything there, even for root
+
+
+@dataclass
+class Row:
+    """``run(tmp) -> exit status``; ``needle`` must appear in the one line; ``out`` must not appear."""
+
+    run: Callable[[Path], int]
+    needle: str
+    status: int
+    out: str = "out"  # relative to the row's folder; an absolute path is taken as is
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+def _binary(path: Path) -> Path:
+    path.write_bytes(bytes(range(256)) * 4)
+    return path
+
+
+def _train(tmp: Path, *flags: str, config: Path | None = None) -> int:
+    import train
+
+    cfg = config or write_config(tmp / "train.yaml", max_steps=2, tokenizer=tokenizer_dir())
+    argv = ["train.py", "--config", str(cfg), *flags]
+    if "--output_dir" not in flags:
+        argv += ["--output_dir", str(tmp / "out")]
+    old, sys.argv = sys.argv, argv
+    try:
+        return train.cli()
+    finally:
+        sys.argv = old
+
+
+def _grammar(*argv: str) -> int:
+    from grammar_probe.__main__ import main
+
+    return main(list(argv))
+
+
+def _bad_model_config(tmp: Path) -> Path:
+    folder = tmp / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "spen", "hidden_size": ')  # truncated JSON
+    return write_config(tmp / "train.yaml", model_config=str(folder), max_steps=2)
+
+
+def _corrupt_dataset(tmp: Path) -> Path:
+    """A grammar-corpus folder whose Arrow file has been cut in half."""
+    from grammar_probe.dataset import build_dataset
+
+    folder = tmp / "ds"
+    build_dataset(seed=0, train_size=20, validation_size=5, test_size=5).save_to_disk(str(folder))
+    arrow = next(folder.glob("train/*.arrow"))
+    arrow.write_bytes(arrow.read_bytes()[: arrow.stat().st_size // 2])
+    return folder
+
+
+def _text(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+ROWS: dict[str, Row] = {
+    # train.py: settings, data, model config, output folder
+    "train: missing YAML": Row(lambda t: _train(t, config=t / "none.yaml"), "none.yaml: no such file", 1),
+    "train: binary YAML": Row(lambda t: _train(t, config=_binary(t / "bin.yaml")), "bin.yaml", 1),
+    "train: wrong type": Row(lambda t: _train(t, config=write_config(t / "c.yaml", lr="fast")), "lr must be float", 1),
+    "train: out of range": Row(lambda t: _train(t, "--max_steps", "0"), "--max_steps: max_steps must be a positive", 1),
+    "train: empty data file": Row(lambda t: _train(t, "--data", str(_text(t / "e.txt", ""))),
+                                  "e.txt: file is empty", 1),
+    "train: binary data file": Row(lambda t: _train(t, "--data", str(_binary(t / "b.txt"))),
+                                   "b.txt:2: invalid UTF-8", 1),
+    "train: config.json not JSON": Row(lambda t: _train(t, config=_bad_model_config(t)),
+                                       "config.json: not a model config", 1),
+    "train: output path is a file": Row(lambda t: _train(t, "--output_dir", str(_text(t / "f", "x"))),
+                                        "exists and is not a folder", 1, out="f/final"),
+    "train: unwritable folder": Row(lambda t: _train(t, "--output_dir", str(UNWRITABLE)), "cannot write in /proc", 1,
+                                    out=str(UNWRITABLE)),
+    # python -m grammar_probe build | run
+    "grammar build: output path is a file": Row(
+        lambda t: _grammar("build", "--out", str(_text(t / "out", "x")), "--train-size", "20"),
+        "exists and is not a folder", 2, out="out/dataset_dict.json"),
+    "grammar build: out of range": Row(lambda t: _grammar("build", "--out", str(t / "out"), "--train-size", "0"),
+                                       "train_size must be a positive integer", 2),
+    "grammar run: missing dataset": Row(
+        lambda t: _grammar("run", "--dataset", str(t / "none"), "--out", str(t / "out")), "does not exist", 2),
+    "grammar run: truncated Arrow file": Row(
+        lambda t: _grammar("run", "--dataset", str(_corrupt_dataset(t)), "--out", str(t / "out")),
+        "ds is not a saved DatasetDict", 2),
+    "grammar run: wrong type": Row(
+        lambda t: _grammar("run", "--dataset", str(t), "--out", str(t / "out"), "--seeds", "x"),
+        "--seeds: invalid int value", 2),
+}
+
+
+def _leftovers(folder: Path, before: set[str]) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name not in before)
+
+
+@pytest.mark.parametrize("name", ROWS)
+def test_bad_input_one_line_nonzero_exit_nothing_written(name: str, tmp_path: Path, capsys) -> None:
+    row = ROWS[name]
+    work = tmp_path / "row"
+    work.mkdir()
+    try:
+        status = row.run(work)
+    except SystemExit as e:  # argparse errors
+        status = e.code
+    captured = capsys.readouterr()
+    lines = [ln for ln in captured.err.splitlines() if ln.strip() and not ln.startswith("NO x ")]
+    assert status == row.status, (name, status, captured.err[-2000:])
+    assert len(lines) == 1 and "Traceback" not in captured.err, (name, captured.err[-2000:])
+    assert row.needle in lines[0], (name, lines[0])
+    out = Path(row.out) if Path(row.out).is_absolute() else work / row.out
+    assert not out.exists(), (name, "output written")
+    expected = {"train.yaml", "c.yaml", "bin.yaml", "e.txt", "b.txt", "model", "f", "out", "ds"}
+    assert not [n for n in _leftovers(work, expected) if n.startswith(".")], (name, _leftovers(work, expected))
+
+
+# ----------------------------------------------------------------------------------- Python entry points
+def _tiny_spen():
+    from modeling_spen import SPENConfig, SPENForCausalLM
+
+    torch.manual_seed(0)
+    config = SPENConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, intermediate_size=32, num_attention_heads=4,
+                        bos_token_id=0, eos_token_id=0)
+    return SPENForCausalLM(config).eval()
+
+
+API_ROWS: dict[str, tuple[Callable[[], object], str]] = {
+    "SPENConfig: wrong type": (lambda: __import__("modeling_spen").SPENConfig(hidden_size="64"), "hidden_size"),
+    "SPENConfig: out of range": (lambda: __import__("modeling_spen").SPENConfig(trace_rates=[0.5, 1.2]), "trace_rates"),
+    "SPENConfig: unknown name": (lambda: __import__("modeling_spen").SPENConfig(predictor="gru"), "predictor"),
+    "forward: token id out of range": (lambda: _tiny_spen()(torch.tensor([[1, 50]])), "input_ids must lie in"),
+    "forward: mask of the wrong shape": (lambda: _tiny_spen()(torch.tensor([[1, 2]]), attention_mask=torch.ones(1, 3)),
+                                         "attention_mask must have shape"),
+    "generate: float ids": (lambda: _tiny_spen().generate(torch.tensor([[1.0, 2.0]]), max_new_tokens=2),
+                            "input_ids must be an integer tensor"),
+    "generate: empty prompt": (lambda: _tiny_spen().generate(torch.zeros(1, 0, dtype=torch.long), max_new_tokens=2,
+                                                            bos_token_id=None, pad_token_id=0), "empty"),
+}
+
+
+@pytest.mark.parametrize("name", API_ROWS)
+def test_python_entry_points_raise_one_line_naming_the_field(name: str) -> None:
+    call, needle = API_ROWS[name]
+    with pytest.raises(ValueError) as err:
+        call()
+    message = str(err.value)
+    assert "\n" not in message and needle in message, message
+
+
+def test_the_table_covers_every_kind_of_bad_input() -> None:
+    # The issue's list: missing, empty, binary, truncated or corrupted files, wrong types, out-of-range
+    # values, an output path that is a file, an unwritable folder; at least 15 in all.
+    names = " ".join([*ROWS, *API_ROWS])
+    for kind in ("missing", "empty", "binary", "not JSON", "truncated", "wrong type", "out of range",
+                 "output path is a file", "unwritable"):
+        assert kind in names, kind
+    assert len(ROWS) + len(API_ROWS) >= 15
+    assert json.dumps(sorted(ROWS)) and ROOT.is_dir()
