@@ -40,7 +40,7 @@ SUITES: dict[str, dict[str, Any]] = {
                   "size": {"width": 64, "depth": 2, "heads": 4, "vocab": 1024}},
         "decode": {"contexts": [128, 1024], "batches": [1, 16], "steps": 3,
                    "size": {"width": 64, "depth": 2, "heads": 4, "vocab": 1024}},
-        "spcn": {"n_sentences": 64, "repeats": 1, "probe_iters": 5},
+        "spcn": {"n_sentences": 64, "repeats": 1, "probe_epochs": 5},
         "ffn": {"size": {"width": 32, "depth": 1, "heads": 2, "ffn": 128, "vocab": 256}, "batch": 2, "seq_len": 32,
                 "mask_shapes": [[64, 128, 8]], "repeats": 1},
     },
@@ -51,7 +51,7 @@ SUITES: dict[str, dict[str, Any]] = {
                   "size": {"width": 256, "depth": 4, "heads": 4, "vocab": 8192}},
         "decode": {"contexts": [128, 512, 1024, 2048, 4096, 8192], "batches": [1, 16], "steps": 8,
                    "size": SPEN_130M, "max_cache_bytes": 5.5e9},
-        "spcn": {"n_sentences": 1024, "repeats": 3, "probe_iters": 50},
+        "spcn": {"n_sentences": 1024, "repeats": 3, "probe_epochs": 8},
         # The tiny SPEN of hub_configs/spen-tiny at its training micro-batch (8 x 128), and the mask at the
         # tiny and the 130M FFN shapes (k = 6% of the width).
         "ffn": {"size": {"width": 64, "depth": 2, "heads": 4, "ffn": 256, "vocab": 1024}, "batch": 8, "seq_len": 128,
@@ -64,7 +64,7 @@ SUITES: dict[str, dict[str, Any]] = {
                   "size": SPEN_130M},
         "decode": {"contexts": [128, 512, 1024, 2048, 4096, 8192], "batches": [1, 16], "steps": 20,
                    "size": SPEN_130M, "max_cache_bytes": 40e9},
-        "spcn": {"n_sentences": 1024, "repeats": 3, "probe_iters": 50},
+        "spcn": {"n_sentences": 1024, "repeats": 3, "probe_epochs": 8},
     },
 }  # fmt: skip
 
@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
                                            device=args.device, dtype=c.get("dtype", "fp32")),
         "decode": lambda c: bench_decode.run(c["contexts"], c["batches"], c["size"], c["steps"], device=args.device,
                                              max_cache_bytes=c.get("max_cache_bytes", 4e9)),
-        "spcn": lambda c: bench_spcn.run(c["n_sentences"], c["repeats"], c["probe_iters"]),
+        "spcn": lambda c: bench_spcn.run(c["n_sentences"], c["repeats"], c["probe_epochs"]),
         "ffn": lambda c: bench_ffn.run(c["size"], c["batch"], c["seq_len"], c["mask_shapes"], c["repeats"]),
     }  # fmt: skip
     renderers = tables.RENDER

@@ -22,7 +22,7 @@ def tiny_suite(monkeypatch: pytest.MonkeyPatch) -> None:
     suite["chunks"].update(sizes=[1e5], chunks=[4, 16], repeats=1)
     suite["train"].update(seq_lens=[16, 32], tokens_per_step=32, repeats=1, size=TINY)
     suite["decode"].update(contexts=[8, 32], batches=[1, 2], steps=1, size=TINY)
-    suite["spcn"].update(n_sentences=8, repeats=1, probe_iters=2)
+    suite["spcn"].update(n_sentences=8, repeats=1, probe_epochs=2)
     monkeypatch.setitem(bench_run.SUITES, "quick", suite)
 
 
