@@ -355,7 +355,7 @@ def main(argv: list[str] | None = None) -> Path:
             bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{tok_s:,.0f}", lr=f"{lr:.2e}")
         if step % cfg["eval_every"] == 0 or step == last:
             val_loss = evaluate(model, val_loader, accelerator)
-            metrics |= {"val_loss": val_loss, "val_ppl": math.exp(val_loss)}
+            metrics |= {"val_loss": val_loss, "val_ppl": math.exp(val_loss), "tokens": step * tokens_per_step}
         if metrics:
             accelerator.log(metrics, step=step)
         if save_now:

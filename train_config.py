@@ -54,7 +54,7 @@ SETTINGS: dict[str, tuple[object, str]] = {
 # Settings a resumed run must share with the run that wrote its checkpoint: they fix the data stream.
 RESUME_INVARIANTS = ("model_config", "data", "block_size", "batch_size", "val_every")
 # Flags that override the YAML key of the same name.
-FLAG_OVERRIDES = ("output_dir", "data", "tokenizer", "max_steps", "seed", "report_to")
+FLAG_OVERRIDES = ("output_dir", "data", "tokenizer", "max_steps", "lr", "seed", "report_to")
 
 __all__ = ["SETTINGS", "EXIT_BAD_INPUT", "EXIT_PUSH_FAILED", "ConfigError", "parse_args", "load_config", "read_yaml",
            "resolve_model_config", "hub_repo_id", "find_checkpoint", "check_resume"]
@@ -84,6 +84,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="'c4', 'embedded', or local .txt/.jsonl/.parquet files (overrides the YAML)")
     p.add_argument("--tokenizer", metavar="NAME_OR_DIR", help="hub name or folder (overrides the YAML)")
     p.add_argument("--max_steps", type=int, help="optimizer steps (overrides the YAML)")
+    p.add_argument("--lr", type=float, help="peak learning rate (overrides the YAML), e.g. one point of a grid")
     p.add_argument("--seed", type=int, help="initialisation seed (overrides the YAML)")
     p.add_argument("--resume_from_checkpoint", metavar="latest|DIR",
                    help="'latest' (newest checkpoint in the output folder; start fresh if none) or a folder")
@@ -150,6 +151,10 @@ def read_yaml(path: str | Path, overrides: dict[str, Any] | None = None) -> dict
             raise ConfigError(f"{path}:{lines[key]}: {key} must be {type(default).__name__}, got {value!r}")
         cfg[key] = value
     cfg.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    if not (isinstance(cfg["lr"], float) and 0 < cfg["lr"] < float("inf")):
+        flag = (overrides or {}).get("lr") is not None
+        where = "--lr" if flag else (f"{path}:{lines['lr']}: lr" if "lr" in lines else f"{path}: lr")
+        raise ConfigError(f"{where} must be a positive number, got {cfg['lr']!r}")
     if not cfg["model_config"]:
         raise ConfigError(f"{path}: model_config is missing")
     cfg["model_config"] = resolve_model_config(cfg["model_config"])
