@@ -68,8 +68,30 @@ def build_optimizer(model: torch.nn.Module, cfg: dict, fused: bool) -> torch.opt
 
 def lm_loss(model: torch.nn.Module, blocks: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
     # The same loss for every model (fair comparison): next-token cross-entropy over all block_size targets.
-    logits = model(input_ids=blocks[:, :-1]).logits
-    return F.cross_entropy(logits.float().flatten(0, 1), blocks[:, 1:].flatten(), reduction=reduction)
+    # Validation and every perplexity of the project are this loss alone.
+    return train_losses(model, blocks, reduction)[0]
+
+
+def train_losses(model: torch.nn.Module, blocks: torch.Tensor,
+                 reduction: str = "mean") -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Next-token cross-entropy and, for a model whose output carries one (SPEN), its prediction loss.
+
+    The prediction loss ``P`` trains SPEN's predictor to predict its block input (modeling_spen); the
+    training objective is ``CE + config.prediction_loss_weight * P`` (:func:`objective`).
+    """
+    out = model(input_ids=blocks[:, :-1])
+    ce = F.cross_entropy(out.logits.float().flatten(0, 1), blocks[:, 1:].flatten(), reduction=reduction)
+    return ce, getattr(out, "prediction_loss", None)
+
+
+def prediction_loss_weight(model: torch.nn.Module) -> float:
+    """The model config's ``prediction_loss_weight`` (0 for models without one, e.g. GPT-2)."""
+    return float(getattr(getattr(model, "module", model).config, "prediction_loss_weight", 0.0) or 0.0)
+
+
+def objective(ce: torch.Tensor, prediction: torch.Tensor | None, weight: float) -> torch.Tensor:
+    """What training minimises: ``ce + weight * prediction`` (the next-token loss alone without a prediction loss)."""
+    return ce if prediction is None or not weight else ce + weight * prediction
 
 
 @torch.no_grad()
@@ -284,24 +306,30 @@ def main(argv: list[str] | None = None) -> Path:
         accelerator.print(f"resumed from {ckpt} at step {start['step']}")
 
     tokens_per_step = cfg["batch_size"] * cfg["block_size"]
+    weight = prediction_loss_weight(model)  # SPEN's predictor trains on CE + weight * P; GPT-2: 0
     batches = iter(train_loader)
     step, last, pos = start["step"], cfg["max_steps"], start["pos"]
     val_loss = float("nan")
     bar = tqdm(total=last, initial=step, disable=not accelerator.is_local_main_process, dynamic_ncols=True)
+    # Training losses summed since the last log: [next-token CE, prediction loss], and the step count. The logged
+    # `loss` is their mean over the steps since the previous log (as transformers' Trainer logs it), so that
+    # it reads beside `val_loss`; a resume at a multiple of log_every gives the same numbers as one run.
+    window, window_steps = torch.zeros(2, device=accelerator.device), 0
     while step < last:
         step += 1
         log_now = step % cfg["log_every"] == 0 or step == last
         save_now = step % cfg["save_every"] == 0 or step == last
-        t0, loss, crc = time.perf_counter(), torch.zeros((), device=accelerator.device), 0
+        t0, crc = time.perf_counter(), 0
         for _ in range(accum):
             batch = next(batches)
             with accelerator.accumulate(model):
                 # Blocks are packed (no padding), so every micro-batch has the same number of targets: the
                 # token mean of each micro-batch, divided by `accum` in backward and averaged over processes
                 # by DDP, is exactly the token mean of the whole optimizer step.
-                micro_loss = lm_loss(model, batch["input_ids"])
-                accelerator.backward(micro_loss)
-            loss += micro_loss.detach() / accum
+                ce, prediction = train_losses(model, batch["input_ids"])
+                accelerator.backward(objective(ce, prediction, weight))
+            pred = prediction.detach() if prediction is not None else torch.zeros((), device=ce.device)
+            window += torch.stack([ce.detach(), pred.float()]) / accum
             if log_now:  # a fingerprint of the rows in global order: resumed runs must see the same ones
                 crc = zlib.crc32(accelerator.gather(batch["input_ids"]).cpu().numpy().tobytes(), crc)
         if cfg["grad_clip"]:
@@ -314,15 +342,20 @@ def main(argv: list[str] | None = None) -> Path:
         if log_now or save_now:  # the position after the global batch's last row, for the checkpoint
             pos = accelerator.gather(batch["pos"])[-1].tolist()
         metrics = {}
+        window_steps += 1
         if log_now:
-            loss, lr = accelerator.reduce(loss, "mean").item(), scheduler.get_last_lr()[0]
+            loss, pred = (accelerator.reduce(window, "mean") / window_steps).tolist()
+            window, window_steps = torch.zeros_like(window), 0
+            lr = scheduler.get_last_lr()[0]
             tok_s = tokens_per_step / (time.perf_counter() - t0)
             metrics = {"loss": loss, "lr": lr, "tokens": step * tokens_per_step, "tokens_per_s": tok_s,
                        "batch_crc32": crc, "data_pos": pos}
+            if weight:  # SPEN: the prediction loss and the objective it trains on, beside the next-token loss
+                metrics |= {"prediction_loss": pred, "objective": loss + weight * pred}
             bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{tok_s:,.0f}", lr=f"{lr:.2e}")
         if step % cfg["eval_every"] == 0 or step == last:
             val_loss = evaluate(model, val_loader, accelerator)
-            metrics |= {"val_loss": val_loss, "val_ppl": math.exp(val_loss)}
+            metrics |= {"val_loss": val_loss, "val_ppl": math.exp(val_loss), "tokens": step * tokens_per_step}
         if metrics:
             accelerator.log(metrics, step=step)
         if save_now:

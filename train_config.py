@@ -55,7 +55,7 @@ SETTINGS: dict[str, tuple[object, str]] = {
 # Settings a resumed run must share with the run that wrote its checkpoint: they fix the data stream.
 RESUME_INVARIANTS = ("model_config", "data", "block_size", "batch_size", "val_every")
 # Flags that override the YAML key of the same name.
-FLAG_OVERRIDES = ("output_dir", "data", "tokenizer", "max_steps", "seed", "report_to")
+FLAG_OVERRIDES = ("output_dir", "data", "tokenizer", "max_steps", "lr", "seed", "report_to")
 
 # What a setting may be beyond its type: the checks of read_yaml, with the words of its error message.
 POSITIVE = ("block_size", "batch_size", "micro_batch_size", "max_steps", "log_every", "eval_every", "eval_blocks",
@@ -102,6 +102,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="'c4', 'embedded', or local .txt/.jsonl/.parquet files (overrides the YAML)")
     p.add_argument("--tokenizer", metavar="NAME_OR_DIR", help="hub name or folder (overrides the YAML)")
     p.add_argument("--max_steps", type=int, help="optimizer steps (overrides the YAML)")
+    p.add_argument("--lr", type=float, help="peak learning rate (overrides the YAML), e.g. one point of a grid")
     p.add_argument("--seed", type=int, help="initialisation seed (overrides the YAML)")
     p.add_argument("--resume_from_checkpoint", metavar="latest|DIR",
                    help="'latest' (newest checkpoint in the output folder; start fresh if none) or a folder")

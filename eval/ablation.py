@@ -1,19 +1,28 @@
 """The paper's central control as one command: swap the predictor (or the trace), keep everything else.
 
-    python -m eval.ablation --config hub_configs/spen-tiny/train.yaml --seeds 2 --out outputs/ablation
-    python -m eval.ablation --config hub_configs/spen-tiny/train.yaml --seeds 2 --out outputs/ablation-trace \\
-        --trace ema learned selective
+    python -m eval.ablation --config hub_configs/spen-w32/train.yaml --seeds 5 --out outputs/ablation
+    python -m eval.ablation --config hub_configs/spen-w32/train.yaml --seeds 5 --out outputs/ablation-trace \\
+        --trace ema learned selective --workers 2
 
-Every variant is trained by train.py (``train.main``) from the same YAML, on the same data in the same
-order, with the same tokenizer (trained once, by the first run, then passed to every other run) and the
-same seeds; only the SPEN config fields of the variant differ. The output folder gets
+Every arm is trained by train.py (``train.main``) from the same YAML with the same learning rate, on the same
+data in the same order, with the same tokenizer (built once before the runs) and the same seeds; only the SPEN
+config fields of the arm differ. The design is **blocked by seed**: a seed fixes the initialisation stream and
+every arm reads the same batches in the same order, so arms are compared within seed (paired), never as
+independent samples. Each arm is compared with a reference arm (``linear`` for the predictors: the paper's static
+reader; ``ema`` for the traces) through :func:`ema_boundary.stats.compare_arms`: the paired difference of the
+final validation loss with its 95% interval, an equivalence test (TOST) against a margin declared before the
+run, Holm-adjusted across arms, and a verdict (``equivalent`` / ``different`` / ``not resolved``). The overall
+question (does any arm differ?) is the seed-blocked F test (:func:`ema_boundary.stats.blocked_f_test`).
 
-- ``ablation.json``: final validation loss per variant and seed, the spread across variants and the
-  spread across seeds, and the measured answer: is the first within the second?
-- ``loss_curves.png``: training loss per run and final validation loss per variant;
-- ``runs/<variant>/seed_<n>/``: each train.py output folder (``final/``, ``metrics.jsonl``; the
-  resumable checkpoints are deleted once the run is done);
-- ``configs/<variant>/``: the model config and train YAML each variant was trained with.
+The output folder gets
+
+- ``ablation.json``: the design, per arm and seed the final validation loss, its curve and the command of the
+  run, the parameters and tokens per parameter of each arm, the comparisons and the overall test;
+- ``loss_curves.png``: validation loss against tokens per arm, and each arm's difference from the reference
+  with its 95% interval and the equivalence margin;
+- ``runs/<arm>/seed_<n>/``: each train.py output folder (``final/``, ``metrics.jsonl``; the resumable
+  checkpoints are deleted once the run is done); ``logs/``: each run's console output;
+- ``configs/<arm>/``: the model config and train YAML each arm was trained with; ``tokenizer/``.
 
 The folder is built under a temporary name and renamed at the end: an interrupted ablation leaves
 nothing that looks like a result.
@@ -32,18 +41,20 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from tqdm.auto import tqdm
 
 import train_config
+from ema_boundary import stats
 from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser
-from ema_boundary.figures import pyplot
-from ema_boundary.io import atomic_dir, write_json
+from ema_boundary.figures import pyplot, save
+from ema_boundary.io import OutputError, atomic_dir, check_output_dir, write_json
+from eval.runs import Run, param_count, read_metrics, train_runs
 from modeling_spen.configuration_spen import TRACES
 
-# The paper's ablation: the static linear reader against causal attention readers over the same traces.
-# Scope "sequence" attends over the trace states of every past position (the paper's causal attention);
-# "state" attends only over the current state's traces (see modeling_spen.configuration_spen).
+# The paper's ablation: the static linear reader against causal attention readers over the same traces, and
+# the control with no reader at all (x̂ = 0). Scope "sequence" attends over the trace states of every past
+# position; "state" only over the current state's traces (see modeling_spen.configuration_spen).
 PREDICTOR_VARIANTS: dict[str, dict[str, str]] = {
+    "none": {"predictor": "none"},
     "linear": {"predictor": "linear", "predictor_scope": "sequence"},
     "linear_attention-state": {"predictor": "linear_attention", "predictor_scope": "state"},
     "linear_attention-sequence": {"predictor": "linear_attention", "predictor_scope": "sequence"},
@@ -51,7 +62,11 @@ PREDICTOR_VARIANTS: dict[str, dict[str, str]] = {
     "softmax_attention-sequence": {"predictor": "softmax_attention", "predictor_scope": "sequence"},
 }
 TRACE_VARIANTS: tuple[str, ...] = TRACES
+REFERENCE = {"predictor": "linear", "trace": "ema"}
+DEFAULT_MARGIN = 0.02  # nats; declare your own before the run (--margin)
 CURVE_POINTS = 8  # validation evaluations per run (eval_every = max_steps // CURVE_POINTS)
+DESIGN = ("seed-blocked: every arm trains with each seed; a seed fixes the initialisation stream and every arm "
+          "reads the same batches in the same order, so the arms are compared within seed (paired differences)")
 
 
 def _read_train_yaml(config: Path) -> dict[str, Any]:
@@ -82,72 +97,25 @@ def _variants(variants: Sequence[str] | None, traces: Sequence[str] | None) -> t
     return "predictor", {v: PREDICTOR_VARIANTS[v] for v in names}
 
 
-def read_metrics(path: Path) -> dict[str, list]:
-    """Training and validation curves from a train.py metrics.jsonl."""
-    curve: dict[str, list] = {"step": [], "loss": [], "val_step": [], "val_loss": []}
-    for line in path.read_text().splitlines():
-        row = json.loads(line)
-        if "loss" in row:
-            curve["step"].append(row["step"])
-            curve["loss"].append(row["loss"])
-        if "val_loss" in row:
-            curve["val_step"].append(row["step"])
-            curve["val_loss"].append(row["val_loss"])
-    return curve
+def analyse(final: dict[str, dict[str, float]], reference: str, margin: float | None) -> dict[str, Any]:
+    """The seed-blocked analysis of final losses ``{arm: {seed: loss}}``: each arm minus ``reference``
+    (:func:`stats.compare_arms`) and the overall blocked F test (None with one arm or one seed)."""
+    comparisons = stats.compare_arms(final, reference, margin)
+    n_seeds = min(len(v) for v in final.values())
+    overall = stats.blocked_f_test(final) if len(final) > 1 and n_seeds > 1 else None
+    return {"comparisons": {arm: c.as_dict() for arm, c in comparisons.items()}, "overall": overall,
+            "statement": statement(comparisons, reference, overall, n_seeds)}
 
 
-def _spread(final: dict[str, dict[str, float]]) -> dict[str, Any]:
-    """Spread across variants (of the seed-mean losses) vs spread across seeds (within each variant).
-
-    Ranges are reported for reading; the verdict is a one-way ANOVA over variants with seeds as
-    replicates, because a range grows with the number of items it spans (5 variant means vs 2 seeds):
-    F = seeds * var(variant means) / pooled within-variant variance, which is about 1 when the variants
-    differ only by seed noise. `within_seed_spread` is F <= 1 (None with one seed: no noise estimate).
-    """
-    means = {v: statistics.fmean(by_seed.values()) for v, by_seed in final.items()}
-    seed_ranges = {v: max(s.values()) - min(s.values()) for v, s in final.items()}
-    seeds = list(next(iter(final.values())))
-    # Same seed, different variant: the paired view, free of the seed-to-seed noise of the initialisation.
-    per_seed_ranges = {s: max(final[v][s] for v in final) - min(final[v][s] for v in final) for s in seeds}
-    out: dict[str, Any] = {
-        "variant_mean": means,
-        "across_variants_range": max(means.values()) - min(means.values()),
-        "across_variants_range_per_seed": per_seed_ranges,
-        "across_seeds_range_per_variant": seed_ranges,
-        "across_seeds_range": statistics.fmean(seed_ranges.values()),
-        "across_variants_std": statistics.stdev(means.values()) if len(means) > 1 else 0.0,
-        "across_seeds_std": None, "anova_f": None, "anova_p": None, "within_seed_spread": None,
-    }
-    if len(seeds) > 1 and len(means) > 1:
-        from scipy.stats import f_oneway
-
-        pooled = statistics.fmean(statistics.variance(s.values()) for s in final.values())
-        out["across_seeds_std"] = math.sqrt(pooled)
-        if pooled > 0:
-            test = f_oneway(*[list(s.values()) for s in final.values()])
-            out["anova_f"], out["anova_p"] = float(test.statistic), float(test.pvalue)
-            out["within_seed_spread"] = out["anova_f"] <= 1.0
-        else:  # identical losses across seeds (deterministic variants): any difference is a real one
-            out["within_seed_spread"] = out["across_variants_range"] == 0.0
-    return out
-
-
-def _statement(axis: str, s: dict[str, Any]) -> str:
-    head = (f"final validation loss: spread across {axis}s {s['across_variants_std']:.4f} (std of seed means; "
-            f"range {s['across_variants_range']:.4f}), across seeds {s['across_seeds_std'] or 0.0:.4f} (pooled std; "
-            f"mean range {s['across_seeds_range']:.4f})")
-    if s["within_seed_spread"] is None:
-        return head + f"; one seed: no seed noise to compare the {axis}s with"
-    if s["anova_f"] is None:
-        return head + f"; every seed gives the same loss: the {axis}s " + (
-            "are identical" if s["within_seed_spread"] else "differ")
-    if s["within_seed_spread"]:
-        verdict = f"within the seed noise: the {axis}s are indistinguishable at this scale"
-    elif s["anova_p"] >= 0.05:  # F > 1 alone is common under pure noise with this few seeds
-        verdict = "larger than the seed noise but not significantly (p >= 0.05): more seeds or steps needed"
+def statement(comparisons: dict[str, stats.Comparison], reference: str, overall: dict | None, seeds: int) -> str:
+    """One sentence per arm (:func:`stats.describe`), then the overall test."""
+    lines = [stats.describe(c, arm, reference, "nats") for arm, c in comparisons.items()]
+    if overall is None:
+        lines.append(f"{seeds} seed(s): no seed-blocked F test" if seeds < 2 else "one arm: nothing to compare")
     else:
-        verdict = f"beyond the seed noise (p < 0.05): the {axis}s differ at this scale"
-    return head + f"; ANOVA F = {s['anova_f']:.2f} (p = {s['anova_p']:.3f}), {verdict}"
+        lines.append(f"any arm different (seed-blocked F test, {len(comparisons) + 1} arms x {len(overall['seeds'])} "
+                     f"seeds): F = {overall['F']:.2f}, p = {overall['p']:.3g}")
+    return "; ".join(lines)
 
 
 def _plot(result: dict[str, Any], path: Path) -> None:
@@ -155,120 +123,173 @@ def _plot(result: dict[str, Any], path: Path) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for i, (name, var) in enumerate(result["variants"].items()):
-        c = colors[i % len(colors)]
-        for j, (seed, run) in enumerate(var["runs"].items()):
-            left.plot(run["curve"]["step"], run["curve"]["loss"], color=c, ls=["-", "--", ":", "-."][j % 4],
-                      lw=1, label=f"{name} (seed {seed})")
-            right.scatter([i] * 1, [run["final_val_loss"]], color=c, marker="o", zorder=3)
-        right.hlines(var["mean_val_loss"], i - 0.3, i + 0.3, color=c, lw=2)
-    left.set(xlabel="step", ylabel="training loss", title="training loss (every run)")
-    left.legend(fontsize=7, ncol=2)
-    names = list(result["variants"])
-    right.set_xticks(range(len(names)), names, rotation=20, ha="right", fontsize=8)
-    s = result["spread"]
-    f = f"ANOVA F {s['anova_f']:.2f}, p {s['anova_p']:.3f}" if s["anova_f"] is not None else "no ANOVA"
-    right.set(ylabel="final validation loss", title=f"{result['axis']}s: std of means {s['across_variants_std']:.4f}"
-              f" vs seeds {s['across_seeds_std'] or 0.0:.4f}\n{f} (dots: seeds, bars: seed means)")
+        runs = list(var["runs"].values())
+        tokens = runs[0]["curve"]["val_tokens"]
+        mean = [statistics.fmean(r["curve"]["val_loss"][j] for r in runs) for j in range(len(tokens))]
+        left.plot(tokens, mean, color=colors[i % len(colors)], marker=".", label=name)
+    left.set(xlabel="training tokens", ylabel="validation loss (nats), mean over seeds",
+             title=f"{result['axis']} ablation: validation loss")
+    left.legend(fontsize=7)
+    comps = result["comparisons"]
+    names = list(comps)
+    for i, name in enumerate(names):
+        c = comps[name]
+        lo, hi = c["ci95"]
+        color = {"equivalent": "tab:green", "different": "tab:red"}.get(c["verdict"], "tab:gray")
+        if math.isfinite(lo):
+            right.plot([lo, hi], [i, i], color=color, lw=3)
+        right.plot(c["difference"], i, "o", color=color)
+    margin = result["equivalence_margin"]
+    if margin:
+        right.axvspan(-margin, margin, color="tab:green", alpha=0.12, label=f"equivalence margin ±{margin:g}")
+    right.axvline(0, color="black", lw=0.8)
+    right.set_yticks(range(len(names)), names, fontsize=8)
+    right.set(xlabel=f"final validation loss minus {result['reference']} (nats)",
+              title=f"paired by seed, 95% intervals ({len(result['seeds'])} seeds)\n"
+                    "green: equivalent, red: different, gray: not resolved")
     right.title.set_fontsize(9)
+    if margin:
+        right.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    save(fig, path)
 
 
 def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variants: Sequence[str] | None = None,
                  traces: Sequence[str] | None = None, max_steps: int | None = None,
-                 data: Sequence[str] | None = None) -> dict[str, Any]:
-    """Train every variant x seed through train.main and write `out_dir` (see the module docstring).
+                 data: Sequence[str] | None = None, lr: float | None = None, workers: int = 1,
+                 reference: str | None = None, margin: float | None = DEFAULT_MARGIN,
+                 tokenizer: str | Path | None = None) -> dict[str, Any]:
+    """Train every arm x seed through train.main and write `out_dir` (see the module docstring).
 
-    `variants` picks predictor variants (default: all of PREDICTOR_VARIANTS); `traces` runs the trace
-    ablation instead (the predictor stays the config's). Seeds are the YAML's seed + 0..seeds-1.
+    `variants` picks predictor arms (default: all of PREDICTOR_VARIANTS); `traces` runs the trace ablation
+    instead (the predictor stays the config's). Seeds are the YAML's seed + 0..seeds-1. `lr` overrides the
+    YAML's rate for every arm; `workers` runs that many trainings at a time (one torch thread each).
     Returns the content of ablation.json. Bad input raises UsageError before anything is written.
     """
-    import train
-    from train_data import DataError
-
     config, out_dir = Path(config), Path(out_dir)
-    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
-        raise UsageError(f"--seeds must be a positive integer, got {seeds!r}")
-    if max_steps is not None and max_steps < 1:
-        raise UsageError(f"--max_steps must be a positive integer, got {max_steps!r}")
+    for name, value in (("--seeds", seeds), ("--workers", workers), ("--max_steps", max_steps)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise UsageError(f"{name} must be a positive integer, got {value!r}")
+    if lr is not None and not (isinstance(lr, (int, float)) and 0 < lr < math.inf):
+        raise UsageError(f"--lr must be a positive number, got {lr!r}")
+    if margin is not None and not (isinstance(margin, (int, float)) and 0 < margin < math.inf):
+        raise UsageError(f"--margin must be a positive number, got {margin!r}")
+    if tokenizer is not None and not (Path(tokenizer) / "tokenizer_config.json").is_file():
+        raise UsageError(f"--tokenizer {tokenizer}: not a tokenizer folder (no tokenizer_config.json)")
     cfg = _read_train_yaml(config)
     axis, chosen = _variants(variants, traces)
+    reference = reference or REFERENCE[axis]
+    if reference not in chosen:
+        raise UsageError(f"--reference {reference!r} is not among the arms {list(chosen)}")
+    try:
+        check_output_dir(out_dir)
+    except OutputError as e:  # a file in the way, an unwritable parent
+        raise UsageError(f"--out {e}") from None
     base_model = json.loads((Path(cfg["model_config"]) / "config.json").read_text())
     steps = max_steps or cfg["max_steps"]
     seed_list = [cfg["seed"] + i for i in range(seeds)]
+    data = list(data) if data else cfg["data"]
+    tokens = steps * cfg["batch_size"] * cfg["block_size"]
 
     result: dict[str, Any] = {
         "axis": axis, "config": str(config), "model_config": cfg["model_config"], "max_steps": steps,
-        "seeds": seed_list, "data": list(data) if data else cfg["data"],
-        "variants": {},
+        "tokens": tokens, "lr": lr or cfg["lr"], "seeds": seed_list, "data": data, "design": DESIGN,
+        "reference": reference, "equivalence_margin": margin, "variants": {},
     }
     with atomic_dir(out_dir) as tmp:
-        tokenizer: Path | None = None
-        bar = tqdm(total=len(chosen) * seeds, desc=f"{axis} ablation", unit="run", position=0)
+        tok_dir = Path(tokenizer).resolve() if tokenizer else _build_tokenizer(cfg, data, tmp / "tokenizer")
+        runs: list[Run] = []
         for name, fields in chosen.items():
-            # The variant: the base SPEN config with only the ablated fields changed.
+            # The arm: the base SPEN config with only the ablated fields changed.
             vdir = tmp / "configs" / name
             vdir.mkdir(parents=True)
             write_json(vdir / "config.json", {**base_model, **fields})
-            vcfg = {**cfg, "model_config": str(vdir.resolve()), "max_steps": steps,
+            vcfg = {**cfg, "model_config": str(vdir.resolve()), "max_steps": steps, "lr": lr or cfg["lr"],
+                    "data": data,
                     # More validation and logging points for the curves; neither draws random numbers, so the
                     # training trajectory is the one the YAML alone would give.
-                    "eval_every": max(1, steps // CURVE_POINTS), "log_every": max(1, steps // 50),
+                    "eval_every": max(1, steps // CURVE_POINTS), "log_every": max(1, steps // (4 * CURVE_POINTS)),
                     "save_every": steps, "keep_checkpoints": 1}
             vcfg.pop("output_dir", None)
             (vdir / "train.yaml").write_text(yaml.safe_dump(vcfg, sort_keys=False))
-            runs = {}
             for seed in seed_list:
-                run_dir = tmp / "runs" / name / f"seed_{seed}"
-                argv = ["--config", str(vdir / "train.yaml"), "--output_dir", str(run_dir), "--seed", str(seed)]
-                if tokenizer is not None:
-                    argv += ["--tokenizer", str(tokenizer)]
-                if data:
-                    argv += ["--data", *data]
-                bar.set_postfix_str(f"{name} seed {seed}")
-                try:
-                    train.main(argv)
-                except (train_config.ConfigError, DataError) as e:
-                    raise UsageError(f"train.py: {e}") from None
-                # One tokenizer for every run: the first run's (trained on the data when the YAML names none).
-                tokenizer = tokenizer or (run_dir / "tokenizer").resolve()
-                shutil.rmtree(run_dir / "checkpoints", ignore_errors=True)  # resumable state: not needed
-                curve = read_metrics(run_dir / "metrics.jsonl")
-                runs[str(seed)] = {"final_val_loss": curve["val_loss"][-1],
-                                   "final_val_ppl": math.exp(curve["val_loss"][-1]),
-                                   "run_dir": str(Path("runs") / name / f"seed_{seed}"), "curve": curve}
-                bar.update()
-            losses = [r["final_val_loss"] for r in runs.values()]
-            result["variants"][name] = {"fields": fields, "mean_val_loss": statistics.fmean(losses),
-                                        "runs": runs}
-        bar.close()
+                argv = ["--config", vdir / "train.yaml", "--output_dir", tmp / "runs" / name / f"seed_{seed}",
+                        "--seed", seed, "--tokenizer", tok_dir]
+                runs.append(Run(f"{name}/seed_{seed}", tuple(argv)))
+        train_runs(runs, tmp / "logs", workers, desc=f"{axis} ablation")
+        for yaml_file in (tmp / "configs").glob("*/train.yaml"):  # they must name the final folder once renamed
+            yaml_file.write_text(_final_paths(yaml_file.read_text(), tmp, out_dir))
+
+        for name, fields in chosen.items():
+            arm_runs = {}
+            for seed in seed_list:
+                run = next(r for r in runs if r.name == f"{name}/seed_{seed}")
+                shutil.rmtree(run.output_dir / "checkpoints", ignore_errors=True)  # resumable state: not needed
+                curve = read_metrics(run.output_dir / "metrics.jsonl")
+                arm_runs[str(seed)] = {"final_val_loss": curve["val_loss"][-1],
+                                       "final_val_ppl": math.exp(curve["val_loss"][-1]),
+                                       "run_dir": str(Path("runs") / name / f"seed_{seed}"),
+                                       "command": run.command, "curve": curve}
+            n_params = param_count(runs[0].output_dir.parent.parent / name / f"seed_{seed_list[0]}" / "final")
+            result["variants"][name] = {
+                "fields": fields, "parameters": n_params, "tokens_per_parameter": tokens / n_params,
+                "mean_val_loss": statistics.fmean(r["final_val_loss"] for r in arm_runs.values()),
+                "runs": arm_runs}
         final = {v: {s: r["final_val_loss"] for s, r in var["runs"].items()} for v, var in result["variants"].items()}
         result["final_val_loss"] = final
-        result["spread"] = s = _spread(final)
-        result["statement"] = _statement(axis, s)
+        result.update(analyse(final, reference, margin))
+        # Paths inside the result (commands, folders) name the final folder, not the temporary one.
+        result = json.loads(_final_paths(json.dumps(result), tmp, out_dir))
         write_json(tmp / "ablation.json", result)
         _plot(result, tmp / "loss_curves.png")
     return result
 
 
+def _final_paths(text: str, tmp: Path, out_dir: Path) -> str:
+    """``text`` with the temporary folder's paths (absolute or as given) replaced by the final folder's."""
+    return text.replace(str(tmp.resolve()), str(out_dir.resolve())).replace(str(tmp), str(out_dir))
+
+
+def _build_tokenizer(cfg: dict[str, Any], data: list[str], folder: Path) -> Path:
+    """The YAML's tokenizer (or a BPE trained on the data), saved once for every run of the ablation."""
+    import train_data
+
+    vocab = json.loads((Path(cfg["model_config"]) / "config.json").read_text())["vocab_size"]
+    try:
+        tok, _ = train_data.load_tokenizer(cfg["tokenizer"], data, cfg["val_every"], vocab, cfg["bpe_train_docs"],
+                                           cfg["model_config"])
+    except train_data.DataError as e:
+        raise UsageError(f"train.py: {e}") from None
+    tok.save_pretrained(folder)
+    return folder.resolve()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = UsageParser(prog="python -m eval.ablation", description=__doc__.split("\n\n")[0],
-                formatter_class=argparse.RawDescriptionHelpFormatter)
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", required=True,
-                   help="train.py YAML of a SPEN model, e.g. hub_configs/spen-tiny/train.yaml")
-    p.add_argument("--seeds", type=int, default=2, help="seeds per variant: the YAML's seed + 0..N-1 (default 2)")
+                   help="train.py YAML of a SPEN model, e.g. hub_configs/spen-w32/train.yaml")
+    p.add_argument("--seeds", type=int, default=5, help="seeds per arm: the YAML's seed + 0..N-1 (default 5)")
     p.add_argument("--out", required=True, help="output folder (replaced, atomically, when the ablation ends)")
     p.add_argument("--variants", nargs="+", metavar="NAME",
-                   help=f"predictor variants (default: all of {', '.join(PREDICTOR_VARIANTS)})")
+                   help=f"predictor arms (default: all of {', '.join(PREDICTOR_VARIANTS)})")
     p.add_argument("--trace", nargs="+", metavar="TRACE",
                    help=f"run the trace ablation instead, over these of {', '.join(TRACE_VARIANTS)}")
+    p.add_argument("--reference", help="the arm every other is compared with (default: linear; ema for --trace)")
+    p.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
+                   help=f"equivalence margin in nats, declared before the run (default {DEFAULT_MARGIN})")
     p.add_argument("--max_steps", type=int, help="optimizer steps per run (overrides the YAML)")
+    p.add_argument("--lr", type=float, help="peak learning rate of every arm (overrides the YAML)")
     p.add_argument("--data", nargs="+", metavar="PATH", help="training data (overrides the YAML, as in train.py)")
+    p.add_argument("--tokenizer", metavar="DIR", help="tokenizer folder for every run (default: the YAML's, or a "
+                                                      "BPE trained on the data once)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="trainings at a time, in processes of one torch thread each (default 1: in this process)")
     args = p.parse_args(argv)
     try:
         result = run_ablation(args.config, args.seeds, args.out, variants=args.variants, traces=args.trace,
-                              max_steps=args.max_steps, data=args.data)
+                              max_steps=args.max_steps, data=args.data, lr=args.lr, workers=args.workers,
+                              reference=args.reference, margin=args.margin, tokenizer=args.tokenizer)
     except UsageError as e:
         print(f"{p.prog}: error: {e}", file=sys.stderr)
         return EXIT_USAGE

@@ -1,27 +1,51 @@
-"""eval.ablation on a tiny config: every file and field, both axes, bad input."""
+"""eval.ablation on a tiny config: every file and field, both axes, the seed-blocked verdicts, bad input."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
+import shlex
 
 import pytest
 
-from eval.ablation import PREDICTOR_VARIANTS, main, run_ablation
+import train_config
+from eval.ablation import PREDICTOR_VARIANTS, analyse, main, run_ablation
 from tests.eval_testkit import REPO, write_micro_config
+
+COMPARISON_KEYS = {"difference", "ci95", "equivalence_margin", "verdict", "p_difference", "p_equivalence",
+                   "detectable", "seeds"}
+
+
+def _settings_of(command: str) -> dict:
+    """The settings train.py reads from a recorded command line."""
+    argv = shlex.split(command)
+    assert argv[:2] == ["python", "train.py"], command
+    return train_config.read_yaml(*_yaml_and_flags(argv[2:]))
+
+
+def _yaml_and_flags(argv: list[str]) -> tuple[str, dict]:
+    args = train_config.parse_args(argv)
+    return args.config, {k: getattr(args, k) for k in train_config.FLAG_OVERRIDES}
 
 
 def test_predictor_ablation_writes_every_file_and_field(tmp_path):
     config = write_micro_config(tmp_path / "micro.yaml")
     out = tmp_path / "abl"
-    result = run_ablation(config, 2, out, variants=["linear", "softmax_attention-sequence"], max_steps=2)
-    assert sorted(p.name for p in out.iterdir()) == ["ablation.json", "configs", "loss_curves.png", "runs"]
+    result = run_ablation(config, 2, out, variants=["none", "linear", "softmax_attention-sequence"], max_steps=2,
+                          lr=1e-3, margin=0.05)
+    assert sorted(p.name for p in out.iterdir()) == ["ablation.json", "configs", "logs", "loss_curves.png", "runs",
+                                                     "tokenizer"]
     saved = json.loads((out / "ablation.json").read_text())
     assert saved == json.loads(json.dumps(result))
+    assert ".tmp-" not in (out / "ablation.json").read_text()
     assert saved["axis"] == "predictor" and saved["seeds"] == [7, 8] and saved["max_steps"] == 2
-    assert set(saved["final_val_loss"]) == {"linear", "softmax_attention-sequence"}
+    assert saved["lr"] == 1e-3 and saved["reference"] == "linear" and saved["equivalence_margin"] == 0.05
+    assert "seed-blocked" in saved["design"] and saved["tokens"] == 2 * 4 * 32
+    assert set(saved["final_val_loss"]) == {"none", "linear", "softmax_attention-sequence"}
     for name, var in saved["variants"].items():
         assert var["fields"] == PREDICTOR_VARIANTS[name]
+        assert var["parameters"] > 0 and var["tokens_per_parameter"] == pytest.approx(256 / var["parameters"])
         model = json.loads((out / "configs" / name / "config.json").read_text())
         assert {k: model[k] for k in var["fields"]} == var["fields"]
         for seed, run in var["runs"].items():
@@ -31,25 +55,56 @@ def test_predictor_ablation_writes_every_file_and_field(tmp_path):
             trained = json.loads((run_dir / "final" / "config.json").read_text())
             assert trained["predictor"] == var["fields"]["predictor"]
             assert saved["final_val_loss"][name][seed] == run["final_val_loss"]
-    # Same data and tokenizer for every run: every run after the first loads the first one's tokenizer.
+            # The recorded command is the executed one: it reads the settings the run saved.
+            # (It ran inside the temporary folder that became `out`.)
+            ran = json.loads(re.sub(r"\.abl\.tmp-[^/]+", "abl", (run_dir / "train_config.json").read_text()))
+            again = _settings_of(run["command"])
+            assert {k: again[k] for k in ("model_config", "lr", "seed", "max_steps", "data", "tokenizer")} == {
+                k: ran[k] for k in ("model_config", "lr", "seed", "max_steps", "data", "tokenizer")}
+            assert again["output_dir"] == str(run_dir)
+    # Same data and tokenizer for every run.
     tokenizers = {(out / r["run_dir"] / "tokenizer" / "tokenizer.json").read_text()
                   for v in saved["variants"].values() for r in v["runs"].values()}
     assert len(tokenizers) == 1
-    spread = saved["spread"]
-    for key in ("across_variants_range", "across_seeds_range", "across_variants_std", "across_seeds_std", "anova_f"):
-        assert math.isfinite(spread[key]) and spread[key] >= 0
-    assert 0 <= spread["anova_p"] <= 1
-    assert spread["within_seed_spread"] == (spread["anova_f"] <= 1)
-    assert "predictors" in saved["statement"] and "ANOVA" in saved["statement"]
+    # Every arm against the reference, seed-blocked, with the declared margin; the overall F test.
+    assert set(saved["comparisons"]) == {"none", "softmax_attention-sequence"}
+    for c in saved["comparisons"].values():
+        assert COMPARISON_KEYS <= set(c) and c["equivalence_margin"] == 0.05 and c["seeds"] == ["7", "8"]
+        assert c["verdict"] in ("equivalent", "different", "not resolved")
+    assert saved["overall"]["df"] == [2, 2] and 0 <= saved["overall"]["p"] <= 1
+    assert "seed-blocked F test" in saved["statement"] and "ANOVA" not in saved["statement"]
 
 
-def test_trace_ablation(tmp_path):
+def test_trace_ablation_in_two_processes(tmp_path):
     config = write_micro_config(tmp_path / "micro.yaml")
-    result = run_ablation(config, 1, tmp_path / "abl", traces=["ema", "selective"], max_steps=1)
+    result = run_ablation(config, 1, tmp_path / "abl", traces=["ema", "selective"], max_steps=1, workers=2)
     assert result["axis"] == "trace" and list(result["variants"]) == ["ema", "selective"]
+    assert result["reference"] == "ema"
     model = json.loads((tmp_path / "abl" / "configs" / "selective" / "config.json").read_text())
     assert model["trace"] == "selective" and model["predictor"] == "linear"  # the config's predictor stays
-    assert result["spread"]["across_seeds_range"] == 0.0 and result["spread"]["within_seed_spread"] is None
+    # One seed: nothing can be tested.
+    assert result["comparisons"]["selective"]["verdict"] == "not resolved" and result["overall"] is None
+    assert (tmp_path / "abl" / "logs" / "selective_seed_7.log").is_file()
+
+
+def test_verdicts_follow_the_equivalence_test():
+    seeds = {s: 4.0 + 0.05 * s for s in range(5)}
+    # Identical arms: the 90% interval is the point 0, inside any margin: equivalent.
+    same = analyse({"ref": seeds, "b": dict(seeds)}, "ref", 0.02)
+    assert same["comparisons"]["b"]["verdict"] == "equivalent"
+    assert "indistinguishable within ±0.02" in same["statement"]
+    # No margin declared: never equivalent, whatever the data.
+    assert analyse({"ref": seeds, "b": dict(seeds)}, "ref", None)["comparisons"]["b"]["verdict"] != "equivalent"
+    # A known shift of 0.1 nats with seed noise: different, lower.
+    noise = [0.004, -0.003, 0.001, -0.002, 0.0]
+    shifted = {s: v - 0.1 + noise[s] for s, v in seeds.items()}
+    diff = analyse({"ref": seeds, "b": shifted}, "ref", 0.02)["comparisons"]["b"]
+    assert diff["verdict"] == "different" and diff["difference"] == pytest.approx(-0.1, abs=0.005)
+    assert diff["ci95"][0] < -0.1 < diff["ci95"][1]
+    # Noisy, two seeds: neither shown different nor within the margin.
+    noisy = analyse({"ref": {0: 4.0, 1: 4.1}, "b": {0: 4.05, 1: 4.02}}, "ref", 0.02)
+    assert noisy["comparisons"]["b"]["verdict"] == "not resolved"
+    assert "not resolved at this budget" in noisy["statement"] and "indistinguishable" not in noisy["statement"]
 
 
 @pytest.mark.parametrize("argv, flag", [
@@ -58,6 +113,11 @@ def test_trace_ablation(tmp_path):
     (["--config", "{micro}", "--trace", "ema", "fancy"], "--trace"),
     (["--config", "{micro}", "--seeds", "0"], "--seeds"),
     (["--config", "{gpt2}"], "--config"),
+    (["--config", "{micro}", "--lr", "-1"], "--lr"),
+    (["--config", "{micro}", "--margin", "0"], "--margin"),
+    (["--config", "{micro}", "--reference", "quadratic"], "--reference"),
+    (["--config", "{micro}", "--workers", "0"], "--workers"),
+    (["--config", "{micro}", "--tokenizer", "no/such/folder"], "--tokenizer"),
 ])
 def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, argv, flag):
     micro = write_micro_config(tmp_path / "micro.yaml")

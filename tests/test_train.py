@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import train
 import train_config
+import train_data
 from tests.train_testkit import ROOT, metrics, run_python, tokenizer_dir, write_config
 
 
@@ -94,3 +96,30 @@ def test_shipped_model_config_resolves_from_any_working_directory(tmp_path, monk
     resolved = Path(train_config.resolve_model_config("hub_configs/spen-tiny"))
     assert resolved.is_absolute() and (resolved / "config.json").is_file()
     assert train_config.resolve_model_config("no/such/folder") == "no/such/folder"  # left for the one-line error
+
+
+def test_spen_trains_its_predictor_and_gpt2_is_unaffected(tmp_path):
+    """SPEN's objective is CE + weight * P: its prediction loss falls; validation stays the next-token loss."""
+    spen = write_config(tmp_path / "spen.yaml", model_config=str(ROOT / "hub_configs/spen-tiny"), max_steps=30,
+                        save_every=30, eval_every=30, tokenizer=tokenizer_dir())
+    log = metrics(train.main(["--config", str(spen), "--output_dir", str(tmp_path / "spen")]))
+    weight = json.loads((ROOT / "hub_configs/spen-tiny/config.json").read_text()).get("prediction_loss_weight", 1.0)
+    assert weight > 0
+    first, last = log[0]["prediction_loss"], sum(m["prediction_loss"] for m in log[-5:]) / 5
+    assert last < 0.9 * first, (first, last)
+    for m in log:
+        assert m["objective"] == pytest.approx(m["loss"] + weight * m["prediction_loss"], rel=1e-6)
+    assert log[0]["loss"] == pytest.approx(6.93, abs=0.1)  # the next-token loss alone, not the objective
+
+    # Validation is the next-token loss of the saved model, with no prediction term.
+    final = tmp_path / "spen" / "final"
+    model = AutoModelForCausalLM.from_pretrained(final, trust_remote_code=True).eval()
+    cfg = train_config.read_yaml(spen)
+    val = train_data.validation_blocks(cfg["data"], cfg["val_every"], AutoTokenizer.from_pretrained(final),
+                                       cfg["block_size"], cfg["eval_blocks"])
+    with torch.no_grad():
+        assert train.lm_loss(model, val).item() == pytest.approx(log[-1]["val_loss"], abs=1e-4)
+
+    gpt2 = write_config(tmp_path / "gpt2.yaml", max_steps=3, save_every=3, eval_every=3, tokenizer=tokenizer_dir())
+    log = metrics(train.main(["--config", str(gpt2), "--output_dir", str(tmp_path / "gpt2")]))
+    assert not any("prediction_loss" in m or "objective" in m for m in log)

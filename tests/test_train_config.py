@@ -62,3 +62,12 @@ def test_resume_refuses_another_data_stream(tmp_path) -> None:
     with pytest.raises(train_config.ConfigError, match="the run to resume used another val_every"):
         train_config.check_resume(None, out, cfg)
     assert train_config.check_resume(None, tmp_path / "fresh", cfg) == (tmp_path / "fresh", None)
+
+
+def test_lr_flag_overrides_and_is_checked(tmp_path):
+    path = _yaml(tmp_path, "lr: 3e-4\n")
+    assert train_config.read_yaml(path, {"lr": 1e-2})["lr"] == 1e-2
+    with pytest.raises(train_config.ConfigError, match="^--lr: lr must be a positive number"):
+        train_config.read_yaml(path, {"lr": -1.0})
+    with pytest.raises(train_config.ConfigError, match=r":2: lr must be a positive number"):
+        train_config.read_yaml(_yaml(tmp_path, "lr: 0\n"))
