@@ -36,8 +36,10 @@ from __future__ import annotations
 import copy
 import inspect
 import math
+import multiprocessing
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 
 import torch
@@ -235,19 +237,37 @@ class Curriculum:
         return False
 
 
+# Where configs keep the model width and the longest sequence they accept: transformers has no single
+# name (GPT-2 ``n_embd``, most ``hidden_size``, MPT/Whisper-style ``d_model``); configs with an
+# ``attribute_map`` answer to ``hidden_size`` whatever they store.
+WIDTH_FIELDS = ("hidden_size", "n_embd", "d_model", "dim", "embed_dim", "model_dim")
+POSITION_FIELDS = ("max_position_embeddings", "n_positions", "n_ctx", "max_seq_len", "max_sequence_length")
+
+
+def hidden_width(config: PretrainedConfig) -> int:
+    """The model width of ``config``, under whichever name its architecture uses (:data:`WIDTH_FIELDS`)."""
+    for name in WIDTH_FIELDS:
+        value = getattr(config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    raise ValueError(f"{type(config).__name__} ({getattr(config, 'model_type', '?')}): no width field "
+                     f"(none of {', '.join(WIDTH_FIELDS)})")
+
+
 def task_config(config: PretrainedConfig, task: RecallTask, width_init: bool = False) -> PretrainedConfig:
     """A copy of ``config`` with the task's vocabulary, special ids at the padding token, room for
     the task's sequence (position tables grown if they are shorter) and, with ``width_init``,
-    ``initializer_range = 1 / sqrt(hidden_size)``."""
+    ``initializer_range = 1 / sqrt(width)`` (the width under any of :data:`WIDTH_FIELDS`)."""
     config = copy.deepcopy(config)
     if width_init and hasattr(config, "initializer_range"):
-        config.initializer_range = 1.0 / math.sqrt(config.hidden_size)
+        config.initializer_range = 1.0 / math.sqrt(hidden_width(config))
     config.vocab_size = task.vocab_size
     for name in ("bos_token_id", "eos_token_id", "pad_token_id"):
         if getattr(config, name, None) is not None:
             setattr(config, name, PAD)
-    for name in ("max_position_embeddings", "n_positions"):
-        if isinstance(getattr(config, name, None), int) and getattr(config, name) < task.seq_len:
+    for name in POSITION_FIELDS:
+        value = getattr(config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value < task.seq_len:
             setattr(config, name, task.seq_len)
     return config
 
@@ -260,18 +280,23 @@ def train_recall(
     seed: int = 0,
     progress: bool | None = None,
     desc: str = "recall",
+    trust_remote_code: bool = False,
 ) -> tuple[torch.nn.Module, int]:
     """Train a fresh model of ``config`` on MQAR with ``recipe`` at learning rate ``lr``.
 
     Returns the model (in eval mode) and the number of steps run. ``seed`` fixes the
-    initialisation and the training examples.
+    initialisation and the training examples. Any causal LM of transformers' Auto classes works
+    (SPEN is registered; ``trust_remote_code`` for configs whose code lives with a hub model).
+    Random position offsets go to models whose ``forward`` takes ``position_ids``; the others
+    (SPEN, Mamba: no position table) train without them.
     """
     from transformers import AutoModelForCausalLM
 
     import modeling_spen  # noqa: F401  registers SPEN with the Auto classes
 
     torch.manual_seed(seed)
-    model = AutoModelForCausalLM.from_config(task_config(config, task, recipe.width_init))
+    model = AutoModelForCausalLM.from_config(task_config(config, task, recipe.width_init),
+                                             trust_remote_code=trust_remote_code)
     model.train()
     offsets = recipe.random_offsets and "position_ids" in inspect.signature(model.forward).parameters
     generator = torch.Generator().manual_seed(_stream(seed, _TRAIN_STREAM))
@@ -336,6 +361,7 @@ def recall_model(
     seed: int = 0,
     progress: bool | None = None,
     desc: str = "recall",
+    trust_remote_code: bool = False,
 ) -> dict:
     """One model under the recipe: every learning rate of the grid, the rate chosen on the
     selection examples (mean accuracy over pair counts), that model scored on the evaluation examples."""
@@ -344,7 +370,7 @@ def recall_model(
     best_lr, best_score, best_model, best_steps = None, -1.0, None, 0
     for lr in recipe.lrs:
         t0 = time.perf_counter()
-        model, steps = train_recall(config, task, recipe, lr, seed, progress, desc)
+        model, steps = train_recall(config, task, recipe, lr, seed, progress, desc, trust_remote_code)
         selection = evaluate_recall(model, task, recipe.select_examples, _stream(seed, _SELECT_STREAM))
         score = sum(selection.values()) / len(selection)
         sweep[f"{lr:g}"] = {"selection_accuracy": {str(n): a for n, a in selection.items()}, "steps": steps,
@@ -374,20 +400,54 @@ def recall_map(
     seed: int = 0,
     progress: bool | None = None,
     on_model: Callable[[str, dict], None] | None = None,
+    workers: int = 1,
+    threads: int = 1,
+    trust_remote_code: bool = False,
 ) -> dict:
     """Every model of ``configs`` (name -> config) under the same task and recipe.
 
-    Returns ``{"task": ..., "recipe": ..., "seed": ..., "models": {name: recall_model(...)}}``;
-    ``on_model(name, result)`` is called after each model (e.g. to save partial results).
+    Returns ``{"task": ..., "recipe": ..., "seed": ..., "models": {name: recall_model(...)}}`` with the
+    models in the order of ``configs``; ``on_model(name, result)`` is called after each model (in the
+    order they finish). With ``workers > 1`` the models train in that many processes of ``threads``
+    torch threads each: every model's numbers are the same whichever process trains it (all its
+    randomness comes from ``seed``). ``workers == 1`` trains in this process, at its thread count.
     """
     task = task or RecallTask()
     recipe = recipe or RecallRecipe()
-    models = {}
-    for name, config in tqdm(configs.items(), desc="recall map", disable=progress is False):
-        models[name] = recall_model(config, task, recipe, seed, progress, desc=name)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    models: dict[str, dict] = {}
+    bar = tqdm(total=len(configs), desc="recall map", unit="model", disable=progress is False)
+
+    def done(name: str, result: dict) -> None:
+        models[name] = result
+        bar.update()
         if on_model is not None:
-            on_model(name, models[name])
-    return {"task": asdict(task), "recipe": asdict(recipe), "seed": seed, "chance": task.chance, "models": models}
+            on_model(name, result)
+
+    workers = min(workers, len(configs)) or 1
+    if workers == 1:
+        for name, config in configs.items():
+            done(name, recall_model(config, task, recipe, seed, progress, desc=name,
+                                    trust_remote_code=trust_remote_code))
+    else:
+        # spawn, not fork: torch's thread pools do not survive a fork.
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            futures = {pool.submit(_recall_job, (config, task, recipe, seed, threads, name, trust_remote_code)): name
+                       for name, config in configs.items()}
+            for future in as_completed(futures):
+                done(futures[future], future.result())
+    bar.close()
+    return {"task": asdict(task), "recipe": asdict(recipe), "seed": seed, "chance": task.chance,
+            "models": {name: models[name] for name in configs}}
+
+
+def _recall_job(job: tuple) -> dict:
+    """One model of the map in a worker process (top-level so that it pickles)."""
+    config, task, recipe, seed, threads, name, trust_remote_code = job
+    torch.set_num_threads(threads)
+    return recall_model(config, task, recipe, seed, progress=False, desc=name, trust_remote_code=trust_remote_code)
 
 
 def _stream(seed: int, stream: int) -> int:
@@ -432,6 +492,7 @@ __all__ = [
     "RecallRecipe",
     "Curriculum",
     "task_config",
+    "hidden_width",
     "train_recall",
     "evaluate_recall",
     "recall_model",
