@@ -197,7 +197,7 @@ def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variant
         "reference": reference, "equivalence_margin": margin, "variants": {},
     }
     with atomic_dir(out_dir) as tmp:
-        tok_dir = Path(tokenizer).resolve() if tokenizer else _build_tokenizer(cfg, data, tmp / "tokenizer")
+        tok_dir = Path(tokenizer).resolve() if tokenizer else build_tokenizer(cfg, data, tmp / "tokenizer")
         runs: list[Run] = []
         for name, fields in chosen.items():
             # The arm: the base SPEN config with only the ablated fields changed.
@@ -250,7 +250,7 @@ def _final_paths(text: str, tmp: Path, out_dir: Path) -> str:
     return text.replace(str(tmp.resolve()), str(out_dir.resolve())).replace(str(tmp), str(out_dir))
 
 
-def _build_tokenizer(cfg: dict[str, Any], data: list[str], folder: Path) -> Path:
+def build_tokenizer(cfg: dict[str, Any], data: list[str], folder: Path) -> Path:
     """The YAML's tokenizer (or a BPE trained on the data), saved once for every run of the ablation."""
     import train_data
 

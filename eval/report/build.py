@@ -11,15 +11,18 @@ from tqdm.auto import tqdm
 
 from ema_boundary.io import atomic_dir, write_json
 from eval.report import stages
-from eval.report.assemble import assemble, linear_checkpoint
+from eval.report.assemble import assemble
 from eval.report.plan import Plan
 from eval.report.render import figures, write_index
+
+STAGES = ("tokenizer", "language_model", "ngram", "ablations", "content_probes", "structure", "writing")
 
 
 def build_report(out: Path, plan: Plan, command: str) -> dict[str, Any]:
     """Run every stage of ``plan`` and write ``out`` (replaced atomically). Returns the report.json content.
 
-    Intermediate outputs (datasets, checkpoints) stay under ``out/work``.
+    The structure stage runs in a child process beside the content stages (both are CPU-bound and independent).
+    Intermediate outputs (datasets, checkpoints, logs) stay under ``out/work``.
     """
     import torch
 
@@ -27,38 +30,51 @@ def build_report(out: Path, plan: Plan, command: str) -> dict[str, Any]:
     if plan.scale == "tiny":
         # Tiny models: one thread beats two (synchronisation costs more than the matmuls save).
         torch.set_num_threads(1)
-    bar = tqdm(total=5, desc="boundary report", unit="stage", disable=None)
+    bar = tqdm(total=len(STAGES), desc="boundary report", unit="stage", disable=None)
     stage_seconds: dict[str, float] = {}
     clock = time.time()
 
-    def lap(name: str) -> None:
+    def lap(name: str, next_stage: str = "") -> None:
         nonlocal clock
         stage_seconds[name] = time.time() - clock
         clock = time.time()
         bar.update()
+        bar.set_postfix_str(next_stage)
 
     with atomic_dir(out) as tmp:
         work = tmp / "work"
         work.mkdir()
-        bar.set_postfix_str("structure: grammar, SPCN, BiGRU")
-        structure = stages.structure(work, plan)
-        lap("structure")
-        bar.set_postfix_str("predictor and trace ablations")
-        pred, traces = stages.ablation(work, plan, "predictor"), stages.ablation(work, plan, "trace")
-        lap("ablations")
-        bar.set_postfix_str("GPT-2-architecture baseline")
-        tokenizer = linear_checkpoint(pred).parent / "tokenizer"  # every SPEN run's tokenizer
-        baseline = stages.baseline(work, plan, pred["seeds"], tokenizer)
-        lap("baseline")
-        bar.set_postfix_str("content probes")
-        first_seed = str(pred["seeds"][0])
-        checkpoints = {f"SPEN-{t}": Path(traces["folder"]) / v["runs"][first_seed]["run_dir"] / "final"
-                       for t, v in traces["variants"].items()}
-        checkpoints["GPT-2 arch"] = Path(baseline["runs"][first_seed]["run_dir"]) / "final"
-        probes = stages.content_probes(work, plan, checkpoints)
-        lap("content_probes")
-        bar.set_postfix_str("writing report")
-        report = assemble(structure, pred, traces, baseline, probes, command, time.time() - started)
+        bar.set_postfix_str("grammar corpus; SPCN starts in the background")
+        structure = stages.start_structure(work, plan)
+        try:
+            tokenizer = stages.build_tokenizer(work, plan)
+            lap("tokenizer", "headline pair: learning-rate grid and seeds")
+            lm = stages.language_model(work, plan, tokenizer)
+            lap("language_model", "n-gram reference")
+            spen_tokens = lm["architectures"]["spen"]["train_tokens"]
+            ngram = stages.ngram_reference(plan, tokenizer, spen_tokens)
+            regime = stages.regime(lm, ngram)
+            lap("ngram", "reader and trace ablations")
+            spen_lr = lm["architectures"]["spen"]["lr"]
+            pred = stages.ablation(work, plan, "predictor", spen_lr, tokenizer)
+            traces = stages.ablation(work, plan, "trace", spen_lr, tokenizer)
+            lap("ablations", "content probes: identity at lag, the recall map")
+            seed0 = str(lm["seeds"][0])
+            checkpoints = {name: Path(lm["architectures"][w]["runs"][seed0]["final_dir"])
+                           for name, w in (("SPEN-ema", "spen"), ("GPT-2 arch", "gpt2"))}
+            for t in ("learned", "selective"):
+                if t in traces["variants"]:
+                    run_dir = traces["variants"][t]["runs"][str(traces["seeds"][0])]["run_dir"]
+                    checkpoints[f"SPEN-{t} (ablation)"] = Path(traces["folder"]) / run_dir / "final"
+            probes = stages.content_probes(work, plan, checkpoints)
+            lap("content_probes", "waiting for the structure stage")
+            structure_result = structure.result()
+        finally:
+            if structure.process.poll() is None:  # an error above: do not leave the child running
+                structure.process.kill()
+        lap("structure", "writing report")
+        report = assemble(plan, structure_result, lm, ngram, regime, pred, traces, probes, command,
+                          time.time() - started)
         report["environment"]["stage_seconds"] = stage_seconds
         # Paths inside the report name the final folder, not the temporary one.
         report = json.loads(json.dumps(report).replace(str(tmp), str(out)))

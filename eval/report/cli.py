@@ -7,7 +7,28 @@ import sys
 from pathlib import Path
 
 from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser
-from eval.report.plan import CORPORA, SCALES, Plan
+from ema_boundary.io import OutputError, check_output_dir
+from eval.report.plan import CORPORA, PLANS, SCALES, Plan, PlanError
+
+
+def _check_corpus(parser: UsageParser, corpus: str) -> None:
+    """A corpus file must exist and be text: checked before minutes of training, in one line."""
+    if corpus in CORPORA:
+        return
+    path = Path(corpus)
+    if not path.is_file():
+        parser.error(f"--corpus {corpus}: not 'embedded', 'c4' or an existing text file")
+    try:
+        with open(path, encoding="utf-8") as f:
+            head = f.read(1 << 16)
+    except UnicodeDecodeError:
+        parser.error(f"--corpus {corpus}: not UTF-8 text")
+    except OSError as e:
+        parser.error(f"--corpus {corpus}: cannot read ({e.strerror})")
+    if "\x00" in head:
+        parser.error(f"--corpus {corpus}: a binary file, not text")
+    if not head.strip():
+        parser.error(f"--corpus {corpus}: empty")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -15,8 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=UsageParser)
     rep = sub.add_parser("report", help="run every experiment and write the boundary report",
                          description="Run every experiment and write the boundary report (index.md, report.json, "
-                                     "figures).")
-    rep.add_argument("--quick", action="store_true", help="fewer steps, smaller probes (~4 min on 2 cores)")
+                                     "figures). What runs is declared in a plan YAML: "
+                                     + ", ".join(sorted(set(PLANS.values()))) + ".")
+    rep.add_argument("--quick", action="store_true", help=f"the quick plan ({PLANS['tiny', True]}): a smoke test")
+    rep.add_argument("--plan", metavar="YAML", help="another plan YAML (overrides --quick and --scale's choice)")
     rep.add_argument("--out", default="outputs/report", help="output folder (default: outputs/report)")
     rep.add_argument("--corpus", default="embedded",
                      help="'embedded' (Python's help topics and standard-library docstrings, offline), 'c4' "
@@ -24,13 +47,24 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--scale", choices=SCALES, default="tiny",
                      help="tiny CPU models, or the paper's 130M SPEN vs GPT-2 small (GPU)")
     rep.add_argument("--seed", type=int, default=0, help="seed of the grammar corpus, SPCN and probes")
-    rep.add_argument("--max-steps", type=int, help="optimizer steps per training run (overrides the plan)")
-    args = parser.parse_args(argv)
-    if args.corpus not in CORPORA and not Path(args.corpus).is_file():
-        parser.error(f"--corpus {args.corpus}: not 'embedded', 'c4' or an existing text file")
-    if args.max_steps is not None and args.max_steps < 1:
-        parser.error(f"--max-steps must be a positive integer, got {args.max_steps}")
-    plan = Plan.make(args.scale, args.quick, args.corpus, args.seed, args.max_steps)
+    rep.add_argument("--max-steps", type=int, help="cap on every training run's optimizer steps (a smoke test)")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # a usage error (printed in one line) or --help
+        return int(e.code or 0)
+    try:
+        _check_corpus(rep, args.corpus)
+        if args.max_steps is not None and args.max_steps < 1:
+            rep.error(f"--max-steps must be a positive integer, got {args.max_steps}")
+        if args.seed < 0:
+            rep.error(f"--seed must be a non-negative integer, got {args.seed}")
+        try:
+            check_output_dir(args.out)
+            plan = Plan.make(args.scale, args.quick, args.corpus, args.seed, args.max_steps, args.plan)
+        except (OutputError, PlanError) as e:
+            rep.error(f"--out {e}" if isinstance(e, OutputError) else str(e))
+    except SystemExit as e:
+        return int(e.code or 0)
     command = shlex.join(["ema-boundary", *(argv if argv is not None else sys.argv[1:])])
     from eval.report.build import build_report
 

@@ -2,42 +2,161 @@
 
 from __future__ import annotations
 
+import math
 import shutil
 import statistics
 from pathlib import Path
 
 from ema_boundary.figures import pyplot, save
-from ema_boundary.paper import PAPER
+from ema_boundary.paper import ARXIV
+from eval.content_probes import render_content_probes_figures, render_content_probes_markdown
 from grammar_probe.render import render_structure_figures, render_structure_markdown
 
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.1f}%"
+LABELS = {"spen": "SPEN (EMA traces)", "gpt2_arch": "GPT-2 architecture"}
 
 
 def figures(report: dict, work: Path, fig_dir: Path) -> dict[str, str]:
-    """Copy the stages' figures and draw the summary ones; returns name -> path relative to the report."""
-    plt = pyplot()
+    """Draw the report's figures (and copy the ablations'); returns name -> path relative to the report."""
     fig_dir.mkdir(parents=True, exist_ok=True)
     paths = {name: f"figures/{p.name}" for name, p in render_structure_figures(report["structure"], fig_dir).items()}
     for name, src in [("ablation_predictor", work / "ablation_predictor" / "loss_curves.png"),
-                      ("ablation_trace", work / "ablation_trace" / "loss_curves.png"),
-                      ("identity_at_lag", work / "content_probes" / "identity_at_lag.png"),
-                      ("recall", work / "content_probes" / "recall.png")]:
+                      ("ablation_trace", work / "ablation_trace" / "loss_curves.png")]:
         if src.is_file():
             shutil.copyfile(src, fig_dir / f"{name}.png")
             paths[name] = f"figures/{name}.png"
-
-    ppl = report["content"]["perplexity"]
-    fig, ax = plt.subplots(figsize=(4.5, 3.5))
-    ax.bar(["SPEN (EMA)", "GPT-2 arch"], [ppl["spen"], ppl["gpt2_arch"]], color=["tab:orange", "tab:blue"])
-    ax.set_ylabel("validation perplexity")
-    ax.set_title(f"equal size and data: ratio {report['content']['perplexity_ratio']:.2f}x\n"
-                 f"(paper, 130M on C4: {PAPER['perplexity_ratio']:.1f}x)", fontsize=9)
-    fig.tight_layout()
-    save(fig, fig_dir / "content_perplexity.png")
-    paths["content_perplexity"] = "figures/content_perplexity.png"
+    for name, p in render_content_probes_figures(report["probes"], fig_dir).items():
+        paths[name] = f"figures/{p.name}"
+    _learning_curves(report["content"], fig_dir / "learning_curves.png")
+    paths["learning_curves"] = "figures/learning_curves.png"
     return paths
+
+
+def _learning_curves(content: dict, path: Path) -> None:
+    """Validation (solid) and training (dashed) loss against tokens, mean over seeds, with the n-gram lines."""
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    colors = {"spen": "tab:orange", "gpt2_arch": "tab:blue"}
+    for name, by_seed in content["curves"].items():
+        runs = list(by_seed.values())
+        n_val = min(len(r["val_loss"]) for r in runs)
+        n_train = min(len(r["loss"]) for r in runs)
+        val = [statistics.fmean(r["val_loss"][j] for r in runs) for j in range(n_val)]
+        train = [statistics.fmean(r["loss"][j] for r in runs) for j in range(n_train)]
+        ax.plot(runs[0]["val_tokens"][:n_val], val, color=colors.get(name), marker=".",
+                label=f"{LABELS.get(name, name)}: validation")
+        ax.plot(runs[0]["tokens"][:n_train], train, color=colors.get(name), ls="--", lw=1,
+                label=f"{LABELS.get(name, name)}: training")
+    for (order, ppl), ls in zip(((k, content["ngram"][k]) for k in ("unigram", "bigram", "trigram")),
+                                (":", "-.", (0, (5, 1))), strict=True):
+        ax.axhline(math.log(ppl), color="gray", ls=ls, lw=1, label=f"{order} (Kneser-Ney), ppl {ppl:.1f}")
+    reg = content["regime"]
+    ax.set(xlabel="training tokens", ylabel="loss (nats per token)",
+           title=f"Headline pair: {reg['parameters']:,} parameters, {reg['tokens_per_parameter']:.0f} tokens/parameter,"
+                 f" {reg['val_tokens']:,} validation tokens")
+    ax.title.set_fontsize(9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    save(fig, path)
+
+
+def _ci(s: dict, digits: int = 3) -> str:
+    lo, hi = s["ci95"]
+    if not math.isfinite(lo):
+        return f"{s['mean']:.{digits}f}"
+    return f"{s['mean']:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def content_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
+    """The content side: the regime, the headline pair against the n-gram lines, the paper's claims as rows,
+    the ablations with their verdicts, then the probes (eval.content_probes' own rendering)."""
+    c = report["content"]
+    reg, cmp_ = c["regime"], c["comparison"]
+    epochs = f"{reg['epochs']:.2f} epochs" if reg["epochs"] else "under one epoch (streamed)"
+    lines = [
+        "## Content: language modelling in a stated regime",
+        "",
+        f"**Regime.** Both architectures at {reg['parameters']:,} (SPEN) and "
+        f"{c['regime']['by_architecture']['gpt2_arch']['parameters']:,} (GPT-2) parameters, "
+        f"{reg['train_tokens']:,} training tokens each = **{reg['tokens_per_parameter']:.1f} tokens per parameter**, "
+        f"{epochs} over the training split, scored on {reg['val_tokens']:,} validation tokens. Same data, order, "
+        "tokenizer, steps and schedule; each architecture's learning rate chosen on validation from the grid the "
+        "plan declared (below), then trained with "
+        f"{c['val_loss']['spen']['n']} seeds. The validation blocks chose the rate and score the run (both "
+        "architectures alike).",
+        "",
+        "| model | parameters | lr (grid) | training loss | validation loss | perplexity |",
+        "|---|---:|---|---:|---:|---:|",
+    ]
+    for name in ("spen", "gpt2_arch"):
+        lr = c["learning_rate"][name]
+        grid = ", ".join(f"{k}: {v['final_val_loss']:.3f}" for k, v in lr["grid"].items())
+        lines.append(f"| {LABELS[name]} | {c['parameters'][name]:,} | **{lr['chosen']:g}** ({grid}) | "
+                     f"{_ci(c['train_loss'][name])} | {_ci(c['val_loss'][name])} | {c['perplexity'][name]:.1f} |")
+    ng = c["ngram"]
+    lines += [
+        *[f"| {k} model (Kneser-Ney, counted on the training split) | — | — | — | {math.log(ng[k]):.3f} | "
+          f"{ng[k]:.1f} |" for k in ("unigram", "bigram", "trigram")],
+        "",
+        f"SPEN − GPT-2: **{cmp_['difference']:+.4f} nats** [95% CI {cmp_['ci95'][0]:+.4f}, {cmp_['ci95'][1]:+.4f}], "
+        f"{cmp_['n']} paired seeds: a perplexity ratio of **{c['perplexity_ratio']:.2f}x** "
+        f"[{c['perplexity_ratio_ci95'][0]:.2f}, {c['perplexity_ratio_ci95'][1]:.2f}] "
+        f"(verdict: {cmp_['verdict']}, equivalence margin ±{cmp_['equivalence_margin']:g} nats). Intervals are "
+        "95% t intervals over seeds.",
+        "",
+        f"![learning curves]({figure_paths['learning_curves']})",
+        "",
+        "## The paper's content claims, row by row",
+        "",
+        "| the paper's claim | paper | this run | verdict | how strongly |",
+        "|---|---|---|---|---|",
+        *[f"| {r['claim']} | {r['paper']} | {r['ours']} | **{r['verdict']}** | {r['strength']} |"
+          for r in report["paper_claims"]],
+        "",
+        "\"Equivalent\" appears only where the two one-sided tests pass against the margin the plan declared; a "
+        "difference that is neither shown nor excluded is \"not resolved at this budget\".",
+    ]
+    for key, title, fig in (("ablation", "The reader ablation: swap the predictor, keep the traces",
+                             "ablation_predictor"),
+                            ("traces", "Does input-dependent selection move the line?", "ablation_trace")):
+        a = report[key]
+        r = a["regime"]
+        tpp = statistics.fmean(r["tokens_per_parameter"].values())
+        lines += [
+            "", f"## {title}", "",
+            f"{r['seeds']} seeds per arm, paired by seed, {r['steps']} steps ({r['train_tokens']:,} tokens, about "
+            f"{tpp:.1f} tokens per parameter: shorter than the headline pair), lr {r['lr']:g} (SPEN's from the "
+            f"grid); each arm minus `{a['reference']}`, equivalence margin ±{a['equivalence_margin']:g} nats, "
+            "Holm-adjusted.",
+            "",
+            "| arm | parameters | mean validation loss | minus reference [95% CI] | could detect | verdict |",
+            "|---|---:|---:|---|---:|---|",
+        ]
+        for arm, loss in a["final_loss"].items():
+            cmp_arm = a["comparisons"].get(arm)
+            if cmp_arm is None:
+                lines.append(f"| `{arm}` (reference) | {r['parameters'][arm]:,} | {loss:.4f} | — | — | — |")
+                continue
+            lo, hi = cmp_arm["ci95"]
+            lines.append(f"| `{arm}` | {r['parameters'][arm]:,} | {loss:.4f} | {cmp_arm['difference']:+.4f} "
+                         f"[{lo:+.4f}, {hi:+.4f}] | {cmp_arm['detectable']:.3f} | {cmp_arm['conclusion']} |")
+        lines += ["", a["statement"] + "."]
+        if fig in figure_paths:
+            lines += ["", f"![{fig}]({figure_paths[fig]})"]
+    lines += [
+        "",
+        "## Content probes: what the state keeps of which tokens it saw",
+        "",
+        "Readers of the **current state** of fixed-rate traces are bound by the data-processing argument: whatever "
+        "the traces dropped, no function of them recovers. Readers of **every past state** (sequence scope) are "
+        "not: the past states of fixed-rate traces are invertible (u_t = (h_t − (1−a) h_{t−1}) / a), so attention "
+        "over them can in principle look tokens up like attention over the tokens themselves.",
+        "",
+        *render_content_probes_markdown(report["probes"]).splitlines(),
+    ]
+    for name in ("identity_at_lag", "recall"):
+        if name in figure_paths:
+            lines += ["", f"![{name}]({figure_paths[name]})"]
+    return lines
 
 
 def structure_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
@@ -49,16 +168,31 @@ def structure_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
     return lines
 
 
+def headline(report: dict) -> list[str]:
+    """The verdicts in one place, the paper's disagreements first."""
+    lines = ["## Headline", ""]
+    for row in report["structure"].get("paper", {}).values():
+        lines.append(f"- structure, {row['description']}: **{row['verdict']}**")
+    for r in report["paper_claims"]:
+        lines.append(f"- content, {r['claim']}: **{r['verdict']}** ({r['ours']})")
+    return lines
+
+
 def write_index(report: dict, figure_paths: dict[str, str], path: Path) -> None:
-    """index.md: the question, each side's tables beside the paper's numbers, the figures, how to reproduce."""
-    c, a, t = report["content"], report["ablation"], report["traces"]
+    """index.md: the question, the headline verdicts, each side's tables and figures, how to reproduce."""
+    env = report["environment"]
+    reg = report["content"]["regime"]
     lines = [
         "# Where fixed-decay EMA context holds, and where it fails",
         "",
-        f"Generated by `{report['command']}` in {report['environment']['seconds'] / 60:.1f} min on "
-        f"{report['environment']['device']} (torch {report['environment']['torch']}, transformers "
-        f"{report['environment']['transformers']}). Every number below is in `report.json` with the command that "
-        "reproduces it. Paper: *EMA Is Not All You Need* (arXiv 2604.08556).",
+        f"Generated by `{report['command']}` (plan `{report['plan']['path']}`) in {env['seconds'] / 60:.1f} min on "
+        f"{env['device']} (torch {env['torch']}, transformers {env['transformers']}). Every number below is in "
+        f"`report.json` with the command that reproduces it. Paper: *EMA Is Not All You Need* (arXiv {ARXIV}). "
+        f"Regime of the headline pair: {reg['parameters']:,} parameters, {reg['train_tokens']:,} tokens, "
+        f"{reg['tokens_per_parameter']:.1f} tokens per parameter: far from the paper's 130M on C4, so only the "
+        "direction of a gap carries over, not its size.",
+        "",
+        *headline(report),
         "",
         "## The question",
         "",
@@ -68,76 +202,9 @@ def write_index(report: dict, figure_paths: dict[str, str], path: Path) -> None:
         "sides, the reader ablation, and whether input-dependent decays move the line.",
         "",
         *structure_section(report, figure_paths),
+        "",
+        *content_section(report, figure_paths),
+        "", "## Reproduce", "", "```", report["command"], "```", "",
+        "Each stage alone: see the `command` entries in `report.json`.", "",
     ]
-    lines += [
-        "",
-        "## Content: language modelling at equal size and data",
-        "",
-        "| model | parameters | validation loss | perplexity |",
-        "|---|---|---|---|",
-        f"| SPEN (linear predictor, EMA traces) | {c['parameters']['spen']:,} | {c['val_loss']['spen']:.3f} | "
-        f"{c['perplexity']['spen']:.1f} |",
-        f"| GPT-2 architecture | {c['parameters']['gpt2_arch']:,} | {c['val_loss']['gpt2_arch']:.3f} | "
-        f"{c['perplexity']['gpt2_arch']:.1f} |",
-        "",
-        f"Perplexity ratio SPEN / GPT-2: **{c['perplexity_ratio']:.2f}x** (paper, 130M on C4: 260 vs 33, "
-        f"{PAPER['perplexity_ratio']:.1f}x). Means over seeds.",
-        "",
-        f"![content]({figure_paths['content_perplexity']})",
-        "",
-        "### What the hidden state still knows about past tokens",
-        "",
-        "A linear probe on each layer's hidden state predicts the token k positions back (best layer shown). "
-        "For SPEN the hidden state is all the memory there is; a transformer keeps its memory in the "
-        "key/value cache and need not copy past tokens into the residual stream, so for GPT-2 the fair test "
-        "of what it can retrieve is the recall task below.",
-        "",
-        "| model | " + " | ".join(f"k={k}" for k in _lag_marks(report)) + " |",
-        "|---|" + "---|" * len(_lag_marks(report)),
-    ]
-    for name, r in report["identity_at_lag"].items():
-        cells = [_pct(r["accuracy"][k - 1]) for k in _lag_marks(report)]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    chance = next(iter(report["identity_at_lag"].values()))["chance"]
-    lines += ["", f"Chance (majority class): about {_pct(statistics.fmean(chance))}."]
-    if "identity_at_lag" in figure_paths:
-        lines += ["", f"![identity]({figure_paths['identity_at_lag']})"]
-    lines += ["", "### Associative recall (MQAR)", "",
-              "| model | " + " | ".join(f"{n} pairs" for n in next(iter(report["recall"].values()))["pairs"])
-              + " | best lr |", "|---|" + "---|" * (len(next(iter(report["recall"].values()))["pairs"]) + 1)]
-    for name, r in report["recall"].items():
-        lines.append(f"| {name} | " + " | ".join(_pct(x) for x in r["accuracy"]) + f" | {r['best_lr']:g} |")
-    if "recall" in figure_paths:
-        lines += ["", f"![recall]({figure_paths['recall']})"]
-    lines += [
-        "",
-        "## The reader ablation: swap the predictor, keep the traces",
-        "",
-        "| predictor | final validation loss (mean over seeds) |",
-        "|---|---|",
-        *[f"| {v} | {loss:.4f} |" for v, loss in a["final_loss"].items()],
-        "",
-        f"{a['statement']}. Paper: {PAPER['predictor_ablation']}.",
-    ]
-    if "ablation_predictor" in figure_paths:
-        lines += ["", f"![ablation]({figure_paths['ablation_predictor']})"]
-    lines += [
-        "",
-        "## Does input-dependent selection move the line?",
-        "",
-        "| trace | final validation loss (mean over seeds) |",
-        "|---|---|",
-        *[f"| {v} | {loss:.4f} |" for v, loss in t["final_loss"].items()],
-        "",
-        f"{t['statement']}.",
-    ]
-    if "ablation_trace" in figure_paths:
-        lines += ["", f"![traces]({figure_paths['ablation_trace']})"]
-    lines += ["", "## Reproduce", "", "```", report["command"], "```", "",
-              "Each stage alone: see `command` entries in `report.json`.", ""]
     path.write_text("\n".join(lines))
-
-
-def _lag_marks(report: dict) -> list[int]:
-    lags = next(iter(report["identity_at_lag"].values()))["lags"]
-    return [k for k in (1, 2, 4, 8, 16, 32, 64) if k <= len(lags)]
