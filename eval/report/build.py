@@ -69,9 +69,9 @@ def build_report(out: Path, plan: Plan, command: str) -> dict[str, Any]:
             probes = stages.content_probes(work, plan, checkpoints)
             lap("content_probes", "waiting for the structure stage")
             structure_result = structure.result()
-        finally:
-            if structure.process.poll() is None:  # an error above: do not leave the child running
-                structure.process.kill()
+        except BaseException:
+            structure.stop()  # an error above: do not leave the child running
+            raise
         lap("structure", "writing report")
         report = assemble(plan, structure_result, lm, ngram, regime, pred, traces, probes, command,
                           time.time() - started)

@@ -11,8 +11,8 @@ import json
 import shlex
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,30 +44,50 @@ def run_entry_point(prog: Sequence[str], main: Callable[[list[str]], object], ar
 # ---------------------------------------------------------------------------------------------
 
 
-@dataclass
 class Structure:
-    """The structure stage running in a child process while the content stages train (it is CPU-bound and
-    independent of them); :meth:`result` waits for it."""
+    """The structure stage (``grammar_probe build``, then ``run``) in child processes, beside the content stages:
+    it is CPU-bound and independent of them. :meth:`result` waits for it."""
 
-    process: subprocess.Popen
-    out: Path
-    log: Path
-    commands: list[str]
+    def __init__(self, argvs: list[list[str]], out: Path, log: Path) -> None:
+        self.commands = [shlex.join([*GRAMMAR, *argv]) for argv in argvs]
+        self.out, self.log = out, log
+        self.status: int | None = None
+        self.failed = ""
+        self.process: subprocess.Popen | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(argvs,), daemon=True)
+        self._thread.start()
+
+    def _run(self, argvs: list[list[str]]) -> None:
+        with open(self.log, "w") as f:
+            for argv in argvs:  # exactly the recorded argv, one command after the other
+                if self._stop.is_set():
+                    return
+                self.process = subprocess.Popen([sys.executable, "-m", "grammar_probe", *argv], cwd=REPO,
+                                                stdout=f, stderr=subprocess.STDOUT)
+                self.status = self.process.wait()
+                if self.status != 0:
+                    self.failed = shlex.join([*GRAMMAR, *argv])
+                    return
+
+    def stop(self) -> None:
+        """Kill the child (the report failed elsewhere): nothing keeps running after the report exits."""
+        self._stop.set()
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
 
     def result(self) -> dict[str, Any]:
-        if self.process.wait() != 0:
+        self._thread.join()
+        if self.status != 0:
             tail = self.log.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
-            raise UsageError(f"stage failed (exit status {self.process.returncode}): {self.commands[-1]}: {tail[0]}")
+            raise UsageError(f"stage failed (exit status {self.status}): {self.failed}: {tail[0]}")
         results = json.loads((self.out / "results.json").read_text())
         results["command"] = self.commands
         return results
 
 
 def start_structure(work: Path, plan: Plan) -> Structure:
-    """Build the grammar corpus (here), then start ``grammar_probe run`` (SPCN, the taggers, the scores) in a
-    child process with exactly the recorded argv."""
-    from grammar_probe.__main__ import main
-
+    """Start the grammar corpus build, then SPCN, the taggers and the scores (``python -m grammar_probe``)."""
     g = plan.grammar
     dataset, out, log = work / "grammar_dataset", work / "grammar_probe", work / "logs" / "grammar_probe.log"
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -75,16 +95,10 @@ def start_structure(work: Path, plan: Plan) -> Structure:
                 "--ceiling-sentences": g.ceiling_sentences, "--window-sentences": g.window_sentences}
     build = ["build", "--out", dataset, "--seed", plan.seed, "--train-size", g.train_size,
              *[x for flag, v in optional.items() if v is not None for x in (flag, v)]]
-    commands = [run_entry_point(GRAMMAR, main, build)]
     optional = {"--seeds": g.seeds, "--train-sentences": g.train_sentences, "--eval-sentences": g.eval_sentences}
-    run = ["run", "--dataset", str(dataset), "--out", str(out), "--seed", str(plan.seed), "--workers", str(g.workers),
-           *(["--quick"] if g.quick else []),
-           *[str(x) for flag, v in optional.items() if v is not None for x in (flag, v)]]
-    commands.append(shlex.join([*GRAMMAR, *run]))
-    with open(log, "w") as f:
-        process = subprocess.Popen([sys.executable, "-m", "grammar_probe", *run], cwd=REPO, stdout=f,
-                                   stderr=subprocess.STDOUT)
-    return Structure(process, out, log, commands)
+    run = ["run", "--dataset", dataset, "--out", out, "--seed", plan.seed, "--workers", g.workers,
+           *(["--quick"] if g.quick else []), *[x for flag, v in optional.items() if v is not None for x in (flag, v)]]
+    return Structure([[str(a) for a in build], [str(a) for a in run]], out, log)
 
 
 # ---------------------------------------------------------------------------------------------
