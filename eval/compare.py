@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser
 from ema_boundary.figures import pyplot
-from ema_boundary.io import atomic_dir, write_json
+from ema_boundary.io import OutputError, atomic_dir, check_output_dir, write_json
 
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 # The metric plotted for a task: the first of these it reports. Bits per byte first: tokenizer-independent
@@ -166,6 +166,16 @@ def compare(models: Sequence[str], tasks: Sequence[str], out_dir: str | Path, *,
     for p in include_path:
         if not Path(p).is_dir():
             raise UsageError(f"--include_path {p}: no such folder")
+    for name in models:  # a local folder that is missing or is not a model is a typo, not a skipped model
+        path = Path(name)
+        if path.exists() and not (path / "config.json").is_file():
+            raise UsageError(f"--models {name}: not a save_pretrained folder (no config.json)")
+        if not path.exists() and (name.startswith(("/", ".", "~")) or name.count("/") > 1):
+            raise UsageError(f"--models {name}: no such folder")
+    try:
+        check_output_dir(out_dir)
+    except OutputError as e:
+        raise UsageError(f"--out {e}") from None
     manager = _task_manager(tasks, include_path)
     unknown = [t for t in tasks if t not in manager.all_tasks]
     if unknown:

@@ -19,7 +19,7 @@ import numpy as np
 from ema_boundary.figures import pyplot, save
 from grammar_probe.names import MODEL_LABELS, MODELS
 
-__all__ = ["render_structure_figures", "render_structure_markdown", "write_report"]
+__all__ = ["paper_row_value", "render_structure_figures", "render_structure_markdown", "write_report"]
 
 COLOURS = {
     "majority_word": "tab:brown", "window": "tab:grey", "plain_ema": "tab:olive", "spcn_frozen": "tab:cyan",
@@ -51,7 +51,8 @@ def _ratio(s: dict) -> str:
     return f"{s['mean']:.3f} [{lo:.3f}, {hi:.3f}]" if math.isfinite(lo) else f"{s['mean']:.3f}"
 
 
-def _row_value(name: str, row: dict, value: dict) -> str:
+def paper_row_value(name: str, row: dict, value: dict) -> str:
+    """One value of a paper row of results.json, formatted as the row reads (ratio, %, or points)."""
     if name == "ratio_within_a":
         return _ratio(value)
     if isinstance(row["paper"], str):
@@ -68,9 +69,9 @@ def _paper_table(results: dict) -> list[str]:
             paper_s = paper
         else:
             paper_s = f"{paper:.2f}" if name == "ratio_within_a" else f"{100 * paper:.1f} %"
-        shortcuts = "; ".join(f"{m} {_row_value(name, row, c['value'])} ({c['verdict']})"
+        shortcuts = "; ".join(f"{m} {paper_row_value(name, row, c['value'])} ({c['verdict']})"
                               for m, c in row.get("shortcuts", {}).items())
-        ours = _row_value(name, row, row["ours"])
+        ours = paper_row_value(name, row, row["ours"])
         lines.append(f"| {row['description']} | {paper_s} | {ours} | **{row['verdict']}** | {shortcuts} |")
     return lines
 

@@ -116,6 +116,69 @@ ROWS: dict[str, Row] = {
 }
 
 
+def _module(module: str, *argv: str) -> int:
+    """``python -m MODULE ARGV`` in-process (its ``main``)."""
+    import importlib
+
+    return importlib.import_module(module).main(list(argv))
+
+
+def _truncated_checkpoint(tmp: Path) -> Path:
+    """A saved tiny GPT-2 whose model.safetensors has been cut in half."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from transformers.utils import logging
+
+    folder = tmp / "model"
+    logging.disable_progress_bar()  # the fixture's own progress is not the entry point's output
+    try:
+        GPT2LMHeadModel(GPT2Config(n_embd=16, n_layer=1, n_head=2, vocab_size=64, n_positions=32)).save_pretrained(
+            folder)
+    finally:
+        logging.enable_progress_bar()
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    return folder
+
+
+def _not_json_model(tmp: Path) -> Path:
+    folder = tmp / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text("{not json")
+    return folder
+
+
+ROWS.update({
+    # python -m eval.compare | eval.ablation | eval.content_probes, ema-boundary report
+    "compare: missing model folder": Row(
+        lambda t: _module("eval.compare", "--models", str(t / "none"), "--tasks", "pydoc_val", "--out", str(t / "out")),
+        "--models", 2),
+    "compare: out of range": Row(
+        lambda t: _module("eval.compare", "--models", "gpt2", "--tasks", "pydoc_val", "--limit", "-3", "--out",
+                          str(t / "out")), "--limit", 2),
+    "ablation: missing YAML": Row(lambda t: _module("eval.ablation", "--config", str(t / "none.yaml"), "--out",
+                                                    str(t / "out")), "none.yaml: no such file", 2),
+    "ablation: out of range": Row(lambda t: _module("eval.ablation", "--config", str(ROOT / "hub_configs/spen-w32/"
+                                                    "train.yaml"), "--seeds", "0", "--out", str(t / "out")),
+                                  "--seeds must be a positive integer", 2),
+    "probes: truncated model.safetensors": Row(
+        lambda t: _module("eval.content_probes", "--model", str(_truncated_checkpoint(t)), "--out", str(t / "out")),
+        "model.safetensors: unreadable weights", 2),
+    "probes: config.json not JSON": Row(
+        lambda t: _module("eval.content_probes", "--model", str(_not_json_model(t)), "--out", str(t / "out")),
+        "config.json: not valid JSON", 2),
+    "report: binary corpus": Row(
+        lambda t: _module("eval.report", "report", "--corpus", str(_binary(t / "b.txt")), "--out", str(t / "out")),
+        "--corpus", 2),
+    "report: output path is a file": Row(
+        lambda t: _module("eval.report", "report", "--out", str(_text(t / "f", "x"))), "exists and is not a folder", 2,
+        out="f/index.md"),
+    "report: wrong type in the plan": Row(
+        lambda t: _module("eval.report", "report", "--plan", str(_text(t / "c.yaml", "workers: two\n")), "--out",
+                          str(t / "out")), "workers must be int", 2),
+})
+
+
 def _leftovers(folder: Path, before: set[str]) -> list[str]:
     return sorted(p.name for p in folder.iterdir() if p.name not in before)
 

@@ -1,11 +1,13 @@
 """``ema-boundary report``: the project's main job, one command from nothing to the boundary map.
 
-- :mod:`.plan` - what a run trains and probes: the one place that decides ``--quick`` and ``--scale``;
+- :mod:`.plan` - what a run trains and probes, read from a plan YAML (hub_configs/report/): ``--quick`` and
+  ``--scale`` only choose the file;
 - :mod:`.stages` - each stage through the project's own entry points, recording the argv it ran:
-  structure (``grammar_probe``), the predictor and trace ablations (``eval.ablation``), the GPT-2
-  baseline (``train.py``), the content probes (``eval.content_probes``);
-- :mod:`.assemble` - ``report.json`` from the stages' results;
-- :mod:`.render` - ``index.md`` and the figures, from ``report.json``;
+  structure (``grammar_probe``, in child processes), the headline pair (learning-rate grid and seeds through
+  ``train.py``), the n-gram reference (``eval.ngram``), the reader and trace ablations (``eval.ablation``),
+  the content probes and the recall map (``eval.content_probes``);
+- :mod:`.assemble` - ``report.json`` from the stages' results, every comparison through ``ema_boundary.stats``;
+- :mod:`.render` - ``index.md``, the figures and the README's results block, from ``report.json``;
 - :mod:`.build` - the driver (everything built under a temporary name, renamed at the end);
 - :mod:`.cli` - the command line.
 """

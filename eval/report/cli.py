@@ -31,6 +31,29 @@ def _check_corpus(parser: UsageParser, corpus: str) -> None:
         parser.error(f"--corpus {corpus}: empty")
 
 
+def _readme(parser: UsageParser, report: Path, readme: Path) -> int:
+    import json
+
+    from eval.report.render import update_readme
+
+    try:
+        changed = update_readme(json.loads(report.read_text()), readme)
+    except FileNotFoundError as e:
+        return _usage(parser, f"{e.filename}: no such file")
+    except (ValueError, KeyError) as e:
+        return _usage(parser, f"{report}: {e}")
+    print(f"{readme}: results block {'rewritten' if changed else 'already up to date'}")
+    return 0
+
+
+def _usage(parser: UsageParser, message: str) -> int:
+    try:
+        parser.error(message)
+    except SystemExit as e:
+        return int(e.code)
+    return EXIT_USAGE
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = UsageParser(prog="ema-boundary", description="Map what fixed-decay EMA context can and cannot represent.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=UsageParser)
@@ -48,10 +71,16 @@ def main(argv: list[str] | None = None) -> int:
                      help="tiny CPU models, or the paper's 130M SPEN vs GPT-2 small (GPU)")
     rep.add_argument("--seed", type=int, default=0, help="seed of the grammar corpus, SPCN and probes")
     rep.add_argument("--max-steps", type=int, help="cap on every training run's optimizer steps (a smoke test)")
+    readme = sub.add_parser("readme", help="rewrite the README's results block from a report.json",
+                            description="Rewrite the results block of README.md from a report's report.json.")
+    readme.add_argument("--report", default="docs/report/report.json", help="default: docs/report/report.json")
+    readme.add_argument("--readme", default="README.md", help="default: README.md")
     try:
         args = parser.parse_args(argv)
     except SystemExit as e:  # a usage error (printed in one line) or --help
         return int(e.code or 0)
+    if args.command == "readme":
+        return _readme(readme, Path(args.report), Path(args.readme))
     try:
         _check_corpus(rep, args.corpus)
         if args.max_steps is not None and args.max_steps < 1:
