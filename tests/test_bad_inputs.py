@@ -126,7 +126,6 @@ def _module(module: str, *argv: str) -> int:
 def _truncated_checkpoint(tmp: Path) -> Path:
     """A saved tiny GPT-2 whose model.safetensors has been cut in half."""
     from transformers import GPT2Config, GPT2LMHeadModel
-
     from transformers.utils import logging
 
     folder = tmp / "model"
