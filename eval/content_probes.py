@@ -687,8 +687,11 @@ def _identity_markdown(results: Mapping[str, Any]) -> list[str]:
         lines.append("Not run on any model.")
     skipped = [(n, m.get("identity_at_lag")) for n, m in results.get("models", {}).items()
                if m.get("identity_at_lag") not in (None, "ran", "not asked for")]
-    if skipped:
-        lines += [""] + [f"- `{n}`: skipped: {why}." for n, why in skipped]
+    if skipped:  # one line per reason: a recall map's configs all share "no trained weights"
+        reasons: dict[str, list[str]] = {}
+        for n, why in skipped:
+            reasons.setdefault(why, []).append(f"`{n}`")
+        lines += [""] + [f"- skipped ({why}): {', '.join(names)}." for why, names in reasons.items()]
     return lines
 
 

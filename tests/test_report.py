@@ -207,3 +207,27 @@ def test_bad_arguments_give_one_line_and_write_nothing(tmp_path: Path, capsys, c
     err = capsys.readouterr().err.strip()
     assert expected in err and len(err.splitlines()) == 1, err
     assert not out.exists()
+
+
+def test_readme_results_are_the_committed_reports() -> None:
+    # The README's results block is generated from docs/report/report.json (`ema-boundary readme`): a number
+    # typed into the README by hand, or a report committed without regenerating the block, fails here.
+    from eval.report.render import README_BEGIN, README_END, readme_results
+
+    report = json.loads((REPO / "docs/report/report.json").read_text())
+    readme = (REPO / "README.md").read_text()
+    block = readme[readme.index(README_BEGIN): readme.index(README_END) + len(README_END)]
+    assert block == readme_results(report)
+
+
+def test_readme_command_rewrites_only_the_block(tmp_path: Path, report_dir: Path) -> None:
+    readme = tmp_path / "README.md"
+    from eval.report.render import README_BEGIN, README_END
+
+    readme.write_text(f"intro\n\n{README_BEGIN}\nold\n{README_END}\n\noutro\n")
+    assert main(["readme", "--report", str(report_dir / "report.json"), "--readme", str(readme)]) == 0
+    text = readme.read_text()
+    assert text.startswith("intro\n\n") and text.endswith("\n\noutro\n") and "old" not in text
+    assert "tokens per parameter" in text or "per parameter" in text
+    (tmp_path / "plain.md").write_text("no block\n")
+    assert main(["readme", "--report", str(report_dir / "report.json"), "--readme", str(tmp_path / "plain.md")]) == 2

@@ -91,13 +91,19 @@ def paper_claims(content: dict, ablation: dict, traces: dict, recall: dict, cont
     comps = ablation["comparisons"]
     equivalent = [a for a, x in comps.items() if x["verdict"] == "equivalent"]
     different = [a for a, x in comps.items() if x["verdict"] == "different"]
-    verdict = ("met" if len(equivalent) == len(comps) else "refuted" if different else stats.NOT_RESOLVED)
+    overall = ablation["overall"]
+    arms_differ = overall is not None and overall["p"] < stats.ALPHA
+    # The claim is equality of every reader: any arm shown different, or the seed-blocked F test, refutes it.
+    verdict = ("met" if len(equivalent) == len(comps) else "refuted" if different or arms_differ
+               else stats.NOT_RESOLVED)
     rows.append({
         "claim": "identical loss across readers (linear, linear attention, softmax attention)",
         "paper": PAPER["predictor_ablation"],
         "ours": f"vs `{ablation['reference']}`: {len(equivalent)} arm(s) equivalent within "
                 f"±{ablation['equivalence_margin']:g} nats, {len(different)} different, "
-                f"{len(comps) - len(equivalent) - len(different)} not resolved",
+                f"{len(comps) - len(equivalent) - len(different)} not resolved"
+                + (f"; any arm different: seed-blocked F = {overall['F']:.2f}, p = {overall['p']:.3g}"
+                   if overall is not None else ""),
         "verdict": verdict,
         "strength": f"{ablation['regime']['seeds']} seeds, {ablation['regime']['steps']} steps; TOST, Holm-adjusted",
     })

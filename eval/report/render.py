@@ -92,6 +92,9 @@ def content_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
         grid = ", ".join(f"{k}: {v['final_val_loss']:.3f}" for k, v in lr["grid"].items())
         lines.append(f"| {LABELS[name]} | {c['parameters'][name]:,} | **{lr['chosen']:g}** ({grid}) | "
                      f"{_ci(c['train_loss'][name])} | {_ci(c['val_loss'][name])} | {c['perplexity'][name]:.1f} |")
+    edge = [LABELS[n] for n in ("spen", "gpt2_arch") if len(c["learning_rate"][n]["grid"]) > 1 and
+            c["learning_rate"][n]["chosen"] in (min(map(float, c["learning_rate"][n]["grid"])),
+                                                max(map(float, c["learning_rate"][n]["grid"])))]
     ng = c["ngram"]
     lines += [
         *[f"| {k} model (Kneser-Ney, counted on the training split) | — | — | — | {math.log(ng[k]):.3f} | "
@@ -103,6 +106,8 @@ def content_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
         f"(verdict: {cmp_['verdict']}, equivalence margin ±{cmp_['equivalence_margin']:g} nats). Intervals are "
         "95% t intervals over seeds.",
         "",
+        *([f"**Caveat:** the rate chosen for {' and '.join(edge)} lies at the edge of the declared grid, so its "
+           "best rate may lie beyond it; the comparison is at the best rate *of the grid*.", ""] if edge else []),
         f"![learning curves]({figure_paths['learning_curves']})",
         "",
         "## The paper's content claims, row by row",
@@ -125,8 +130,9 @@ def content_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
             "", f"## {title}", "",
             f"{r['seeds']} seeds per arm, paired by seed, {r['steps']} steps ({r['train_tokens']:,} tokens, about "
             f"{tpp:.1f} tokens per parameter: shorter than the headline pair), lr {r['lr']:g} (SPEN's from the "
-            f"grid); each arm minus `{a['reference']}`, equivalence margin ±{a['equivalence_margin']:g} nats, "
-            "Holm-adjusted.",
+            f"grid); each arm minus `{a['reference']}`, equivalence margin ±{a['equivalence_margin']:g} nats. "
+            "The intervals are each comparison's own; the verdicts use Holm-adjusted p-values across the arms, "
+            "so an interval that just excludes 0 can stay \"not resolved\".",
             "",
             "| arm | parameters | mean validation loss | minus reference [95% CI] | could detect | verdict |",
             "|---|---:|---:|---|---:|---|",
