@@ -46,6 +46,24 @@ def _readme(parser: UsageParser, report: Path, readme: Path) -> int:
     return 0
 
 
+def _render(parser: UsageParser, folder: Path) -> int:
+    import json
+
+    from ema_boundary.io import atomic_file
+    from eval.report.render import write_index
+
+    try:
+        report = json.loads((folder / "report.json").read_text())
+    except FileNotFoundError:
+        return _usage(parser, f"{folder}: no report.json")
+    except ValueError as e:
+        return _usage(parser, f"{folder / 'report.json'}: not JSON ({e})")
+    with atomic_file(folder / "index.md") as tmp:
+        write_index(report, report["figures"], Path(tmp))
+    print(f"wrote {folder / 'index.md'}")
+    return 0
+
+
 def _usage(parser: UsageParser, message: str) -> int:
     try:
         parser.error(message)
@@ -71,6 +89,9 @@ def main(argv: list[str] | None = None) -> int:
                      help="tiny CPU models, or the paper's 130M SPEN vs GPT-2 small (GPU)")
     rep.add_argument("--seed", type=int, default=0, help="seed of the grammar corpus, SPCN and probes")
     rep.add_argument("--max-steps", type=int, help="cap on every training run's optimizer steps (a smoke test)")
+    render = sub.add_parser("render", help="re-render a report's index.md from its report.json",
+                            description="Re-render OUT/index.md from OUT/report.json (the figures are kept).")
+    render.add_argument("folder", help="a report folder (index.md, report.json, figures/)")
     readme = sub.add_parser("readme", help="rewrite the README's results block from a report.json",
                             description="Rewrite the results block of README.md from a report's report.json.")
     readme.add_argument("--report", default="docs/report/report.json", help="default: docs/report/report.json")
@@ -79,6 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # a usage error (printed in one line) or --help
         return int(e.code or 0)
+    if args.command == "render":
+        return _render(render, Path(args.folder))
     if args.command == "readme":
         return _readme(readme, Path(args.report), Path(args.readme))
     try:
