@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ema_boundary.cli import UsageError
-from eval.report.plan import CORPORA, REPO, Plan
+from eval.report.plan import CORPORA, Plan
 from modeling_spen.configuration_spen import TRACES
 
 GRAMMAR = ("python", "-m", "grammar_probe")
@@ -63,8 +63,9 @@ class Structure:
             for argv in argvs:  # exactly the recorded argv, one command after the other
                 if self._stop.is_set():
                     return
-                self.process = subprocess.Popen([sys.executable, "-m", "grammar_probe", *argv], cwd=REPO,
-                                                stdout=f, stderr=subprocess.STDOUT)
+                # In this process's folder, so that relative paths in argv mean what they mean here.
+                self.process = subprocess.Popen([sys.executable, "-m", "grammar_probe", *argv], stdout=f,
+                                                stderr=subprocess.STDOUT)
                 self.status = self.process.wait()
                 if self.status != 0:
                     self.failed = shlex.join([*GRAMMAR, *argv])
