@@ -231,3 +231,18 @@ def test_readme_command_rewrites_only_the_block(tmp_path: Path, report_dir: Path
     assert "tokens per parameter" in text or "per parameter" in text
     (tmp_path / "plain.md").write_text("no block\n")
     assert main(["readme", "--report", str(report_dir / "report.json"), "--readme", str(tmp_path / "plain.md")]) == 2
+
+
+def test_render_rewrites_index_from_report_json(tmp_path: Path, report_dir: Path, capsys) -> None:
+    import shutil
+
+    folder = tmp_path / "copy"
+    shutil.copytree(report_dir, folder, ignore=shutil.ignore_patterns("work"))
+    before = (folder / "index.md").read_text()
+    (folder / "index.md").write_text("stale")
+    assert main(["render", str(folder)]) == 0
+    assert (folder / "index.md").read_text() == before  # the renderer reads report.json alone
+    capsys.readouterr()
+    assert main(["render", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no report.json" in err and len(err.splitlines()) == 1
