@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from ema_boundary.cli import UsageParser
+from ema_boundary.cli import UsageParser, positive_int
 from ema_boundary.io import write_text
 
 from . import bench_decode, bench_ffn, bench_spcn, bench_traces, bench_train, tables
@@ -77,24 +77,14 @@ def _only(value: str) -> list[str]:
     return names
 
 
-def _positive_int(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        n = 0
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
-    return n
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = UsageParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
     p.add_argument("--out", required=True, type=Path, help="JSON file to write")
     p.add_argument("--quick", action="store_true", help="tiny sizes, one or two repeats: a smoke run")
     p.add_argument("--only", type=_only, default=list(BENCHMARKS), help=f"comma-separated subset of {BENCHMARKS}")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cuda runs the GPU suite")
-    p.add_argument("--threads", type=_positive_int, default=None, help="torch CPU threads (default: torch's)")
-    p.add_argument("--repeats", type=_positive_int, default=None, help="override every benchmark's repeats")
+    p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's)")
+    p.add_argument("--repeats", type=positive_int, default=None, help="override every benchmark's repeats")
     args = p.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("argument --device: cuda requested but torch.cuda.is_available() is False")

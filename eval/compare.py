@@ -27,7 +27,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser
+from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, looks_like_path, positive_int
 from ema_boundary.figures import pyplot
 from ema_boundary.io import OutputError, atomic_dir, check_output_dir, write_json
 
@@ -170,7 +170,7 @@ def compare(models: Sequence[str], tasks: Sequence[str], out_dir: str | Path, *,
         path = Path(name)
         if path.exists() and not (path / "config.json").is_file():
             raise UsageError(f"--models {name}: not a save_pretrained folder (no config.json)")
-        if not path.exists() and (name.startswith(("/", ".", "~")) or name.count("/") > 1):
+        if not path.exists() and looks_like_path(name):
             raise UsageError(f"--models {name}: no such folder")
     try:
         check_output_dir(out_dir)
@@ -216,15 +216,9 @@ def compare(models: Sequence[str], tasks: Sequence[str], out_dir: str | Path, *,
     return result
 
 
-def _positive_int(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
-    return int(value)
-
-
 def _batch_size(value: str) -> int | str:
     # lm-eval's "auto" probes the largest batch that fits; otherwise a positive integer.
-    return value if value == "auto" or value.startswith("auto:") else _positive_int(value)
+    return value if value == "auto" or value.startswith("auto:") else positive_int(value)
 
 
 def _limit(value: str) -> int | float:

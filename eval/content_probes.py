@@ -59,7 +59,7 @@ import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 
-from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser
+from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, looks_like_path, positive_int
 from ema_boundary.figures import pyplot, save
 from ema_boundary.io import atomic_dir, check_output_dir, write_json, write_text
 
@@ -285,11 +285,6 @@ def _split_name(spec: str, flag: str) -> tuple[str | None, str]:
     return name, where
 
 
-def _looks_like_path(where: str) -> bool:
-    # Hub ids are "name" or "owner/name"; anything else that does not exist was meant as a path.
-    return where.startswith(("/", ".", "~")) or where.endswith(".json") or where.count("/") > 1
-
-
 def _read_config_json(path: Path, flag: str) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -375,7 +370,7 @@ def resolve_model(spec: str, flag: str = "--model", trust_remote_code: bool = Fa
         default = path.resolve().parent.name if path.resolve().name == "final" else path.resolve().name
         return ModelSpec(name or default, "folder", str(path), config,
                          _count_parameters(config, str(path), flag, trust_remote_code))
-    if _looks_like_path(where):
+    if looks_like_path(where):
         raise ProbeInputError(f"{flag} {where}: no such folder")
     from transformers import AutoConfig
 
@@ -823,17 +818,6 @@ def render_content_probes_figures(results: Mapping[str, Any], out_dir: str | Pat
 # ---------------------------------------------------------------------------------------------
 
 
-def _positive_int(value: str) -> int:
-    # argparse prefixes the message with "argument --flag: ".
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value!r}")
-    return n
-
-
 def _rate(value: str) -> float:
     try:
         lr = float(value)
@@ -872,16 +856,16 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     probes.add_argument("--control", metavar="NAME",
                         help="the positive control (default: the first GPT-2-architecture model with recall)")
     recipe = p.add_argument_group("the recall recipe (default: eval.recall.RecallRecipe(), the measured one)")
-    recipe.add_argument("--recall-steps", type=_positive_int, metavar="N",
+    recipe.add_argument("--recall-steps", type=positive_int, metavar="N",
                         help="at most N optimizer steps per learning rate (default: 2000; --quick 1200)")
     recipe.add_argument("--recall-lrs", type=_rate, nargs="+", metavar="LR",
                         help="the learning-rate grid, declared before the run (default: 1e-3 3e-3 1e-2; --quick 1e-3)")
-    recipe.add_argument("--recall-pairs", type=_positive_int, nargs="+", metavar="N",
+    recipe.add_argument("--recall-pairs", type=positive_int, nargs="+", metavar="N",
                         help="pair counts scored (default: 2 4 8 16; --quick 2 4 8)")
     run = p.add_argument_group("how it runs")
-    run.add_argument("--workers", type=_positive_int, default=1,
+    run.add_argument("--workers", type=positive_int, default=1,
                      help="processes training recall models at once (default 1)")
-    run.add_argument("--threads", type=_positive_int, default=1,
+    run.add_argument("--threads", type=positive_int, default=1,
                      help="torch threads per process (default 1: on a shared CPU, more are slower)")
     return p.parse_args(argv)
 
