@@ -27,7 +27,15 @@ class UsageError(Exception):
 
 
 class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Defaults shown after every help text; descriptions keep their line breaks."""
+    """Defaults shown after every help text; descriptions keep their line breaks.
+
+    An unset default (None) and an off switch (False) say nothing, so they are not printed.
+    """
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.default is False:
+            return action.help
+        return super()._get_help_string(action)
 
 
 class UsageParser(argparse.ArgumentParser):
