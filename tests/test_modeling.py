@@ -18,13 +18,18 @@ VARIANTS = list(
     itertools.product(
         ["linear", "linear_attention", "softmax_attention"], ["sequence", "state"], ["ema", "learned", "selective"]
     )
-)
+) + [
+    # The S6 state fills the same slots: each reader kind once.
+    ("linear", "sequence", "selective_ssm"),
+    ("linear_attention", "state", "selective_ssm"),
+    ("softmax_attention", "sequence", "selective_ssm"),
+]
 
 
 def tiny_config(**overrides) -> SPENConfig:
     kwargs = dict(
         vocab_size=61, hidden_size=16, num_hidden_layers=2, intermediate_size=48, num_attention_heads=4,
-        selective_rank=4, bos_token_id=0, eos_token_id=None,
+        selective_rank=4, trace_state_size=4, bos_token_id=0, eos_token_id=None,
     )
     kwargs.update(overrides)
     return SPENConfig(**kwargs)
@@ -154,16 +159,25 @@ def test_logits_to_keep() -> None:
     torch.testing.assert_close(model(ids, logits_to_keep=1).logits, model(ids).logits[:, -1:])
 
 
-@pytest.mark.parametrize("predictor, scope, trace", [("linear", "sequence", "ema"),
-                                                    ("softmax_attention", "sequence", "selective"),
-                                                    ("linear_attention", "state", "learned")])
-def test_save_and_load_in_fresh_process(tmp_path: Path, predictor: str, scope: str, trace: str) -> None:
-    model = tiny_model(predictor=predictor, predictor_scope=scope, trace=trace)
+@pytest.mark.parametrize(
+    "predictor, scope, trace, extra",
+    [
+        ("linear", "sequence", "ema", {}),
+        ("softmax_attention", "sequence", "selective", {}),
+        ("linear_attention", "state", "learned", {}),
+        ("linear", "sequence", "selective_ssm", {}),
+        ("linear", "sequence", "ema", {"residual": "attention"}),
+        ("softmax_attention", "state", "selective_ssm", {"residual": "attention", "trace_num_rates": 5}),
+    ],
+)
+def test_save_and_load_in_fresh_process(tmp_path: Path, predictor: str, scope: str, trace: str, extra: dict) -> None:
+    model = tiny_model(predictor=predictor, predictor_scope=scope, trace=trace, **extra)
     model.save_pretrained(tmp_path)
     assert (tmp_path / "model.safetensors").exists()
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["auto_map"]["AutoModelForCausalLM"] == "modeling_spen.SPENForCausalLM"
-    assert (tmp_path / "modeling_spen.py").exists() and (tmp_path / "traces.py").exists()
+    for name in ("modeling_spen.py", "traces.py", "traces_ssm.py", "residuals.py"):
+        assert (tmp_path / name).exists(), name
     ids = torch.randint(0, 61, (2, 12), generator=torch.Generator().manual_seed(4))
     torch.save({"ids": ids, "logits": model(ids).logits}, tmp_path / "expected.pt")
     script = f"""
