@@ -37,8 +37,10 @@ class DepthAttention(nn.Module):
     def weights(self, values: torch.Tensor) -> torch.Tensor:
         """Depth weights ``(B, T, K)`` over the sources ``values`` ``(B, T, K, D)``, in float32 or wider."""
         acc = torch.promote_types(values.dtype, torch.float32)
-        keys = F.rms_norm(values.to(acc), (values.shape[-1],), eps=self.eps)
-        return torch.softmax(keys @ self.query.to(acc), dim=-1)
+        # Scores in float32 whatever autocast says: a bf16 dot product moves the softmax by ~1e-2.
+        with torch.autocast(device_type=values.device.type, enabled=False):
+            keys = F.rms_norm(values.to(acc), (values.shape[-1],), eps=self.eps)
+            return torch.softmax(keys @ self.query.to(acc), dim=-1)
 
     def forward(self, values: torch.Tensor) -> torch.Tensor:
         """The sublayer input ``(B, T, D)`` from its sources ``values`` ``(B, T, K, D)`` (embedding first)."""
