@@ -171,8 +171,21 @@ def test_logits_to_keep() -> None:
     ],
 )
 def test_save_and_load_in_fresh_process(tmp_path: Path, predictor: str, scope: str, trace: str, extra: dict) -> None:
-    model = tiny_model(predictor=predictor, predictor_scope=scope, trace=trace, **extra)
-    model.save_pretrained(tmp_path)
+    model = tiny_model(predictor=predictor, predictor_scope=scope, trace=trace, **extra).train()
+    # Train a few steps first: what is saved is a model that moved, not an initialisation.
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    batch = torch.randint(0, 61, (4, 16), generator=torch.Generator().manual_seed(9))
+    losses = []
+    for _ in range(5):
+        loss = model(batch, labels=batch).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0]
+    model.eval()
+    model.save_pretrained(tmp_path / "saved")
+    tmp_path = tmp_path / "saved"
     assert (tmp_path / "model.safetensors").exists()
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["auto_map"]["AutoModelForCausalLM"] == "modeling_spen.SPENForCausalLM"
