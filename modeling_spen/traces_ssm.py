@@ -45,37 +45,55 @@ from .traces import accumulation_dtype
 __all__ = ["selective_scan", "selective_ssm", "selective_ssm_step", "SelectiveSSMTraces", "dt_init_range"]
 
 
-def _solve(lam: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None) -> torch.Tensor:
-    """All states of ``h_t = lam_t * h_{t-1} + b_t`` for ``lam, b`` of shape ``(B, T, *F)``, no autograd."""
+def _chunk_length(T: int) -> int:
+    """About ``sqrt(T)`` (the in-chunk loop and the number of chunks balance), a divisor of ``T`` when one is near."""
+    root = math.isqrt(T - 1) + 1 if T > 1 else 1
+    for C in range(root, min(T, 2 * root) + 1):
+        if T % C == 0:
+            return C
+    return root
+
+
+def _solve(lam: torch.Tensor, b: torch.Tensor, carry: torch.Tensor | None, reverse: bool = False) -> torch.Tensor:
+    """All states of a first-order linear recurrence over dim 1 of ``lam, b`` ``(B, T, *F)``, no autograd.
+
+    Forward: ``h_t = lam_t h_{t-1} + b_t`` from ``h_{-1} = carry``. Reverse: ``h_t = lam_t h_{t+1} + b_t`` from
+    ``h_T = carry`` (the adjoint's direction). ``carry`` ``(B, *F)`` or ``None`` (zeros).
+
+    Two levels: the ``C ~ sqrt(T)`` steps of every chunk at once (a loop of ``C`` vectorised steps over
+    strided views, no copies), then the ``T / C`` chunk boundaries by this same function, then each
+    chunk's states corrected by its incoming boundary state times the running product of ``lam``.
+    """
     B, T = b.shape[:2]
     feat = b.shape[2:]
-    C = max(1, math.isqrt(T - 1) + 1) if T > 1 else 1  # ~sqrt(T): the in-chunk loop and the chunk count balance
+    C = _chunk_length(T)
     n = -(-T // C)
-    pad = n * C - T
-    if pad:
-        # Padding at the end changes nothing before it: lam = 1, b = 0.
-        lam = torch.cat([lam, lam.new_ones(B, pad, *feat)], 1)
-        b = torch.cat([b, b.new_zeros(B, pad, *feat)], 1)
-    # (C, B, n, *F): each step of the in-chunk loop is one contiguous slice covering every chunk.
-    lam_c = lam.reshape(B, n, C, *feat).movedim(2, 0).contiguous()
-    b_c = b.reshape(B, n, C, *feat).movedim(2, 0).contiguous()
-    local = torch.empty_like(b_c)  # states within each chunk, starting from 0
-    decay = torch.empty_like(lam_c)  # products lam_{start..i} within each chunk
-    local[0].copy_(b_c[0])
-    decay[0].copy_(lam_c[0])
-    for i in range(1, C):
-        torch.addcmul(b_c[i], lam_c[i], local[i - 1], out=local[i])
-        torch.mul(decay[i - 1], lam_c[i], out=decay[i])
-    if n == 1:
-        carry_in = h0[:, None] if h0 is not None else None
-    else:
-        # The state at the end of chunk k follows the same recurrence with the chunk's decay product.
-        ends = _solve(decay[-1], local[-1], h0)  # (B, n, *F)
-        first = h0[:, None] if h0 is not None else ends.new_zeros(B, 1, *feat)
-        carry_in = torch.cat([first, ends[:, :-1]], 1)
-    if carry_in is not None:
-        local.addcmul_(decay, carry_in[None])
-    return local.movedim(0, 2).reshape(B, n * C, *feat)[:, :T]
+    if n * C != T:
+        # Padding at the end with lam = 1, b = 0 leaves every state before it unchanged, and passes
+        # the reverse carry through unchanged to step T - 1.
+        lam = torch.cat([lam, lam.new_ones(B, n * C - T, *feat)], 1)
+        b = torch.cat([b, b.new_zeros(B, n * C - T, *feat)], 1)
+    lam_c, b_c = lam.reshape(B, n, C, *feat), b.reshape(B, n, C, *feat)
+    local = torch.empty_like(b_c)  # states within each chunk from a zero boundary state
+    decay = torch.empty_like(lam_c)  # products of lam from the chunk's boundary to each step
+    order = range(C - 1, -1, -1) if reverse else range(C)
+    first = order[0]
+    local[:, :, first].copy_(b_c[:, :, first])
+    decay[:, :, first].copy_(lam_c[:, :, first])
+    for prev, i in zip(order, order[1:], strict=False):
+        torch.addcmul(b_c[:, :, i], lam_c[:, :, i], local[:, :, prev], out=local[:, :, i])
+        torch.mul(decay[:, :, prev], lam_c[:, :, i], out=decay[:, :, i])
+    zero = carry[:, None] if carry is not None else None
+    if n > 1:
+        # The boundary states follow the same recurrence, with the chunks' products of lam as factors.
+        last = order[-1]
+        bounds = _solve(decay[:, :, last], local[:, :, last], carry, reverse)  # (B, n, *F)
+        zero = zero if zero is not None else bounds.new_zeros(B, 1, *feat)
+        incoming = torch.cat([bounds[:, 1:], zero], 1) if reverse else torch.cat([zero, bounds[:, :-1]], 1)
+        local.addcmul_(decay, incoming[:, :, None])
+    elif zero is not None:
+        local.addcmul_(decay, zero[:, :, None])
+    return local.reshape(B, n * C, *feat)[:, :T]
 
 
 class _SelectiveScan(torch.autograd.Function):
@@ -96,9 +114,15 @@ class _SelectiveScan(torch.autograd.Function):
         lam, h, h0 = ctx.saved_tensors
         # lam_{t+1} for each t (the last step's is never used: nothing follows it).
         lam_next = torch.cat([lam[:, 1:], lam.new_zeros(lam[:, :1].shape)], 1)
-        G = _solve(lam_next.flip(1), grad_h.flip(1), None).flip(1)
-        h_prev = torch.cat([h0[:, None] if h0 is not None else h.new_zeros(h[:, :1].shape), h[:, :-1]], 1)
-        grad_lam = G * h_prev if ctx.needs_input_grad[0] else None
+        G = _solve(lam_next, grad_h, None, reverse=True)
+        grad_lam = None
+        if ctx.needs_input_grad[0]:
+            grad_lam = torch.empty_like(G)
+            torch.mul(G[:, 1:], h[:, :-1], out=grad_lam[:, 1:])
+            if h0 is not None:
+                torch.mul(G[:, 0], h0, out=grad_lam[:, 0])
+            else:
+                grad_lam[:, 0].zero_()
         grad_h0 = lam[:, 0] * G[:, 0] if h0 is not None and ctx.needs_input_grad[2] else None
         return grad_lam, G, grad_h0
 
