@@ -112,6 +112,8 @@ class _SelectiveScan(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_h: torch.Tensor):
         lam, h, h0 = ctx.saved_tensors
+        # The readout's backward can hand over a permuted layout; the in-chunk loop wants contiguous steps.
+        grad_h = grad_h.contiguous()
         # lam_{t+1} for each t (the last step's is never used: nothing follows it).
         lam_next = torch.cat([lam[:, 1:], lam.new_zeros(lam[:, :1].shape)], 1)
         G = _solve(lam_next, grad_h, None, reverse=True)
