@@ -75,8 +75,9 @@ class SPENConfig(PretrainedConfig):
             both; it is stored resolved, as ``trace_rates``.
         trace_state_size (`int`, defaults to 16): numbers per channel of the ``selective_ssm`` state
             (Mamba's ``d_state``); unused by the other traces.
-        selective_rank (`int`, defaults to 48): rank of the low-rank map ``W`` of the selective
-            trace (as Mamba's ``dt_rank``); unused by the other traces.
+        selective_rank (`int`, defaults to 48): rank of the low-rank map ``W`` of the ``selective``
+            trace's rates and of the ``selective_ssm`` trace's step ``dt`` (as Mamba's ``dt_rank``);
+            unused by the other traces.
         predictor (`str`, defaults to ``"linear"``): reader of the past traces that predicts
             ``x_t``: ``"none"`` (``x̂_t = 0``, so the error is the input itself: the control arm),
             ``"linear"``, ``"linear_attention"`` or ``"softmax_attention"``.
