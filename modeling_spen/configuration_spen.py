@@ -107,6 +107,11 @@ class SPENConfig(PretrainedConfig):
             per sublayer, and one more for the final output (before the final LayerNorm). The
             pseudo-queries start at zero, so every sublayer starts as the uniform average of its sources.
             Per token, so the decoding state is unchanged. See ``residuals.py``.
+        residual_block_size (`int`, *optional*): with ``residual="attention"``, Block Attention Residuals:
+            the ``2 L`` sublayers are grouped into depth blocks of this many consecutive sublayers, summed
+            inside a block as ordinary residuals, and each sublayer attends over the embedding, the sums
+            of the completed blocks and the partial sum of its own block (O(blocks) sources instead of
+            O(layers)). ``None`` (the default) and 1 are the full variant.
         num_attention_heads (`int`, defaults to 12): heads of the attention predictors; must
             divide ``hidden_size`` when an attention predictor is used.
         layer_norm_epsilon (`float`, defaults to 1e-5): LayerNorm epsilon.
@@ -135,6 +140,7 @@ class SPENConfig(PretrainedConfig):
         predictor_scope: str = "sequence",
         prediction_loss_weight: float = 1.0,
         residual: str = "add",
+        residual_block_size: int | None = None,
         num_attention_heads: int = 12,
         layer_norm_epsilon: float = 1e-5,
         initializer_range: float = 0.02,
@@ -172,6 +178,7 @@ class SPENConfig(PretrainedConfig):
         self.predictor_scope = predictor_scope
         self.prediction_loss_weight = prediction_loss_weight
         self.residual = residual
+        self.residual_block_size = residual_block_size
         self.num_attention_heads = num_attention_heads
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
@@ -206,6 +213,12 @@ class SPENConfig(PretrainedConfig):
             raise ValueError(f"SPENConfig.trace must be one of {TRACES}, got {self.trace!r}")
         if self.residual not in RESIDUALS:
             raise ValueError(f"SPENConfig.residual must be one of {RESIDUALS}, got {self.residual!r}")
+        size = self.residual_block_size
+        if size is not None:
+            if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+                raise ValueError(f"SPENConfig.residual_block_size must be a positive integer or None, got {size!r}")
+            if self.residual != "attention":
+                raise ValueError("SPENConfig.residual_block_size needs residual='attention'")
         if self.predictor not in PREDICTORS:
             raise ValueError(f"SPENConfig.predictor must be one of {PREDICTORS}, got {self.predictor!r}")
         if self.predictor_scope not in PREDICTOR_SCOPES:

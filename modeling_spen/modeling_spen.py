@@ -443,19 +443,38 @@ class SPENModel(SPENPreTrainedModel):
     ) -> torch.Tensor:
         """The blocks with Attention Residuals (``residuals.py``); returns the final output before ``ln_f``.
 
-        ``hidden_states`` (when given) gets the input of each block's first sublayer after the first, then
-        the final output: the stream as the next reader sees it, as with residual adds.
+        The sources of each sublayer: the embedding, then every earlier sublayer output; with
+        ``residual_block_size = k``, the sums of the completed groups of ``k`` sublayers and the partial
+        sum of the current group instead (Block AttnRes). ``hidden_states`` (when given) gets the input of
+        each block's first sublayer after the first, then the final output: the stream as the next reader
+        sees it, as with residual adds.
         """
-        values = [x]  # v_0 = the embedding, then every sublayer output in order, in the embedding's dtype
+        size = self.config.residual_block_size or 1
+        done = [x]  # the embedding, then each completed group's sum, in the embedding's dtype
+        partial: torch.Tensor | None = None  # the sum of the current group's outputs so far
+        written = 0
+
+        def sources() -> torch.Tensor:
+            return torch.stack(done if partial is None else [*done, partial], -2)
+
+        def write(out: torch.Tensor) -> None:
+            nonlocal partial, written
+            out = out.to(x.dtype)
+            partial = out if partial is None else partial + out
+            written += 1
+            if written % size == 0:
+                done.append(partial)
+                partial = None
+
         for i, block in enumerate(self.h):
-            x_in = block.mix_input(torch.stack(values, -2))
+            x_in = block.mix_input(sources())
             if hidden_states is not None and i > 0:
                 hidden_states.append(x_in)
             c, prediction_loss = block.context(x_in, valid, state.layers[i] if state is not None else None)
             prediction_losses.append(prediction_loss)
-            values.append(c.to(x.dtype))
-            values.append(block.feed_forward(block.ffn_input(torch.stack(values, -2))).to(x.dtype))
-        out = self.final_input(torch.stack(values, -2))
+            write(c)
+            write(block.feed_forward(block.ffn_input(sources())))
+        out = self.final_input(sources())
         if hidden_states is not None:
             hidden_states.append(out)
         return out

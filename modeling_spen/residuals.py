@@ -14,6 +14,11 @@ Design choices (ours, documented in ``SPENConfig``): a SPEN block has two sublay
 sparse FFN), so a model of ``L`` blocks has ``2 L`` pseudo-queries plus one for the final output read
 by the final LayerNorm; the key normalisation has no learned scale; the pseudo-queries start at zero,
 so at initialisation every sublayer reads the uniform average of its sources.
+
+Block AttnRes (``residual_block_size = k``, our reading of the report's block variant): consecutive groups
+of ``k`` sublayers are summed as ordinary residuals, and each sublayer attends over the embedding, the
+sums of the completed groups and the partial sum of its own group: ``O(2 L / k)`` sources instead of
+``O(2 L)``. ``k = 1`` is the full variant. The grouping lives in ``SPENModel._attention_residual_blocks``.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ ARMS = [
     dict(predictor="linear", trace="ema"),
     dict(predictor="softmax_attention", predictor_scope="sequence", trace="selective"),
     dict(predictor="linear_attention", predictor_scope="state", trace="selective_ssm"),
+    dict(predictor="linear", trace="ema", num_hidden_layers=3, residual_block_size=2),  # Block AttnRes
+    dict(predictor="linear", trace="selective_ssm", num_hidden_layers=4, residual_block_size=3),
 ]
 
 
@@ -44,12 +46,20 @@ def naive_forward(model: SPENForCausalLM, ids: torch.Tensor) -> torch.Tensor:
         total = sum(weights)
         return sum((w / total)[..., None] * v for w, v in zip(weights, sources, strict=True))
 
-    sources = [model.model.wte(ids)]
+    # Sublayer outputs in order; with Block AttnRes (group size k) the sources are the embedding, the sum of
+    # each completed group of k outputs and the sum of the current group's outputs so far.
+    k = model.config.residual_block_size or 1
+    embedding, outputs = model.model.wte(ids), []
+
+    def sources() -> list[torch.Tensor]:
+        groups = [outputs[g : g + k] for g in range(0, len(outputs), k)]
+        return [embedding, *[sum(group) for group in groups]]
+
     for block in model.model.h:
-        c, _ = block.context(aggregate(block.mix_input.query, sources), None, None)
-        sources.append(c)
-        sources.append(block.feed_forward(aggregate(block.ffn_input.query, sources)))
-    out = aggregate(model.model.final_input.query, sources)
+        c, _ = block.context(aggregate(block.mix_input.query, sources()), None, None)
+        outputs.append(c)
+        outputs.append(block.feed_forward(aggregate(block.ffn_input.query, sources())))
+    out = aggregate(model.model.final_input.query, sources())
     return model.lm_head(model.model.ln_f(out))
 
 
@@ -175,3 +185,24 @@ def test_float64_bf16_autocast_and_training() -> None:
 def test_bad_residual_rejected() -> None:
     with pytest.raises(ValueError, match=r"SPENConfig\.residual\b"):
         tiny_config(residual="sum")
+
+
+def test_block_size_one_is_the_full_variant_and_larger_blocks_differ() -> None:
+    ids = torch.randint(0, 61, (2, 9), generator=torch.Generator().manual_seed(5))
+    full = attention_residual_model(num_hidden_layers=3)
+    with torch.no_grad():
+        ref = full(ids).logits
+        full.config.residual_block_size = 1
+        assert torch.equal(full(ids).logits, ref)
+        full.config.residual_block_size = 2
+        assert not torch.allclose(full(ids).logits, ref, atol=1e-4)
+
+
+@pytest.mark.parametrize("overrides, match", [
+    ({"residual": "attention", "residual_block_size": 0}, "positive integer or None"),
+    ({"residual": "attention", "residual_block_size": 2.0}, "positive integer or None"),
+    ({"residual": "add", "residual_block_size": 2}, "needs residual='attention'"),
+])
+def test_bad_block_size_rejected(overrides: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=rf"SPENConfig\.residual_block_size\b.*{match}"):
+        tiny_config(**overrides)
