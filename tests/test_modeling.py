@@ -167,7 +167,8 @@ def test_logits_to_keep() -> None:
         ("linear_attention", "state", "learned", {}),
         ("linear", "sequence", "selective_ssm", {}),
         ("linear", "sequence", "ema", {"residual": "attention"}),
-        ("softmax_attention", "state", "selective_ssm", {"residual": "attention", "trace_num_rates": 5}),
+        ("softmax_attention", "state", "selective_ssm",
+         {"residual": "attention", "residual_block_size": 2, "trace_num_rates": 5}),
     ],
 )
 def test_save_and_load_in_fresh_process(tmp_path: Path, predictor: str, scope: str, trace: str, extra: dict) -> None:
