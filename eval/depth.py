@@ -205,6 +205,17 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+def _short_names(folders: list[str]) -> list[str]:
+    """The shortest distinct path tails: ``runs/add/final`` and ``runs/attention/final`` become
+    ``add/final`` and ``attention/final``."""
+    parts = [Path(f).resolve().parts for f in folders]
+    for k in range(1, max(len(p) for p in parts) + 1):
+        names = ["/".join(p[-k:]) for p in parts]
+        if len(set(names)) == len(names):
+            return names
+    return [str(f) for f in folders]  # the same folder twice (main refuses it)
+
+
 def _load(folder: str) -> torch.nn.Module:
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging
@@ -236,9 +247,9 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(f"--ridge must be >= 0, got {args.ridge}")
         check_output_dir(args.output_dir)
         results: dict[str, dict] = {}
-        names = [Path(f).name or f for f in args.model_name_or_path]
+        names = _short_names(args.model_name_or_path)
         if len(set(names)) != len(names):
-            names = list(args.model_name_or_path)
+            raise UsageError("--model_name_or_path: the same folder is given twice")
         for name, folder in zip(names, args.model_name_or_path, strict=True):
             model = _load(folder)
             ids, what = probe_ids(folder, model.config.vocab_size, args.num_sequences, args.seq_len, args.seed)

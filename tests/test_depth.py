@@ -112,6 +112,7 @@ def test_command_writes_json_and_figure_for_two_models(tmp_path, capsys) -> None
         (["--model_name_or_path", "{tmp}/add", "--output_dir", "{tmp}/o", "--num_sequences", "1"], "--num_sequences"),
         (["--model_name_or_path", "{tmp}/add", "--output_dir", "{tmp}/o", "--seq_len", "0"], "--seq_len"),
         (["--output_dir", "{tmp}/o"], "--model_name_or_path"),
+        (["--model_name_or_path", "{tmp}/add", "{tmp}/add/", "--output_dir", "{tmp}/o"], "given twice"),
         (["--model_name_or_path", "{tmp}/add", "--output_dir", "{tmp}/add/config.json"], "not a folder"),
     ],
 )
@@ -135,3 +136,10 @@ def test_a_folder_with_a_tokenizer_is_probed_on_text(tmp_path) -> None:
     assert what.startswith("text") and ids.shape == (4, 8) and int(ids.max()) < 61
     random_ids, what = probe_ids(str(tmp_path / "none"), 61, num_sequences=4, seq_len=8, seed=0)
     assert what == "random token ids" and random_ids.shape == (4, 8)
+
+
+def test_models_are_named_by_their_shortest_distinct_path_tails() -> None:
+    from eval.depth import _short_names
+
+    assert _short_names(["/r/add/final", "/r/attention/final"]) == ["add/final", "attention/final"]
+    assert _short_names(["/r/a", "/r/b"]) == ["a", "b"]
