@@ -213,7 +213,7 @@ def _short_names(folders: list[str]) -> list[str]:
         names = ["/".join(p[-k:]) for p in parts]
         if len(set(names)) == len(names):
             return names
-    return [str(f) for f in folders]  # the same folder twice (main refuses it)
+    return [str(f) for f in folders]  # only when the same folder is there twice, which main refuses
 
 
 def _load(folder: str) -> torch.nn.Module:
@@ -247,9 +247,9 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(f"--ridge must be >= 0, got {args.ridge}")
         check_output_dir(args.output_dir)
         results: dict[str, dict] = {}
-        names = _short_names(args.model_name_or_path)
-        if len(set(names)) != len(names):
+        if len({Path(f).resolve() for f in args.model_name_or_path}) != len(args.model_name_or_path):
             raise UsageError("--model_name_or_path: the same folder is given twice")
+        names = _short_names(args.model_name_or_path)
         for name, folder in zip(names, args.model_name_or_path, strict=True):
             model = _load(folder)
             ids, what = probe_ids(folder, model.config.vocab_size, args.num_sequences, args.seq_len, args.seed)
