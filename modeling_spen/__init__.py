@@ -8,7 +8,7 @@ files beside the weights (``from_pretrained(..., trust_remote_code=True)`` then 
 
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
-from .configuration_spen import SPENConfig
+from .configuration_spen import SPENConfig, log_uniform_rates
 from .modeling_spen import SPENForCausalLM, SPENModel, SPENPreTrainedModel, SPENState
 from .traces import ema_step, ema_traces
 from .traces_naive import ema_traces_naive
@@ -22,6 +22,7 @@ SPENForCausalLM.register_for_auto_class("AutoModelForCausalLM")
 
 __all__ = [
     "SPENConfig",
+    "log_uniform_rates",
     "SPENModel",
     "SPENForCausalLM",
     "SPENPreTrainedModel",

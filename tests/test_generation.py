@@ -13,6 +13,7 @@ VARIANTS = [
     ("linear_attention", "sequence", "learned"),
     ("softmax_attention", "sequence", "selective"),
     ("softmax_attention", "state", "ema"),
+    ("linear", "sequence", "selective_ssm"),
 ]
 
 
@@ -56,7 +57,7 @@ def test_left_padded_batch_continues_like_each_sequence_alone() -> None:
         torch.testing.assert_close(padded[0, 5:], model(short).logits[0], rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("predictor, scope, trace", VARIANTS[:3])
+@pytest.mark.parametrize("predictor, scope, trace", VARIANTS[:3] + VARIANTS[4:])
 def test_beam_search_with_state_equals_without(predictor, scope, trace) -> None:
     model = tiny_model(predictor=predictor, predictor_scope=scope, trace=trace)
     prompt = torch.randint(1, 61, (2, 5), generator=torch.Generator().manual_seed(2))
