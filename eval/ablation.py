@@ -48,21 +48,12 @@ from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser
 from ema_boundary.figures import pyplot, save
 from ema_boundary.io import OutputError, atomic_dir, check_output_dir, write_json
 from eval.runs import Run, param_count, read_metrics, train_runs
-from modeling_spen.configuration_spen import TRACES
+from modeling_spen.variants import PREDICTOR_VARIANTS, REFERENCE_VARIANT, SPEN_VARIANTS, TRACE_VARIANTS
 
-# The paper's ablation: the static linear reader against causal attention readers over the same traces, and
-# the control with no reader at all (x̂ = 0). Scope "sequence" attends over the trace states of every past
-# position; "state" only over the current state's traces (see modeling_spen.configuration_spen).
-PREDICTOR_VARIANTS: dict[str, dict[str, str]] = {
-    "none": {"predictor": "none"},
-    "linear": {"predictor": "linear", "predictor_scope": "sequence"},
-    "linear_attention-state": {"predictor": "linear_attention", "predictor_scope": "state"},
-    "linear_attention-sequence": {"predictor": "linear_attention", "predictor_scope": "sequence"},
-    "softmax_attention-state": {"predictor": "softmax_attention", "predictor_scope": "state"},
-    "softmax_attention-sequence": {"predictor": "softmax_attention", "predictor_scope": "sequence"},
-}
-TRACE_VARIANTS: tuple[str, ...] = TRACES
-REFERENCE = {"predictor": "linear", "trace": "ema"}
+# The arms are named SPEN variants (modeling_spen.variants, one table for the ablations, the recall map and the
+# plans): the paper's ablation swaps the reader over the fixed-rate traces, the trace ablation swaps the trace
+# under the linear reader. Both compare with the paper's linear reader over EMA traces.
+REFERENCE = {"predictor": REFERENCE_VARIANT, "trace": REFERENCE_VARIANT}
 DEFAULT_MARGIN = 0.02  # nats; declare your own before the run (--margin)
 CURVE_POINTS = 8  # validation evaluations per run (eval_every = max_steps // CURVE_POINTS)
 DESIGN = ("seed-blocked: every arm trains with each seed; a seed fixes the initialisation stream and every arm "
@@ -89,12 +80,12 @@ def _variants(variants: Sequence[str] | None, traces: Sequence[str] | None) -> t
         bad = [t for t in traces if t not in TRACE_VARIANTS]
         if bad or not traces:
             raise UsageError(f"--trace: {bad or 'nothing'} not in {list(TRACE_VARIANTS)}")
-        return "trace", {t: {"trace": t} for t in dict.fromkeys(traces)}
+        return "trace", {t: SPEN_VARIANTS[t] for t in dict.fromkeys(traces)}
     names = list(PREDICTOR_VARIANTS) if variants is None else list(dict.fromkeys(variants))
     bad = [v for v in names if v not in PREDICTOR_VARIANTS]
     if bad or not names:
         raise UsageError(f"--variants: {bad or 'nothing'} not in {list(PREDICTOR_VARIANTS)}")
-    return "predictor", {v: PREDICTOR_VARIANTS[v] for v in names}
+    return "predictor", {v: SPEN_VARIANTS[v] for v in names}
 
 
 def analyse(final: dict[str, dict[str, float]], reference: str, margin: float | None) -> dict[str, Any]:
@@ -252,13 +243,13 @@ def _final_paths(text: str, tmp: Path, out_dir: Path) -> str:
 
 def build_tokenizer(cfg: dict[str, Any], data: list[str], folder: Path) -> Path:
     """The YAML's tokenizer (or a BPE trained on the data), saved once for every run of the ablation."""
-    import train_data
+    from ema_boundary import corpus
 
     vocab = json.loads((Path(cfg["model_config"]) / "config.json").read_text())["vocab_size"]
     try:
-        tok, _ = train_data.load_tokenizer(cfg["tokenizer"], data, cfg["val_every"], vocab, cfg["bpe_train_docs"],
+        tok, _ = corpus.load_tokenizer(cfg["tokenizer"], data, cfg["val_every"], vocab, cfg["bpe_train_docs"],
                                            cfg["model_config"])
-    except train_data.DataError as e:
+    except corpus.DataError as e:
         raise UsageError(f"train.py: {e}") from None
     tok.save_pretrained(folder)
     return folder.resolve()

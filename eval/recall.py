@@ -460,31 +460,23 @@ def _stream(seed: int, stream: int) -> int:
 
 
 def default_map_configs(width: int = 64, layers: int = 2, heads: int = 4) -> dict[str, PretrainedConfig]:
-    """The positive control and the SPEN readers and traces, all at one size.
+    """The positive control and every SPEN variant, all at one size.
 
-    GPT-2 architecture (learned positions, softmax attention); SPEN with EMA traces and each
-    reader (none, linear, linear/softmax attention x state/sequence scope); SPEN with the linear
-    reader and learned or selective traces. SPEN's FFN is 4x the width, as GPT-2's.
+    ``gpt2``: the GPT-2 architecture (learned positions, softmax attention); then each SPEN variant of
+    :data:`modeling_spen.variants.SPEN_VARIANTS`, by its name there (the readers over EMA traces: none,
+    linear, linear/softmax attention x state/sequence scope; the linear reader over learned and selective
+    traces). SPEN's FFN is 4x the width, as GPT-2's.
     """
     from transformers import GPT2Config
 
     from modeling_spen import SPENConfig
+    from modeling_spen.variants import SPEN_VARIANTS
 
     gpt2 = GPT2Config(n_embd=width, n_layer=layers, n_head=heads, n_positions=64, vocab_size=128,
                       resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
     base = dict(hidden_size=width, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=4 * width,
                 vocab_size=128, bos_token_id=0, eos_token_id=0, selective_rank=max(1, width // 16))
-    spen: dict[str, dict] = {
-        "spen-none": dict(predictor="none"),
-        "spen-linear": dict(predictor="linear"),
-        "spen-linattn-state": dict(predictor="linear_attention", predictor_scope="state"),
-        "spen-linattn-seq": dict(predictor="linear_attention", predictor_scope="sequence"),
-        "spen-softmax-state": dict(predictor="softmax_attention", predictor_scope="state"),
-        "spen-softmax-seq": dict(predictor="softmax_attention", predictor_scope="sequence"),
-        "spen-linear-learned": dict(predictor="linear", trace="learned"),
-        "spen-linear-selective": dict(predictor="linear", trace="selective"),
-    }
-    return {"gpt2": gpt2, **{name: SPENConfig(**base, **fields) for name, fields in spen.items()}}
+    return {"gpt2": gpt2, **{name: SPENConfig(**base, **fields) for name, fields in SPEN_VARIANTS.items()}}
 
 
 __all__ = [

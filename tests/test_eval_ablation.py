@@ -10,7 +10,8 @@ import shlex
 import pytest
 
 import train_config
-from eval.ablation import PREDICTOR_VARIANTS, analyse, main, run_ablation
+from eval.ablation import analyse, main, run_ablation
+from modeling_spen.variants import SPEN_VARIANTS
 from tests.eval_testkit import REPO, write_micro_config
 
 COMPARISON_KEYS = {"difference", "ci95", "equivalence_margin", "verdict", "p_difference", "p_equivalence",
@@ -44,7 +45,7 @@ def test_predictor_ablation_writes_every_file_and_field(tmp_path):
     assert "seed-blocked" in saved["design"] and saved["tokens"] == 2 * 4 * 32
     assert set(saved["final_val_loss"]) == {"none", "linear", "softmax_attention-sequence"}
     for name, var in saved["variants"].items():
-        assert var["fields"] == PREDICTOR_VARIANTS[name]
+        assert var["fields"] == SPEN_VARIANTS[name]
         assert var["parameters"] > 0 and var["tokens_per_parameter"] == pytest.approx(256 / var["parameters"])
         model = json.loads((out / "configs" / name / "config.json").read_text())
         assert {k: model[k] for k in var["fields"]} == var["fields"]
@@ -77,14 +78,14 @@ def test_predictor_ablation_writes_every_file_and_field(tmp_path):
 
 def test_trace_ablation_in_two_processes(tmp_path):
     config = write_micro_config(tmp_path / "micro.yaml")
-    result = run_ablation(config, 1, tmp_path / "abl", traces=["ema", "selective"], max_steps=1, workers=2)
-    assert result["axis"] == "trace" and list(result["variants"]) == ["ema", "selective"]
-    assert result["reference"] == "ema"
-    model = json.loads((tmp_path / "abl" / "configs" / "selective" / "config.json").read_text())
-    assert model["trace"] == "selective" and model["predictor"] == "linear"  # the config's predictor stays
+    result = run_ablation(config, 1, tmp_path / "abl", traces=["linear", "linear-selective"], max_steps=1, workers=2)
+    assert result["axis"] == "trace" and list(result["variants"]) == ["linear", "linear-selective"]
+    assert result["reference"] == "linear"
+    model = json.loads((tmp_path / "abl" / "configs" / "linear-selective" / "config.json").read_text())
+    assert model["trace"] == "selective" and model["predictor"] == "linear"  # the variant's fields, all of them
     # One seed: nothing can be tested.
-    assert result["comparisons"]["selective"]["verdict"] == "not resolved" and result["overall"] is None
-    assert (tmp_path / "abl" / "logs" / "selective_seed_7.log").is_file()
+    assert result["comparisons"]["linear-selective"]["verdict"] == "not resolved" and result["overall"] is None
+    assert (tmp_path / "abl" / "logs" / "linear-selective_seed_7.log").is_file()
 
 
 def test_verdicts_follow_the_equivalence_test():
@@ -110,7 +111,7 @@ def test_verdicts_follow_the_equivalence_test():
 @pytest.mark.parametrize("argv, flag", [
     (["--config", "no/such.yaml"], "--config"),
     (["--config", "{micro}", "--variants", "quadratic"], "--variants"),
-    (["--config", "{micro}", "--trace", "ema", "fancy"], "--trace"),
+    (["--config", "{micro}", "--trace", "linear", "fancy"], "--trace"),
     (["--config", "{micro}", "--seeds", "0"], "--seeds"),
     (["--config", "{gpt2}"], "--config"),
     (["--config", "{micro}", "--lr", "-1"], "--lr"),
