@@ -887,7 +887,7 @@ def _settings(args: argparse.Namespace) -> ProbeSettings:
 
 def _probe_text(path: str | None) -> str:
     if path is None:
-        from train_data import EMBEDDED_PYDOC, embedded_documents
+        from ema_boundary.corpus import EMBEDDED_PYDOC, embedded_documents
 
         return "\n\n".join(embedded_documents(EMBEDDED_PYDOC))
     try:

@@ -40,9 +40,9 @@ ROLE_DESCRIPTIONS: dict[str, str] = {r.name: r.description for r in ROLES}
 def write_pydoc(out: Path = DEFAULT_OUT) -> Path:
     """The help topics train.py holds out of the embedded corpus (they come first in it, so `embedded` and
     `embedded:pydoc` hold out the same 8) as `pydoc_validation.jsonl`."""
-    import train_data
+    from ema_boundary import corpus
 
-    docs = [d["text"] for d in train_data.documents([train_data.EMBEDDED_PYDOC], "validation", PYDOC_VAL_EVERY)]
+    docs = [d["text"] for d in corpus.documents([corpus.EMBEDDED_PYDOC], "validation", PYDOC_VAL_EVERY)]
     out.mkdir(parents=True, exist_ok=True)
     path = out / "pydoc_validation.jsonl"
     write_jsonl(path, [{"text": t} for t in docs])

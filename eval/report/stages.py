@@ -182,21 +182,21 @@ def ngram_reference(plan: Plan, tokenizer: Path, train_tokens: int) -> dict[str,
     stream the runs read (at most the ``train_tokens`` they saw); also the split's size, for the epochs."""
     from transformers import AutoTokenizer
 
-    import train_data
+    from ema_boundary import corpus
     from eval.ngram import ngram_perplexities
 
     cfg = _yaml(plan, "spen")
     tok = AutoTokenizer.from_pretrained(tokenizer)
     stream: list[int] = []
     exhausted = True  # a streamed corpus (c4) is read only as far as the runs read it; a finite one to its end
-    for texts in train_data.batched((d["text"] for d in train_data.documents(plan.data, "train", cfg["val_every"])),
+    for texts in corpus.batched((d["text"] for d in corpus.documents(plan.data, "train", cfg["val_every"])),
                                     64):
         for ids in tok(texts, add_special_tokens=False, verbose=False)["input_ids"]:
             stream.extend([*ids, tok.eos_token_id])
         if plan.corpus == "c4" and len(stream) >= train_tokens:
             exhausted = False
             break
-    val = train_data.validation_blocks(plan.data, cfg["val_every"], tok, cfg["block_size"], cfg["eval_blocks"])
+    val = corpus.validation_blocks(plan.data, cfg["val_every"], tok, cfg["block_size"], cfg["eval_blocks"])
     result = ngram_perplexities(stream[:train_tokens], val, len(tok))
     # The training split's size in tokens (None when it is larger than what the runs read: a streamed corpus).
     result["train_split_tokens"] = len(stream) if exhausted else None
@@ -225,11 +225,11 @@ def ablation(work: Path, plan: Plan, axis: str, lr: float, tokenizer: Path) -> d
 
 def probe_text(plan: Plan) -> str:
     """Held-out text for the identity probe: the validation documents of the training runs."""
-    import train_data
+    from ema_boundary import corpus
 
     val_every = _yaml(plan, "spen")["val_every"]
     text, n = [], 0
-    for doc in train_data.documents(plan.data, "validation", val_every):
+    for doc in corpus.documents(plan.data, "validation", val_every):
         text.append(doc["text"])
         n += len(doc["text"])
         if n > 400_000:
