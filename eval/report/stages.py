@@ -22,7 +22,7 @@ from modeling_spen.configuration_spen import TRACES
 
 GRAMMAR = ("python", "-m", "grammar_probe")
 ABLATION = ("python", "-m", "eval.ablation")
-PROBES = ("python", "-m", "eval.content_probes")
+PROBES = ("python", "-m", "eval.probes")
 ARCHITECTURES = {"spen": "SPEN (EMA traces)", "gpt2": "GPT-2 architecture"}
 
 
@@ -240,7 +240,7 @@ def probe_text(plan: Plan) -> str:
 def content_probes(work: Path, plan: Plan, checkpoints: dict[str, Path]) -> dict[str, Any]:
     """Identity at lag on the trained checkpoints and the recall map on fresh models of the map's configs
     (``eval.content_probes``), the GPT-2 architecture as the positive control."""
-    from eval.content_probes import main
+    from eval.probes.__main__ import main
     from eval.recall import default_map_configs
 
     r = plan.recall
