@@ -3,8 +3,10 @@
     python docs/notes/compare_reports.py BEFORE/report.json AFTER/report.json [--strings] [--tolerance 0]
 
 Both documents are walked recursively (dicts by key, lists by index). Every number of BEFORE (int or float, not
-bool) is looked up at the same path in AFTER, after the renames of :data:`MOVED` (blocks that the one-schema
-change de-duplicated: ``identity_at_lag`` -> ``probes.identity_at_lag`` ...); ``--strings`` compares strings too.
+bool) is looked up at the same path in AFTER, after the moves of :data:`MOVED` (blocks that the one-schema
+change de-duplicated: ``identity_at_lag`` -> ``probes.identity_at_lag`` ...) and the renames of :data:`RENAMED`
+(the SPEN variant names: ``spen-linattn-seq`` -> ``linear_attention-sequence`` ...); ``--strings`` compares
+strings too.
 Wall-clock times and load averages (:data:`TIMINGS`) differ between any two runs and are skipped. NaN equals NaN.
 
 Prints the count compared, each difference (path, before, after), the numbers of BEFORE missing from AFTER and
@@ -33,6 +35,22 @@ MOVED: list[tuple[Path_, Path_]] = [
     (("recall_control",), ("probes", "positive_control")),
     (("probe_command",), ("probes", "command")),
 ]
+# Names that changed with the SPEN variant table (modeling_spen/variants.py): one name per variant, in the recall
+# map and the trace ablation alike. (prefix, position of the renamed key, old -> new).
+RECALL_NAMES = {"spen-none": "none", "spen-linear": "linear", "spen-linattn-state": "linear_attention-state",
+                "spen-linattn-seq": "linear_attention-sequence", "spen-softmax-state": "softmax_attention-state",
+                "spen-softmax-seq": "softmax_attention-sequence", "spen-linear-learned": "linear-learned",
+                "spen-linear-selective": "linear-selective"}
+TRACE_ARMS = {"ema": "linear", "learned": "linear-learned", "selective": "linear-selective"}
+RENAMED: list[tuple[Path_, int, dict[str, str]]] = [
+    (("probes", "recall"), 2, RECALL_NAMES),
+    (("probes", "models"), 2, RECALL_NAMES),
+    (("traces", "final_loss"), 2, TRACE_ARMS),
+    (("traces", "final_loss_per_seed"), 2, TRACE_ARMS),
+    (("traces", "comparisons"), 2, TRACE_ARMS),
+    (("traces", "regime", "tokens_per_parameter"), 3, TRACE_ARMS),
+    (("traces", "regime", "parameters"), 3, TRACE_ARMS),
+]
 # Keys whose values are wall-clock measurements (or derived from them): never equal across two runs.
 TIMINGS = {"seconds", "stage_seconds", "load_average_at_end", "written"}
 
@@ -50,11 +68,15 @@ def leaves(obj: Any, path: Path_ = ()) -> Iterator[tuple[Path_, Any]]:
 
 
 def moved(path: Path_) -> Path_:
-    """``path`` of BEFORE as AFTER spells it (the first matching rule of :data:`MOVED`)."""
+    """``path`` of BEFORE as AFTER spells it: the first matching rule of :data:`MOVED`, then :data:`RENAMED`."""
     for old, new in MOVED:
         if len(path) >= len(old) and all(o in ("*", p) for o, p in zip(old, path, strict=False)):
             stars = iter(p for o, p in zip(old, path, strict=False) if o == "*")
-            return (*[next(stars) if n == "*" else n for n in new], *path[len(old):])
+            path = (*[next(stars) if n == "*" else n for n in new], *path[len(old):])
+            break
+    for prefix, at, names in RENAMED:
+        if path[:len(prefix)] == prefix and len(path) > at and path[at] in names:
+            return (*path[:at], names[path[at]], *path[at + 1:])
     return path
 
 
@@ -71,7 +93,8 @@ def equal(a: Any, b: Any, tolerance: float) -> bool:
 
 
 def compare(before: Any, after: Any, strings: bool = False, tolerance: float = 0.0) -> dict[str, Any]:
-    """{"compared", "renamed", "differences": [(path, a, b)], "missing": [path], "only_after": int}."""
+    """{"compared", "renamed" (compared at a moved or renamed key), "differences": [(path, a, b)], "missing": [path],
+    "only_after": int}."""
     kinds = (is_number, lambda x: isinstance(x, str)) if strings else (is_number,)
     wanted = lambda x: any(k(x) for k in kinds)  # noqa: E731
     after_leaves = {p: v for p, v in leaves(after) if not TIMINGS & set(p)}
