@@ -8,6 +8,7 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import torch
 
 import tests.train_testkit  # noqa: F401  (puts the repository root on sys.path)
 from ema_boundary import corpus
@@ -91,6 +92,10 @@ def test_c4_goes_through_the_same_pipeline(tmp_path, tokenizer, monkeypatch):
     corpus.check_data([corpus.C4], val_every=5)
     assert [ex["text"] for ex in corpus.documents(["c4"], "train", 5)] == DOCS  # no hold-out
     assert [ex["text"] for ex in corpus.documents(["c4"], "validation", 5)] == DOCS[:5]
+    # With a test split, C4's validation documents alternate: even ones validation, odd ones test.
+    assert [ex["text"] for ex in corpus.documents(["c4"], "validation", 5, test_every=3)] == DOCS[:5:2]
+    assert [ex["text"] for ex in corpus.documents(["c4"], "test", 5, test_every=3)] == DOCS[1:5:2]
+    assert [ex["text"] for ex in corpus.documents(["c4"], "train", 5, test_every=3)] == DOCS
     blocks = iter(corpus.PackedBlocks(["c4"], "train", 5, tokenizer, 16))
     first = [next(blocks) for _ in range(5)]
     start = first[3]["pos"].tolist()
@@ -287,3 +292,46 @@ def test_an_installation_without_sources_is_one_line(tmp_path, monkeypatch, fres
         corpus.check_data([corpus.EMBEDDED_STDLIB], val_every=10)
     n_topics = len(corpus.embedded_documents(corpus.EMBEDDED_PYDOC))
     assert corpus.check_data([corpus.EMBEDDED], val_every=10) == n_topics  # the help topics alone
+
+
+def test_three_splits_by_index_without_overlap():
+    # val_every 4, test_every 2: 0 validation; of the others (1 2 3 5 6 7 9 ...) every 2nd from the first is test.
+    letter = {"train": "r", "validation": "v", "test": "t"}
+    assert "".join(letter[corpus.split_of(i, 4, 2)] for i in range(10)) == "vtrtvrtrvt"
+    for val_every, test_every in ((10, 3), (4, 2), (2, 2), (7, 5)):
+        splits = [corpus.split_of(i, val_every, test_every) for i in range(200)]
+        assert splits[0] == "validation" and splits[1] == "test" and set(splits) == set(corpus.SPLITS)
+        assert splits.count("validation") == len(range(0, 200, val_every))  # validation as without a test split
+        others = [s for s in splits if s != "validation"]
+        assert others[::test_every] == ["test"] * len(others[::test_every]) and others.count("test") == len(
+            others[::test_every])
+    assert all(corpus.split_of(i, 10, 0) != "test" for i in range(100))  # test_every 0: the two-way split
+
+
+def test_a_test_split_leaves_validation_as_it_was_and_takes_from_training(tmp_path, tokenizer):
+    path = tmp_path / "docs.txt"
+    docs = [f"document number {i} says {' '.join(['word'] * (i % 5 + 1))}." for i in range(30)]
+    path.write_text("\n\n".join(docs))
+    read = {s: [ex["text"] for ex in corpus.documents([str(path)], s, 5, test_every=3)] for s in corpus.SPLITS}
+    assert read["validation"] == [ex["text"] for ex in corpus.documents([str(path)], "validation", 5)]
+    two_way_train = [ex["text"] for ex in corpus.documents([str(path)], "train", 5)]
+    assert sorted(read["train"] + read["test"]) == sorted(two_way_train)
+    assert not set(read["train"]) & set(read["test"]) and len(read["test"]) == 8  # 24 others, every 3rd
+    assert read["test"] == [d for i, d in enumerate(docs) if corpus.split_of(i, 5, 3) == "test"]
+    assert corpus.check_data([str(path)], 5, test_every=3) == 30
+    blocks = corpus.test_blocks([str(path)], 5, tokenizer, 8, test_every=3)
+    stream = [t for text in read["test"] for t in [*tokenizer(text)["input_ids"], tokenizer.eos_token_id]]
+    assert blocks.shape[1] == 9 and blocks[:, :-1].flatten().tolist() == stream[: 8 * len(blocks)]
+    assert torch.equal(corpus.validation_blocks([str(path)], 5, tokenizer, 8, 3, test_every=3),
+                       corpus.validation_blocks([str(path)], 5, tokenizer, 8, 3))
+    with pytest.raises(corpus.DataError, match="test_every: 0 holds out no test documents"):
+        corpus.test_blocks([str(path)], 5, tokenizer, 8, test_every=0)
+    with pytest.raises(corpus.DataError, match="do not give a train, a validation and a test document"):
+        corpus.check_data([str(path)], 2, test_every=1)  # every other document is test: none left to train on
+
+
+def test_the_embedded_corpus_gives_a_test_split_to_score_on():
+    # The bar of issue 20: >= 100 test documents (the tokens, >= 50k, are measured with the report's tokenizer).
+    n = len(corpus.embedded_documents())
+    splits = [corpus.split_of(i, 10, corpus.DEFAULT_TEST_EVERY) for i in range(n)]
+    assert splits.count("test") >= 100 and splits.count("train") > splits.count("test")
