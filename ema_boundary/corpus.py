@@ -54,6 +54,7 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
+from ema_boundary.cli import first_line
 from ema_boundary.io import write_text
 
 SPLITS = ("train", "validation", "test")
@@ -133,7 +134,7 @@ def _parquet_texts(path: Path) -> Iterator[list[str]]:
     import pyarrow.parquet as pq
 
     def unreadable(e: Exception) -> DataError:
-        return DataError(f"{path}: not a readable parquet file ({str(e).splitlines()[0]})")
+        return DataError(f"{path}: not a readable parquet file ({first_line(e)})")
 
     try:
         file = pq.ParquetFile(path)
@@ -340,7 +341,7 @@ def check_data(data: list[str], val_every: int, test_every: int = 0) -> int:
         try:
             next(iter(documents(data, "validation", val_every)))
         except Exception as e:  # network, hub and dataset errors all mean "cannot stream"
-            raise DataError(f"allenai/c4: cannot stream it from the hub ({str(e).splitlines()[0]})") from None
+            raise DataError(f"allenai/c4: cannot stream it from the hub ({first_line(e)})") from None
         return 0
     n_docs = 0
     for name in data:
@@ -404,7 +405,7 @@ def load_tokenizer(name: str | None, data: list[str], val_every: int, vocab_size
             tokenizer = AutoTokenizer.from_pretrained(name)
         except (OSError, ValueError) as e:
             if Path(name).exists():  # a local folder that is not a tokenizer is a mistake, not "offline"
-                raise DataError(f"{name}: not a tokenizer folder ({str(e).splitlines()[0]})") from None
+                raise DataError(f"{name}: not a tokenizer folder ({first_line(e)})") from None
             print(f"train.py: tokenizer {name!r} is not available (offline?); training a byte-level BPE")
     if tokenizer is None:
         name = "byte-level BPE trained on the training data"

@@ -47,6 +47,8 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 from transformers import PretrainedConfig
 
+from ema_boundary.params import parameter_counts
+
 PAD = 0
 IGNORE = -100
 
@@ -380,6 +382,7 @@ def recall_model(
     # The evaluation stream depends on the task only, not on the model seed: every model and every
     # seed is scored on the same sequences.
     accuracy = evaluate_recall(best_model, task, recipe.eval_examples, _stream(0, _EVAL_STREAM))
+    counts = parameter_counts(best_model)
     return {
         "pairs": list(task.pairs),
         "accuracy": {str(n): a for n, a in accuracy.items()},
@@ -389,7 +392,8 @@ def recall_model(
         "steps": best_steps,
         "max_steps": recipe.steps,
         "seconds": time.perf_counter() - started,
-        "parameters": sum(p.numel() for p in best_model.parameters()),
+        "parameters": counts.total,
+        "non_embedding_parameters": counts.non_embedding,
     }
 
 
