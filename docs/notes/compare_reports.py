@@ -67,8 +67,9 @@ def leaves(obj: Any, path: Path_ = ()) -> Iterator[tuple[Path_, Any]]:
         yield path, obj
 
 
-def moved(path: Path_) -> Path_:
-    """``path`` of BEFORE as AFTER spells it: the first matching rule of :data:`MOVED`, then :data:`RENAMED`."""
+def moved(path: Path_) -> list[Path_]:
+    """``path`` of BEFORE as AFTER may spell it, most changed first: the first matching rule of :data:`MOVED`,
+    then :data:`RENAMED` (a report of the old names migrated to the new schema keeps its names)."""
     for old, new in MOVED:
         if len(path) >= len(old) and all(o in ("*", p) for o, p in zip(old, path, strict=False)):
             stars = iter(p for o, p in zip(old, path, strict=False) if o == "*")
@@ -76,8 +77,8 @@ def moved(path: Path_) -> Path_:
             break
     for prefix, at, names in RENAMED:
         if path[:len(prefix)] == prefix and len(path) > at and path[at] in names:
-            return (*path[:at], names[path[at]], *path[at + 1:])
-    return path
+            return [(*path[:at], names[path[at]], *path[at + 1:]), path]
+    return [path]
 
 
 def is_number(x: Any) -> bool:
@@ -103,8 +104,8 @@ def compare(before: Any, after: Any, strings: bool = False, tolerance: float = 0
     for path, a in leaves(before):
         if TIMINGS & set(path) or not wanted(a):
             continue
-        new = moved(path)
-        if new not in after_leaves:
+        new = next((p for p in moved(path) if p in after_leaves), None)
+        if new is None:
             out["missing"].append(path)
             continue
         seen.add(new)

@@ -33,10 +33,10 @@ ARCHITECTURES = {"spen": "SPEN (EMA traces)", "gpt2": "GPT-2 architecture"}
 
 def command_line(prog: Sequence[str], flags: Mapping[str, Any]) -> str:
     """The command line that reproduces a stage's call, written from the values the call was given: a flag
-    with True stands alone, None and False are left out, a list is written as its items."""
+    with True stands alone, None, False and empty lists are left out, a list is written as its items."""
     args: list[str] = []
     for flag, value in flags.items():
-        if value is None or value is False:
+        if value is None or value is False or (isinstance(value, (list, tuple)) and not value):
             continue
         args.append(flag)
         if value is not True:
@@ -60,27 +60,32 @@ class Structure:
         self.failed = ""
         self.process: subprocess.Popen | None = None
         self._stop = threading.Event()
+        self._lock = threading.Lock()  # a child is started only while the stage has not been stopped
         self._thread = threading.Thread(target=self._run, args=(argvs,), daemon=True)
         self._thread.start()
 
     def _run(self, argvs: list[list[str]]) -> None:
         with open(self.log, "w") as f:
             for argv in argvs:  # exactly the recorded argv, one command after the other
-                if self._stop.is_set():
-                    return
-                # In this process's folder, so that relative paths in argv mean what they mean here.
-                self.process = subprocess.Popen([sys.executable, "-m", "grammar_probe", *argv], stdout=f,
-                                                stderr=subprocess.STDOUT)
+                with self._lock:
+                    if self._stop.is_set():
+                        return
+                    # In this process's folder, so that relative paths in argv mean what they mean here.
+                    self.process = subprocess.Popen([sys.executable, "-m", "grammar_probe", *argv], stdout=f,
+                                                    stderr=subprocess.STDOUT)
                 self.status = self.process.wait()
                 if self.status != 0:
                     self.failed = shlex.join([*GRAMMAR, *argv])
                     return
 
     def stop(self) -> None:
-        """Kill the child (the report failed elsewhere): nothing keeps running after the report exits."""
-        self._stop.set()
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
+        """Kill the child and wait for the stage to end (the report failed elsewhere): nothing keeps running or
+        writing after the report exits, so its folder can be kept as it is."""
+        with self._lock:
+            self._stop.set()
+            if self.process is not None and self.process.poll() is None:
+                self.process.kill()
+        self._thread.join()
 
     def result(self) -> dict[str, Any]:
         self._thread.join()
@@ -281,7 +286,8 @@ def content_probes(work: Path, plan: Plan, checkpoints: dict[str, Path]) -> dict
     recall_models = list(r.models or [m.name for m in the_map])
     settings = probe_settings(plan)
     result = run_content_probes([*(resolve_model(m) for m in trained), *the_map], text, out, settings,
-                                identity=True, recall=recall_models, workers=plan.workers, control="gpt2")
+                                identity=True, recall=recall_models, workers=plan.workers, control="gpt2",
+                                progress=None if sys.stderr.isatty() else False)  # no bars in a log file
     result["command"] = command_line(PROBES, {
         "--model_name_or_path": trained, "--default_map": True, "--recall_models": recall_models,
         "--control": "gpt2", "--output_dir": out, "--text": text_file, "--seed": plan.seed,
