@@ -313,31 +313,3 @@ def test_the_report_never_takes_an_output_folder_from_the_user(case: str, tmp_pa
     assert status == 2 and len(lines) == 1 and needle in lines[0], (case, lines)
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before, case
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "c.yaml") == ["out"], case
-
-
-# ------------------------------------------------------------------- ema-boundary report's output folder
-# The report writes a folder too: a file of the user's survives, '.' is refused up front, and an earlier report
-# is replaced only with --overwrite_output_dir (checked before the plan, the corpus or any stage is read).
-@pytest.mark.parametrize("case", [*OUTPUT_CASES, "own output with the flag"])
-def test_the_report_never_takes_an_output_folder_from_the_user(case: str, tmp_path: Path, capsys,
-                                                               monkeypatch) -> None:
-    from ema_boundary.io import MARKER
-
-    folder = tmp_path / "out"
-    folder.mkdir()
-    if case.startswith("own output"):
-        (folder / MARKER).write_text(json.dumps({"tool": "ema-boundary report"}))
-        (folder / "report.json").write_text("{}")
-    else:
-        (folder / "precious.txt").write_text("the user's")
-    before = {p.name: p.read_bytes() for p in folder.iterdir()}
-    monkeypatch.chdir(folder if case == "working folder" else tmp_path)
-    argv = ["report", "--output_dir", "." if case == "working folder" else str(folder)]
-    if case == "own output with the flag":  # the folder may be replaced: the (bad) plan is what is refused
-        argv += ["--overwrite_output_dir", "--plan", str(_text(tmp_path / "c.yaml", "workers: 0\n"))]
-    status = _module("eval.report", *argv)
-    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-    needle = OUTPUT_CASES.get(case, "workers must be positive")
-    assert status == 2 and len(lines) == 1 and needle in lines[0], (case, lines)
-    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before, case
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "c.yaml") == ["out"], case
