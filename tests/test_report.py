@@ -40,7 +40,7 @@ REQUIRED = [
     "ablation.comparisons.none.equivalence_margin",
     "ablation.comparisons.none.verdict",
     "ablation.overall.p",
-    "traces.comparisons.selective.verdict",
+    "traces.comparisons.linear-selective.verdict",
     "probes.recall.gpt2.steps",
     "probes.recall.gpt2.accuracy",
     "probes.recall.linear.accuracy",
