@@ -126,7 +126,9 @@ def test_structure_rows_read_grammar_probes_results_defensively(committed: dict)
 def test_shortcut_explanation_only_when_a_shortcut_meets_the_row(committed: dict) -> None:
     met = _row(committed, "transfer_b_accuracy")
     assert met["verdict"] == Verdict.MET.value
-    assert met["explanations"] and "window 85.5" in met["explanations"][0]["numbers"]
+    window, plain = met["explanations"]  # the window meets it, and so does a plain EMA
+    assert "k-token window" in window["text"] and "window 85.5" in window["numbers"]
+    assert "plain EMA" in plain["text"] and "plain_ema 91.0" in plain["numbers"]
     refuted = _row(committed, "ratio_within_a")
     assert refuted["verdict"] == Verdict.REFUTED.value and refuted["explanations"] == []
 

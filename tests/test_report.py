@@ -348,3 +348,18 @@ def test_progress_is_log_lines_when_the_output_is_a_file() -> None:
     lines = stream.getvalue().splitlines()
     assert "started: tokenizer" in lines[0] and "finished: tokenizer in " in lines[1]
     assert set(progress.seconds) == {"tokenizer"}
+
+
+def test_render_upgrade_rewrites_the_claims_from_the_table(tmp_path: Path) -> None:
+    from eval.report.claims import evaluate
+
+    folder = tmp_path / "committed"
+    folder.mkdir()
+    report = json.loads((REPO / "docs/report/report.json").read_text())
+    stale = [{**row, "verdict": "met", "explanations": []} for row in report["claims"]]
+    (folder / "report.json").write_text(json.dumps({**report, "claims": stale}))
+    assert main(["render", str(folder), "--upgrade"]) == 0
+    upgraded = json.loads((folder / "report.json").read_text())
+    validate(upgraded)
+    assert upgraded["claims"] == evaluate(upgraded) != stale
+    assert "not testable in this regime" in (folder / "index.md").read_text()

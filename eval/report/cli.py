@@ -78,14 +78,17 @@ def _readme(parser: UsageParser, report: Path, readme: Path) -> int:
 
 
 def _render(parser: UsageParser, folder: Path, upgrade: bool) -> int:
-    """index.md from report.json; with ``upgrade`` report.json is first rewritten in the current schema."""
+    """index.md from report.json; with ``upgrade`` report.json is first rewritten in the current schema, its claims
+    evaluated by today's claims table."""
     from ema_boundary.io import write_json
+    from eval.report.claims import evaluate
     from eval.report.render import write_index
 
     if not (folder / "report.json").is_file():
         parser.error(f"{folder}: no report.json")
     report = _read_report(parser, folder / "report.json")
     if upgrade:
+        report["claims"] = evaluate(report)
         write_json(folder / "report.json", report)
     with atomic_file(folder / "index.md") as tmp:
         write_index(report, report.get("figures", {}), Path(tmp))
@@ -117,7 +120,8 @@ def parser() -> tuple[UsageParser, dict[str, UsageParser]]:
                                         "a report.json of an older schema is read in today's.")
     render.add_argument("folder", help="a report folder (index.md, report.json, figures/)")
     render.add_argument("--upgrade", action="store_true",
-                        help="also rewrite report.json in the current schema (numbers unchanged)")
+                        help="also rewrite report.json in the current schema, its claims evaluated by today's "
+                             "claims table (numbers unchanged)")
     readme = sub.add_parser("readme", help="rewrite the README's results block from a report.json",
                             description="Rewrite the results block of README.md from a report's report.json.")
     readme.add_argument("--report", default="docs/report/report.json", help="the report.json to read")
