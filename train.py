@@ -5,10 +5,11 @@
     torchrun --nproc_per_node 2 train.py --config hub_configs/gpt2-tiny/train.yaml # 2 CPU processes (gloo)
 
 The YAML names the model config (a hub_configs/ folder) and the hyperparameters; flags override it.
-The settings (every YAML key, the flags, checkpoint discovery) live in train_config.py; the data pipeline in
-train_data.py; this file is the loop. Output folder: final/ (model + tokenizer + model card), checkpoints/step_N/,
-tokenizer/, metrics.jsonl, train_config.json. `--push_to_hub [--hub_model_id NAME]` uploads final/ to the
-Hugging Face hub once it is complete. See docs/training.md.
+The settings (every YAML key, the flags, checkpoint discovery) live in train_config.py; the corpus (documents,
+tokenizer, packed blocks) in ema_boundary/corpus.py; this file is the loop. Output folder: final/ (model +
+tokenizer + model card), checkpoints/step_N/, tokenizer/, metrics.jsonl, train_config.json.
+`--push_to_hub [--hub_model_id NAME]` uploads final/ to the Hugging Face hub once it is complete.
+See docs/training.md.
 """
 
 from __future__ import annotations
@@ -33,10 +34,10 @@ from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedConfig, get_scheduler
 
 import train_config
-import train_data
+from ema_boundary import corpus
+from ema_boundary.corpus import DataError
 from ema_boundary.io import atomic_dir, publish_dir, write_json, write_text
 from train_config import EXIT_BAD_INPUT, EXIT_PUSH_FAILED, ConfigError
-from train_data import DataError
 
 
 class JSONLTracker(GeneralTracker):
@@ -133,7 +134,7 @@ def model_card(cfg: dict, model_config: PreTrainedConfig, n_params: int, step: i
     """
     kind = model_config.model_type
     tokens = step * cfg["batch_size"] * cfg["block_size"]
-    datasets = "datasets: [allenai/c4]\n" if cfg["data"] == [train_data.C4] else ""
+    datasets = "datasets: [allenai/c4]\n" if cfg["data"] == [corpus.C4] else ""
     epoch, doc = data_pos[0], data_pos[1]
     if train_docs:  # passes done, plus the share of the training documents read in the current one
         passes = f"{epoch + doc / train_docs:.3g} (passes over the {train_docs:,} training documents)"
@@ -151,7 +152,7 @@ tags: [ema-boundary, causal-lm, {kind}]
 Trained with `train.py` of the ema-boundary project ("EMA Is Not All You Need", arXiv 2604.08556).
 
 - model: {kind}, `{cfg['model_config']}`, {n_params:,} parameters
-- data: {train_data.short_name(cfg['data'])}
+- data: {corpus.short_name(cfg['data'])}
 - tokenizer: {tokenizer_name}
 - tokens seen: {tokens:,} ({step} steps x {cfg['batch_size']} sequences x {cfg['block_size']} tokens), \
 {tokens / n_params:.3g} per parameter
@@ -193,7 +194,7 @@ def tokenizer_for_run(cfg: dict, vocab_size: int, run_dir: Path, saved: dict | N
     """A resumed run's own tokenizer, else the configured one (or a BPE trained on the data); and its name."""
     if saved and (run_dir / "tokenizer").is_dir():
         return AutoTokenizer.from_pretrained(run_dir / "tokenizer"), saved["tokenizer_used"]
-    return train_data.load_tokenizer(cfg["tokenizer"], cfg["data"], cfg["val_every"], vocab_size,
+    return corpus.load_tokenizer(cfg["tokenizer"], cfg["data"], cfg["val_every"], vocab_size,
                                      cfg["bpe_train_docs"], cfg["model_config"])
 
 
@@ -268,12 +269,12 @@ def main(argv: list[str] | None = None) -> Path:
     # Everything that can fail on bad input, before the first write to `out`.
     ckpt = train_config.find_checkpoint(out, args.resume_from_checkpoint)
     run_dir, saved = train_config.check_resume(ckpt, out, cfg)
-    n_docs = train_data.check_data(cfg["data"], cfg["val_every"])
+    n_docs = corpus.check_data(cfg["data"], cfg["val_every"])
     import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
 
     model_cfg = AutoConfig.from_pretrained(cfg["model_config"])
     tokenizer, tokenizer_name = tokenizer_for_run(cfg, model_cfg.vocab_size, run_dir, saved)
-    val = train_data.validation_blocks(cfg["data"], cfg["val_every"], tokenizer, cfg["block_size"],
+    val = corpus.validation_blocks(cfg["data"], cfg["val_every"], tokenizer, cfg["block_size"],
                                        cfg["eval_blocks"])
     if cfg["report_to"] == "tensorboard" and not is_tensorboard_available():
         raise ConfigError(f"{args.config}: report_to tensorboard, but tensorboard is not installed")
@@ -292,10 +293,10 @@ def main(argv: list[str] | None = None) -> Path:
     scheduler = get_scheduler("cosine_with_min_lr", optimizer, num_warmup_steps=cfg["warmup_steps"],
                               num_training_steps=cfg["max_steps"],
                               scheduler_specific_kwargs={"min_lr_rate": cfg["min_lr_ratio"]})
-    # The data position is ours (train_data.PackedBlocks), not the DataLoader's: each block carries the
+    # The data position is ours (corpus.PackedBlocks), not the DataLoader's: each block carries the
     # position after it, and a resumed stream starts exactly there. Accelerate dispatches the batches
     # from process 0, so the stream is read and tokenized once and every process gets its own rows.
-    train_set = train_data.PackedBlocks(cfg["data"], "train", cfg["val_every"], tokenizer,
+    train_set = corpus.PackedBlocks(cfg["data"], "train", cfg["val_every"], tokenizer,
                                         cfg["block_size"], start=tuple(start["pos"]))
     train_loader = torch.utils.data.DataLoader(train_set, batch_size=cfg["micro_batch_size"])
     val_loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(val), batch_size=cfg["micro_batch_size"])

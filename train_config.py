@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 
-import train_data
+from ema_boundary import corpus
 from ema_boundary.io import OutputError, check_output_dir
 
 REPO = Path(__file__).resolve().parent
@@ -188,8 +188,8 @@ def read_yaml(path: str | Path, overrides: dict[str, Any] | None = None) -> dict
     if not isinstance(model_type, str):
         raise ConfigError(f"{model_json}: no model_type (not a transformers model config)")
     try:
-        cfg["data"] = train_data.parse_data(cfg["data"])
-    except train_data.DataError as e:
+        cfg["data"] = corpus.parse_data(cfg["data"])
+    except corpus.DataError as e:
         raise ConfigError(str(e)) from None
     cfg["output_dir"] = cfg["output_dir"] or f"outputs/{Path(cfg['model_config']).name}"
     return cfg

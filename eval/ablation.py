@@ -1,18 +1,19 @@
 """The paper's central control as one command: swap the predictor (or the trace), keep everything else.
 
-    python -m eval.ablation --config hub_configs/spen-w32/train.yaml --seeds 5 --out outputs/ablation
-    python -m eval.ablation --config hub_configs/spen-w32/train.yaml --seeds 5 --out outputs/ablation-trace \\
-        --trace ema learned selective --workers 2
+    python -m eval.ablation --config hub_configs/spen-w32/train.yaml --seeds 5 --output_dir outputs/ablation
+    python -m eval.ablation --config hub_configs/spen-w32/train.yaml --seeds 5 --output_dir outputs/ablation-trace \\
+        --trace linear,linear-learned,linear-selective --workers 2
 
 Every arm is trained by train.py (``train.main``) from the same YAML with the same learning rate, on the same
 data in the same order, with the same tokenizer (built once before the runs) and the same seeds; only the SPEN
 config fields of the arm differ. The design is **blocked by seed**: a seed fixes the initialisation stream and
 every arm reads the same batches in the same order, so arms are compared within seed (paired), never as
-independent samples. Each arm is compared with a reference arm (``linear`` for the predictors: the paper's static
-reader; ``ema`` for the traces) through :func:`ema_boundary.stats.compare_arms`: the paired difference of the
-final validation loss with its 95% interval, an equivalence test (TOST) against a margin declared before the
-run, Holm-adjusted across arms, and a verdict (``equivalent`` / ``different`` / ``not resolved``). The overall
-question (does any arm differ?) is the seed-blocked F test (:func:`ema_boundary.stats.blocked_f_test`).
+independent samples. The arms are named SPEN variants (``modeling_spen.variants``). Each arm is compared with a
+reference arm (``linear``, the paper's static reader over EMA traces, for both ablations) through
+:func:`ema_boundary.stats.compare_arms`: the paired difference of the final validation loss with its 95%
+interval, an equivalence test (TOST) against a margin declared before the run, Holm-adjusted across arms, and a
+verdict (``equivalent`` / ``different`` / ``not resolved``). The overall question (does any arm differ?) is the
+seed-blocked F test (:func:`ema_boundary.stats.blocked_f_test`).
 
 The output folder gets
 
@@ -25,12 +26,13 @@ The output folder gets
 - ``configs/<arm>/``: the model config and train YAML each arm was trained with; ``tokenizer/``.
 
 The folder is built under a temporary name and renamed at the end: an interrupted ablation leaves
-nothing that looks like a result.
+nothing that looks like a result; a failed one leaves its partial folder, with every run's log, as
+``NAME.failed`` (named in the error). An existing folder is replaced only if it is this tool's own earlier
+output and ``--overwrite_output_dir`` is given.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import shutil
@@ -44,25 +46,19 @@ import yaml
 
 import train_config
 from ema_boundary import stats
-from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser
+from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, add_output_dir, comma_list, first_line, flatten
+from ema_boundary.cli import positive_int as _positive_int
 from ema_boundary.figures import pyplot, save
-from ema_boundary.io import OutputError, atomic_dir, check_output_dir, write_json
+from ema_boundary.io import atomic_dir, check_output_dir, write_json
+from ema_boundary.params import parameter_counts
 from eval.runs import Run, param_count, read_metrics, train_runs
-from modeling_spen.configuration_spen import TRACES
+from modeling_spen.variants import PREDICTOR_VARIANTS, REFERENCE_VARIANT, SPEN_VARIANTS, TRACE_VARIANTS
 
-# The paper's ablation: the static linear reader against causal attention readers over the same traces, and
-# the control with no reader at all (x̂ = 0). Scope "sequence" attends over the trace states of every past
-# position; "state" only over the current state's traces (see modeling_spen.configuration_spen).
-PREDICTOR_VARIANTS: dict[str, dict[str, str]] = {
-    "none": {"predictor": "none"},
-    "linear": {"predictor": "linear", "predictor_scope": "sequence"},
-    "linear_attention-state": {"predictor": "linear_attention", "predictor_scope": "state"},
-    "linear_attention-sequence": {"predictor": "linear_attention", "predictor_scope": "sequence"},
-    "softmax_attention-state": {"predictor": "softmax_attention", "predictor_scope": "state"},
-    "softmax_attention-sequence": {"predictor": "softmax_attention", "predictor_scope": "sequence"},
-}
-TRACE_VARIANTS: tuple[str, ...] = TRACES
-REFERENCE = {"predictor": "linear", "trace": "ema"}
+# The arms are named SPEN variants (modeling_spen.variants, one table for the ablations, the recall map and the
+# plans): the paper's ablation swaps the reader over the fixed-rate traces, the trace ablation swaps the trace
+# under the linear reader. Both compare with the paper's linear reader over EMA traces.
+REFERENCE = {"predictor": REFERENCE_VARIANT, "trace": REFERENCE_VARIANT}
+TOOL = "eval.ablation"  # whose output folder this is (ema_boundary.io's marker)
 DEFAULT_MARGIN = 0.02  # nats; declare your own before the run (--margin)
 CURVE_POINTS = 8  # validation evaluations per run (eval_every = max_steps // CURVE_POINTS)
 DESIGN = ("seed-blocked: every arm trains with each seed; a seed fixes the initialisation stream and every arm "
@@ -89,12 +85,12 @@ def _variants(variants: Sequence[str] | None, traces: Sequence[str] | None) -> t
         bad = [t for t in traces if t not in TRACE_VARIANTS]
         if bad or not traces:
             raise UsageError(f"--trace: {bad or 'nothing'} not in {list(TRACE_VARIANTS)}")
-        return "trace", {t: {"trace": t} for t in dict.fromkeys(traces)}
+        return "trace", {t: SPEN_VARIANTS[t] for t in dict.fromkeys(traces)}
     names = list(PREDICTOR_VARIANTS) if variants is None else list(dict.fromkeys(variants))
     bad = [v for v in names if v not in PREDICTOR_VARIANTS]
     if bad or not names:
         raise UsageError(f"--variants: {bad or 'nothing'} not in {list(PREDICTOR_VARIANTS)}")
-    return "predictor", {v: PREDICTOR_VARIANTS[v] for v in names}
+    return "predictor", {v: SPEN_VARIANTS[v] for v in names}
 
 
 def analyse(final: dict[str, dict[str, float]], reference: str, margin: float | None) -> dict[str, Any]:
@@ -158,20 +154,24 @@ def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variant
                  traces: Sequence[str] | None = None, max_steps: int | None = None,
                  data: Sequence[str] | None = None, lr: float | None = None, workers: int = 1,
                  reference: str | None = None, margin: float | None = DEFAULT_MARGIN,
-                 tokenizer: str | Path | None = None) -> dict[str, Any]:
+                 tokenizer: str | Path | None = None, seed: int | None = None,
+                 overwrite: bool = False) -> dict[str, Any]:
     """Train every arm x seed through train.main and write `out_dir` (see the module docstring).
 
     `variants` picks predictor arms (default: all of PREDICTOR_VARIANTS); `traces` runs the trace ablation
-    instead (the predictor stays the config's). Seeds are the YAML's seed + 0..seeds-1. `lr` overrides the
-    YAML's rate for every arm; `workers` runs that many trainings at a time (one torch thread each).
+    instead (TRACE_VARIANTS: the linear reader over each trace). Seeds are `seed` (default: the YAML's) +
+    0..seeds-1. `lr` overrides the YAML's rate for every arm; `workers` runs that many trainings at a time
+    (one torch thread each). `overwrite` replaces this tool's own earlier output in `out_dir`.
     Returns the content of ablation.json. Bad input raises UsageError before anything is written.
     """
     config, out_dir = Path(config), Path(out_dir)
     for name, value in (("--seeds", seeds), ("--workers", workers), ("--max_steps", max_steps)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise UsageError(f"{name} must be a positive integer, got {value!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise UsageError(f"--seed must be a non-negative integer, got {seed!r}")
     if lr is not None and not (isinstance(lr, (int, float)) and 0 < lr < math.inf):
-        raise UsageError(f"--lr must be a positive number, got {lr!r}")
+        raise UsageError(f"--learning_rate must be a positive number, got {lr!r}")
     if margin is not None and not (isinstance(margin, (int, float)) and 0 < margin < math.inf):
         raise UsageError(f"--margin must be a positive number, got {margin!r}")
     if tokenizer is not None and not (Path(tokenizer) / "tokenizer_config.json").is_file():
@@ -181,13 +181,10 @@ def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variant
     reference = reference or REFERENCE[axis]
     if reference not in chosen:
         raise UsageError(f"--reference {reference!r} is not among the arms {list(chosen)}")
-    try:
-        check_output_dir(out_dir)
-    except OutputError as e:  # a file in the way, an unwritable parent
-        raise UsageError(f"--out {e}") from None
+    check_output_dir(out_dir, tool=TOOL, overwrite=overwrite)
     base_model = json.loads((Path(cfg["model_config"]) / "config.json").read_text())
     steps = max_steps or cfg["max_steps"]
-    seed_list = [cfg["seed"] + i for i in range(seeds)]
+    seed_list = [(cfg["seed"] if seed is None else seed) + i for i in range(seeds)]
     data = list(data) if data else cfg["data"]
     tokens = steps * cfg["batch_size"] * cfg["block_size"]
 
@@ -196,7 +193,8 @@ def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variant
         "tokens": tokens, "lr": lr or cfg["lr"], "seeds": seed_list, "data": data, "design": DESIGN,
         "reference": reference, "equivalence_margin": margin, "variants": {},
     }
-    with atomic_dir(out_dir) as tmp:
+    # A failed ablation keeps its folder (every run's log) as NAME.failed, named in the error.
+    with atomic_dir(out_dir, tool=TOOL, overwrite=overwrite, keep_on_error=True) as tmp:
         tok_dir = Path(tokenizer).resolve() if tokenizer else build_tokenizer(cfg, data, tmp / "tokenizer")
         runs: list[Run] = []
         for name, fields in chosen.items():
@@ -230,9 +228,11 @@ def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variant
                                        "final_val_ppl": math.exp(curve["val_loss"][-1]),
                                        "run_dir": str(Path("runs") / name / f"seed_{seed}"),
                                        "command": run.command, "curve": curve}
-            n_params = param_count(runs[0].output_dir.parent.parent / name / f"seed_{seed_list[0]}" / "final")
+            final_dir = runs[0].output_dir.parent.parent / name / f"seed_{seed_list[0]}" / "final"
+            n_params = param_count(final_dir)
             result["variants"][name] = {
                 "fields": fields, "parameters": n_params, "tokens_per_parameter": tokens / n_params,
+                "non_embedding_parameters": _non_embedding(final_dir),
                 "mean_val_loss": statistics.fmean(r["final_val_loss"] for r in arm_runs.values()),
                 "runs": arm_runs}
         final = {v: {s: r["final_val_loss"] for s, r in var["runs"].items()} for v, var in result["variants"].items()}
@@ -245,6 +245,16 @@ def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variant
     return result
 
 
+def _non_embedding(final: Path) -> int:
+    """Non-embedding parameters of a trained arm (``ema_boundary.params``: what differs between the arms)."""
+    from transformers import AutoConfig
+
+    import modeling_spen  # noqa: F401  registers SPEN with the Auto classes
+    from eval.probes.models import build_on_meta
+
+    return parameter_counts(build_on_meta(AutoConfig.from_pretrained(final), str(final))).non_embedding
+
+
 def _final_paths(text: str, tmp: Path, out_dir: Path) -> str:
     """``text`` with the temporary folder's paths (absolute or as given) replaced by the final folder's."""
     return text.replace(str(tmp.resolve()), str(out_dir.resolve())).replace(str(tmp), str(out_dir))
@@ -252,49 +262,55 @@ def _final_paths(text: str, tmp: Path, out_dir: Path) -> str:
 
 def build_tokenizer(cfg: dict[str, Any], data: list[str], folder: Path) -> Path:
     """The YAML's tokenizer (or a BPE trained on the data), saved once for every run of the ablation."""
-    import train_data
+    from ema_boundary import corpus
 
     vocab = json.loads((Path(cfg["model_config"]) / "config.json").read_text())["vocab_size"]
     try:
-        tok, _ = train_data.load_tokenizer(cfg["tokenizer"], data, cfg["val_every"], vocab, cfg["bpe_train_docs"],
+        tok, _ = corpus.load_tokenizer(cfg["tokenizer"], data, cfg["val_every"], vocab, cfg["bpe_train_docs"],
                                            cfg["model_config"])
-    except train_data.DataError as e:
+    except corpus.DataError as e:
         raise UsageError(f"train.py: {e}") from None
     tok.save_pretrained(folder)
     return folder.resolve()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = UsageParser(prog="python -m eval.ablation", description=__doc__.split("\n\n")[0],
-                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = UsageParser(prog="python -m eval.ablation", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", required=True,
                    help="train.py YAML of a SPEN model, e.g. hub_configs/spen-w32/train.yaml")
-    p.add_argument("--seeds", type=int, default=5, help="seeds per arm: the YAML's seed + 0..N-1 (default 5)")
-    p.add_argument("--out", required=True, help="output folder (replaced, atomically, when the ablation ends)")
-    p.add_argument("--variants", nargs="+", metavar="NAME",
-                   help=f"predictor arms (default: all of {', '.join(PREDICTOR_VARIANTS)})")
-    p.add_argument("--trace", nargs="+", metavar="TRACE",
+    p.add_argument("--seeds", type=_positive_int, default=5, help="seeds per arm: --seed + 0..N-1")
+    p.add_argument("--seed", type=int, help="the first seed (default: the YAML's)")
+    add_output_dir(p, "output folder (written atomically when the ablation ends; a failed one is kept as "
+                      "NAME.failed with its logs)")
+    p.add_argument("--variants", type=comma_list, nargs="+", metavar="NAME",
+                   help=f"predictor arms, comma or space separated (default: all of {', '.join(PREDICTOR_VARIANTS)})")
+    p.add_argument("--trace", type=comma_list, nargs="+", metavar="NAME",
                    help=f"run the trace ablation instead, over these of {', '.join(TRACE_VARIANTS)}")
-    p.add_argument("--reference", help="the arm every other is compared with (default: linear; ema for --trace)")
+    p.add_argument("--reference", help=f"the arm every other is compared with (default: {REFERENCE_VARIANT})")
     p.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
-                   help=f"equivalence margin in nats, declared before the run (default {DEFAULT_MARGIN})")
-    p.add_argument("--max_steps", type=int, help="optimizer steps per run (overrides the YAML)")
-    p.add_argument("--lr", type=float, help="peak learning rate of every arm (overrides the YAML)")
-    p.add_argument("--data", nargs="+", metavar="PATH", help="training data (overrides the YAML, as in train.py)")
+                   help="equivalence margin in nats, declared before the run")
+    p.add_argument("--max_steps", type=_positive_int, help="optimizer steps per run (default: the YAML's)")
+    p.add_argument("--learning_rate", "--lr", dest="lr", type=float,
+                   help="peak learning rate of every arm (default: the YAML's)")
+    p.add_argument("--data", nargs="+", metavar="PATH", help="training data (default: the YAML's, as in train.py)")
     p.add_argument("--tokenizer", metavar="DIR", help="tokenizer folder for every run (default: the YAML's, or a "
                                                       "BPE trained on the data once)")
-    p.add_argument("--workers", type=int, default=1,
-                   help="trainings at a time, in processes of one torch thread each (default 1: in this process)")
-    args = p.parse_args(argv)
+    p.add_argument("--workers", type=_positive_int, default=1,
+                   help="trainings at a time, in processes of one torch thread each (1: in this process)")
     try:
-        result = run_ablation(args.config, args.seeds, args.out, variants=args.variants, traces=args.trace,
-                              max_steps=args.max_steps, data=args.data, lr=args.lr, workers=args.workers,
-                              reference=args.reference, margin=args.margin, tokenizer=args.tokenizer)
+        args = p.parse_args(argv)
+    except SystemExit as e:  # a usage error (already printed in one line) or --help: its status, returned
+        return int(e.code or 0)
+    try:
+        result = run_ablation(args.config, args.seeds, args.output_dir, variants=flatten(args.variants),
+                              traces=flatten(args.trace), max_steps=args.max_steps, data=args.data, lr=args.lr,
+                              workers=args.workers, reference=args.reference, margin=args.margin,
+                              tokenizer=args.tokenizer, seed=args.seed, overwrite=args.overwrite_output_dir)
     except UsageError as e:
-        print(f"{p.prog}: error: {e}", file=sys.stderr)
+        print(f"{p.prog}: error: {first_line(e)}", file=sys.stderr)
         return EXIT_USAGE
     print(result["statement"])
-    print(f"wrote {Path(args.out) / 'ablation.json'} and {Path(args.out) / 'loss_curves.png'}")
+    print(f"wrote {Path(args.output_dir) / 'ablation.json'} and {Path(args.output_dir) / 'loss_curves.png'}")
     return 0
 
 

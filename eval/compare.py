@@ -1,7 +1,7 @@
 """Run several models on the same lm-eval tasks and tabulate them (the harness's Python API, model "hf").
 
-    python -m eval.compare --models outputs/spen-tiny/final outputs/gpt2-tiny/final gpt2 \\
-        --tasks pydoc_val grammar_roles --out outputs/compare
+    python -m eval.compare --model_name_or_path outputs/spen-tiny/final outputs/gpt2-tiny/final gpt2 \\
+        --tasks pydoc_val,grammar_roles --output_dir outputs/compare
 
 A model is a local folder (a SPEN checkpoint, a GPT-2 folder, train.py's final/) or a hub name. Tasks
 are looked up in eval/tasks (plus --include_path) and in the harness's own registry. Writes
@@ -10,10 +10,11 @@ are looked up in eval/tasks (plus --include_path) and in the harness's own regis
 - ``table.md``: one row per task and metric, one column per model;
 - ``compare.png``: one bar chart per task (its main metric), one bar per model.
 
-A model that cannot be found (offline and not in the local cache, or a folder without config.json) is
-reported in one line and the other models still run; so is a model that fails during evaluation. Exit
-status: 0 when every model that was found ran (and at least one did), 1 otherwise, 2 for bad arguments
-(nothing written).
+Models are checked before any evaluation (``eval.probes.models.resolve_model``): a local folder that is
+missing, has no config.json or has unreadable weights is bad input; a hub name that cannot be reached
+(offline and not in the local cache) is reported in one line and the other models still run; so is a model
+that fails during evaluation. Exit status: 0 when every model that was found ran (and at least one did), 1
+otherwise, 2 for bad arguments (nothing written).
 """
 
 from __future__ import annotations
@@ -27,36 +28,27 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, looks_like_path, positive_int
+from ema_boundary.cli import (
+    EXIT_USAGE,
+    UsageError,
+    UsageParser,
+    add_output_dir,
+    comma_list,
+    first_line,
+    flatten,
+    looks_like_path,
+    positive_int,
+)
 from ema_boundary.figures import pyplot
-from ema_boundary.io import OutputError, atomic_dir, check_output_dir, write_json
+from ema_boundary.io import atomic_dir, check_output_dir, write_json
+from eval.probes.models import ModelError, resolve_model
 
+TOOL = "eval.compare"  # whose output folder this is (ema_boundary.io's marker)
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
 # The metric plotted for a task: the first of these it reports. Bits per byte first: tokenizer-independent
 # like word perplexity, but on a linear scale that stays readable when perplexities differ by 10^3.
 MAIN_METRICS = ("bits_per_byte", "acc", "exact_match", "word_perplexity", "byte_perplexity")
 LOG_SCALE = {"word_perplexity", "byte_perplexity", "perplexity"}
-
-
-class ModelNotFound(Exception):
-    """The model is neither a model folder nor resolvable on the hub (or its cache)."""
-
-
-def resolve_model(name: str) -> str:
-    """A loadable path or hub id for `name`, or ModelNotFound with a one-line reason."""
-    path = Path(name)
-    if path.exists():
-        if not (path / "config.json").is_file():
-            raise ModelNotFound(f"{name}: folder has no config.json (not a save_pretrained model)")
-        return str(path.resolve())
-    from transformers import AutoConfig
-
-    try:  # offline, this succeeds only from the local cache; it fails fast either way
-        AutoConfig.from_pretrained(name, trust_remote_code=True)
-    except Exception as e:  # OSError, ValueError, hub and network errors: all mean "cannot get it"
-        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ModelNotFound(f"{name}: not a local folder and not available from the hub ({reason[:160]})") from None
-    return name
 
 
 def _task_manager(tasks: Sequence[str], include_path: Sequence[str | Path]):
@@ -98,6 +90,22 @@ def _fmt(v: float | None) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "—"
     return f"{v:,.2f}" if abs(v) >= 100 else f"{v:.4f}"
+
+
+def _pretrained(names: Sequence[str]) -> dict[str, str | ModelError]:
+    """Each model's loadable path or hub id, or why a hub name cannot be had (recorded, not fatal). A local
+    folder that is missing or broken is a typo or a damaged checkpoint: UsageError, before any work."""
+    found: dict[str, str | ModelError] = {}
+    for name in names:
+        try:
+            spec = resolve_model(name, trust_remote_code=True)
+        except ModelError as e:
+            if Path(name).exists() or looks_like_path(name) or "=" in name:
+                raise UsageError(f"--model_name_or_path {e}") from None
+            found[name] = e
+            continue
+        found[name] = str(Path(spec.location).resolve()) if spec.source == "folder" else spec.location
+    return found
 
 
 def _table(result: dict[str, Any]) -> str:
@@ -146,13 +154,16 @@ def _plot(result: dict[str, Any], path: Path) -> None:
 
 def compare(models: Sequence[str], tasks: Sequence[str], out_dir: str | Path, *, batch_size: int | str = 8,
             limit: int | float | None = None, num_fewshot: int | None = None, device: str | None = None,
-            include_path: Sequence[str | Path] = (), model_args: str = "") -> dict[str, Any]:
+            include_path: Sequence[str | Path] = (), model_args: str = "", seed: int | None = None,
+            overwrite: bool = False) -> dict[str, Any]:
     """Evaluate every model on `tasks` with lm-eval's simple_evaluate; write results.json, table.md,
     compare.png into `out_dir` (replaced atomically) and return the content of results.json.
 
-    A model that cannot be found is recorded with status "missing" and its reason; the others still run.
-    Unknown tasks or an empty model list raise UsageError before anything is written.
-    `model_args` is appended to every model's arguments (e.g. "dtype=bfloat16").
+    A hub model that cannot be found is recorded with status "missing" and its reason; the others still run.
+    Unknown tasks, a broken local model folder, an output folder that is not this tool's (or is its earlier
+    output without ``overwrite``) or an empty model list raise UsageError before anything is written.
+    `model_args` is appended to every model's arguments (e.g. "dtype=bfloat16"); `seed`, when given, seeds
+    lm-eval's python, numpy, torch and few-shot generators (None: lm-eval's defaults).
     """
     from importlib.metadata import version
 
@@ -160,22 +171,14 @@ def compare(models: Sequence[str], tasks: Sequence[str], out_dir: str | Path, *,
     import torch
 
     if not models:
-        raise UsageError("--models: give at least one model")
+        raise UsageError("--model_name_or_path: give at least one model")
     if not tasks:
         raise UsageError("--tasks: give at least one task")
     for p in include_path:
         if not Path(p).is_dir():
             raise UsageError(f"--include_path {p}: no such folder")
-    for name in models:  # a local folder that is missing or is not a model is a typo, not a skipped model
-        path = Path(name)
-        if path.exists() and not (path / "config.json").is_file():
-            raise UsageError(f"--models {name}: not a save_pretrained folder (no config.json)")
-        if not path.exists() and looks_like_path(name):
-            raise UsageError(f"--models {name}: no such folder")
-    try:
-        check_output_dir(out_dir)
-    except OutputError as e:
-        raise UsageError(f"--out {e}") from None
+    check_output_dir(out_dir, tool=TOOL, overwrite=overwrite)
+    pretrained_of = _pretrained(list(dict.fromkeys(models)))
     manager = _task_manager(tasks, include_path)
     unknown = [t for t in tasks if t not in manager.all_tasks]
     if unknown:
@@ -184,23 +187,23 @@ def compare(models: Sequence[str], tasks: Sequence[str], out_dir: str | Path, *,
     result: dict[str, Any] = {
         "lm_eval_version": version("lm_eval"), "tasks": list(tasks),
         "settings": {"batch_size": batch_size, "limit": limit, "num_fewshot": num_fewshot, "device": device,
-                     "model_args": model_args},
+                     "model_args": model_args, "seed": seed},
         "models": {},
     }
-    for name in tqdm(list(dict.fromkeys(models)), desc="models", unit="model"):
-        try:
-            pretrained = resolve_model(name)
-        except ModelNotFound as e:
-            print(f"eval.compare: skipping {e}", file=sys.stderr)
-            result["models"][name] = {"status": "missing", "error": str(e)}
+    seeds = {} if seed is None else {"random_seed": seed, "numpy_random_seed": seed, "torch_random_seed": seed,
+                                     "fewshot_random_seed": seed}
+    for name, pretrained in tqdm(pretrained_of.items(), desc="models", unit="model"):
+        if isinstance(pretrained, ModelError):
+            print(f"eval.compare: skipping {pretrained}", file=sys.stderr)
+            result["models"][name] = {"status": "missing", "error": str(pretrained)}
             continue
         args = f"pretrained={pretrained},trust_remote_code=True" + (f",{model_args}" if model_args else "")
         try:
             out = lm_eval.simple_evaluate(model="hf", model_args=args, tasks=list(tasks), task_manager=manager,
                                           batch_size=batch_size, limit=limit, num_fewshot=num_fewshot,
-                                          device=device, log_samples=False)
+                                          device=device, log_samples=False, **seeds)
         except Exception as e:  # one broken model must not cost the others' results; the table says why
-            reason = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+            reason = f"{type(e).__name__}: {first_line(e)}"
             print(f"eval.compare: {name} failed: {reason}", file=sys.stderr)
             result["models"][name] = {"status": "failed", "pretrained": pretrained, "error": reason}
             continue
@@ -209,7 +212,7 @@ def compare(models: Sequence[str], tasks: Sequence[str], out_dir: str | Path, *,
             "n_samples": {t: n.get("effective") for t, n in out.get("n-samples", {}).items()},
             "versions": {t: v for t, v in out.get("versions", {}).items()},
         }
-    with atomic_dir(Path(out_dir)) as tmp:
+    with atomic_dir(Path(out_dir), tool=TOOL, overwrite=overwrite) as tmp:
         write_json(tmp / "results.json", result)
         (tmp / "table.md").write_text(_table(result))
         _plot(result, tmp / "compare.png")
@@ -232,28 +235,33 @@ def _limit(value: str) -> int | float:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = UsageParser(prog="python -m eval.compare", description=__doc__.split("\n\n")[0],
-                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--models", nargs="+", required=True, metavar="MODEL", help="model folders or hub names")
-    p.add_argument("--tasks", nargs="+", required=True, metavar="TASK", help="lm-eval task or group names")
-    p.add_argument("--out", required=True, help="output folder (replaced atomically)")
-    p.add_argument("--batch_size", type=_batch_size, default=8, help="int or 'auto' (default 8)")
-    p.add_argument("--limit", type=_limit, help="documents per task: a count, or a fraction if < 1")
+    p = UsageParser(prog="python -m eval.compare", description=__doc__.split("\n\n")[0])
+    p.add_argument("--model_name_or_path", "--models", "--model", dest="models", nargs="+", action="extend",
+                   required=True, metavar="MODEL", help="model folders or hub names")
+    p.add_argument("--tasks", type=comma_list, nargs="+", required=True, metavar="TASK",
+                   help="lm-eval task or group names, comma or space separated")
+    add_output_dir(p, "output folder (results.json, table.md, compare.png)")
+    p.add_argument("--batch_size", type=_batch_size, default=8, help="int or 'auto'")
+    p.add_argument("--limit", type=_limit, help="documents per task: a count, or a fraction if < 1 (default: all)")
     p.add_argument("--num_fewshot", type=int, help="few-shot examples (default: each task's own)")
+    p.add_argument("--seed", type=int, help="seed of lm-eval's python, numpy, torch and few-shot generators "
+                                            "(default: lm-eval's, 0 and 1234)")
     p.add_argument("--device", help="torch device (default: cuda if available, else cpu)")
     p.add_argument("--include_path", nargs="+", default=[], help="more task folders, after eval/tasks")
     p.add_argument("--model_args", default="", help="extra hf model arguments, e.g. dtype=bfloat16")
     args = p.parse_args(argv)
     try:
-        result = compare(args.models, args.tasks, args.out, batch_size=args.batch_size, limit=args.limit,
-                         num_fewshot=args.num_fewshot, device=args.device, include_path=args.include_path,
-                         model_args=args.model_args)
+        result = compare(args.models, flatten(args.tasks), args.output_dir, batch_size=args.batch_size,
+                         limit=args.limit, num_fewshot=args.num_fewshot, device=args.device,
+                         include_path=args.include_path, model_args=args.model_args, seed=args.seed,
+                         overwrite=args.overwrite_output_dir)
     except UsageError as e:
-        print(f"{p.prog}: error: {e}", file=sys.stderr)
+        print(f"{p.prog}: error: {first_line(e)}", file=sys.stderr)
         return EXIT_USAGE
-    print((Path(args.out) / "table.md").read_text())
+    print((Path(args.output_dir) / "table.md").read_text())
     status = [r["status"] for r in result["models"].values()]
-    print(f"{status.count('ok')}/{len(status)} models ran; wrote {args.out}/results.json, table.md, compare.png")
+    print(f"{status.count('ok')}/{len(status)} models ran; wrote {args.output_dir}/results.json, table.md, "
+          "compare.png")
     # A model that is not there (offline) is reported, not fatal; one that broke is.
     return 0 if "ok" in status and "failed" not in status else 1
 

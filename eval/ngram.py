@@ -20,16 +20,28 @@ tokens are scored as train.py scores the LMs: blocks of ``block_size + 1`` token
 after the first of a block is a target, and context never crosses the start of a block: where a
 target has only ``k < n - 1`` tokens of context, the order-``(k + 1)`` model scores it (the
 trigram line scores a block's first target with the bigram model).
+
+For a corpus and a tokenizer, :func:`ngram_references` reads both streams from :mod:`ema_boundary.corpus`
+(the runs' own training stream and validation or test blocks); from the command line::
+
+    python -m eval.ngram --data embedded --tokenizer outputs/spen-w32/final --val_every 10 --block_size 128 \\
+        --eval_blocks 200 --output_dir outputs/ngram            # ngram.json
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import torch
 
+from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, add_output_dir, first_line, positive_int
+
+TOOL = "eval.ngram"  # whose output folder this is (ema_boundary.io's marker)
 DISCOUNT = 0.75
 ORDERS = {"unigram": 1, "bigram": 2, "trigram": 3}
 
@@ -111,4 +123,110 @@ def ngram_perplexities(
     return {**result, "discount": discount, "train_tokens": len(train_stream), "val_targets": count}
 
 
-__all__ = ["KneserNey", "ngram_perplexities", "DISCOUNT"]
+def ngram_references(data: list[str], val_every: int, tokenizer: Any, block_size: int, n_blocks: int | None,
+                     train_tokens: int | None = None, split: str = "validation", test_every: int = 0,
+                     discount: float = DISCOUNT) -> dict[str, Any]:
+    """Kneser-Ney perplexities on the first ``n_blocks`` blocks of ``split`` (None: all of them) of ``data``,
+    counted on the training stream a run reads (documents joined with EOS, at most ``train_tokens`` of it).
+
+    The splits are the corpus's (:func:`ema_boundary.corpus.split_of`: the same ``val_every`` and
+    ``test_every`` as the runs). Returns :func:`ngram_perplexities`' dict with ``split``, ``eval_tokens``
+    (the targets scored, ``n_blocks * block_size``) and ``train_split_tokens`` (the training split's size;
+    None for a streamed corpus read only as far as ``train_tokens``).
+    """
+    from ema_boundary import corpus
+
+    stream: list[int] = []
+    exhausted = True  # a streamed corpus (c4) is read only as far as the runs read it; a finite one to its end
+    texts = (d["text"] for d in corpus.documents(data, "train", val_every, test_every))
+    for batch in corpus.batched(texts, 64):
+        for ids in tokenizer(batch, add_special_tokens=False, verbose=False)["input_ids"]:
+            stream.extend([*ids, tokenizer.eos_token_id])
+        if data == [corpus.C4] and train_tokens is not None and len(stream) >= train_tokens:
+            exhausted = False
+            break
+    if split == "validation":
+        blocks = corpus.validation_blocks(data, val_every, tokenizer, block_size, n_blocks, test_every)
+    else:
+        blocks = corpus.test_blocks(data, val_every, tokenizer, block_size, n_blocks, test_every)
+    result = ngram_perplexities(stream[:train_tokens], blocks, len(tokenizer), discount)
+    result["split"] = split
+    result["eval_tokens"] = int(blocks.shape[0] * (blocks.shape[1] - 1))
+    result["train_split_tokens"] = len(stream) if exhausted else None
+    return result
+
+
+def _tokenizer(args: Any, data: list[str]) -> tuple[Any, str]:
+    """The tokenizer named by ``--tokenizer``, or a BPE of ``--vocab_size`` tokens trained on the training split."""
+    from transformers import AutoTokenizer
+
+    from ema_boundary import corpus
+
+    if args.tokenizer is None:
+        return corpus.load_tokenizer(None, data, args.val_every, args.vocab_size, 100_000, "--vocab_size",
+                                     args.test_every)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(args.tokenizer)
+    except (OSError, ValueError) as e:
+        raise UsageError(f"--tokenizer {args.tokenizer}: not a tokenizer ({first_line(e)})") from None
+    if tokenizer.eos_token_id is None:
+        raise UsageError(f"--tokenizer {args.tokenizer}: no EOS token to separate documents")
+    return tokenizer, args.tokenizer
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = UsageParser(prog="python -m eval.ngram", description="Kneser-Ney unigram, bigram and trigram perplexities "
+                    "of a corpus's validation or test blocks, counted on its training split.")
+    p.add_argument("--data", nargs="+", default=["embedded"], metavar="SOURCE",
+                   help="c4, embedded (or embedded:pydoc, embedded:stdlib), or local files, as in train.py")
+    p.add_argument("--tokenizer", metavar="NAME_OR_DIR",
+                   help="a tokenizer folder (e.g. a run's final/) or hub name (default: a byte-level BPE of "
+                        "--vocab_size tokens trained on the training split, as train.py does)")
+    p.add_argument("--vocab_size", type=positive_int, default=1024, help="the trained BPE's size (no --tokenizer)")
+    p.add_argument("--val_every", type=positive_int, default=10, help="every N-th document is validation")
+    p.add_argument("--test_every", type=int, default=0,
+                   help="of the other documents every N-th is test (0: no test split)")
+    p.add_argument("--split", choices=["validation", "test"], default="validation", help="the blocks scored")
+    p.add_argument("--block_size", type=positive_int, default=128, help="tokens of context per block")
+    p.add_argument("--eval_blocks", type=positive_int, help="blocks scored (default: all of the split)")
+    p.add_argument("--max_train_tokens", type=positive_int,
+                   help="count at most this many training tokens (the runs' budget; default: the whole split)")
+    add_output_dir(p, "output folder (ngram.json)")
+    try:
+        args = p.parse_args(argv)
+    except SystemExit as e:  # a usage error (already printed in one line) or --help: its status, returned
+        return int(e.code or 0)
+    from ema_boundary import corpus
+    from ema_boundary.io import atomic_dir, check_output_dir, write_json
+
+    try:
+        if args.test_every < 0 or (args.split == "test" and args.test_every == 0):
+            raise UsageError(f"--test_every {args.test_every}: give a positive N for a test split (every N-th of the "
+                             "documents that are not validation)")
+        check_output_dir(args.output_dir, tool=TOOL, overwrite=args.overwrite_output_dir)
+        try:
+            data = corpus.parse_data(args.data)
+            corpus.check_data(data, args.val_every, args.test_every)
+            tokenizer, name = _tokenizer(args, data)
+            result = ngram_references(data, args.val_every, tokenizer, args.block_size, args.eval_blocks,
+                                      args.max_train_tokens, args.split, args.test_every)
+        except corpus.DataError as e:
+            raise UsageError(f"--data {first_line(e)}") from None
+        result.update(data=data, tokenizer=name, val_every=args.val_every, test_every=args.test_every,
+                      block_size=args.block_size)
+        with atomic_dir(args.output_dir, tool=TOOL, overwrite=args.overwrite_output_dir) as tmp:
+            write_json(tmp / "ngram.json", result)
+    except UsageError as e:
+        print(f"{p.prog}: error: {first_line(e)}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"{args.split}: unigram {result['unigram']:.2f}, bigram {result['bigram']:.2f}, trigram "
+          f"{result['trigram']:.2f} perplexity on {result['eval_tokens']:,} tokens; wrote "
+          f"{Path(args.output_dir) / 'ngram.json'}")
+    return 0
+
+
+__all__ = ["DISCOUNT", "KneserNey", "main", "ngram_perplexities", "ngram_references"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -47,6 +47,8 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 from transformers import PretrainedConfig
 
+from ema_boundary.params import parameter_counts
+
 PAD = 0
 IGNORE = -100
 
@@ -380,6 +382,7 @@ def recall_model(
     # The evaluation stream depends on the task only, not on the model seed: every model and every
     # seed is scored on the same sequences.
     accuracy = evaluate_recall(best_model, task, recipe.eval_examples, _stream(0, _EVAL_STREAM))
+    counts = parameter_counts(best_model)
     return {
         "pairs": list(task.pairs),
         "accuracy": {str(n): a for n, a in accuracy.items()},
@@ -389,7 +392,8 @@ def recall_model(
         "steps": best_steps,
         "max_steps": recipe.steps,
         "seconds": time.perf_counter() - started,
-        "parameters": sum(p.numel() for p in best_model.parameters()),
+        "parameters": counts.total,
+        "non_embedding_parameters": counts.non_embedding,
     }
 
 
@@ -460,31 +464,23 @@ def _stream(seed: int, stream: int) -> int:
 
 
 def default_map_configs(width: int = 64, layers: int = 2, heads: int = 4) -> dict[str, PretrainedConfig]:
-    """The positive control and the SPEN readers and traces, all at one size.
+    """The positive control and every SPEN variant, all at one size.
 
-    GPT-2 architecture (learned positions, softmax attention); SPEN with EMA traces and each
-    reader (none, linear, linear/softmax attention x state/sequence scope); SPEN with the linear
-    reader and learned or selective traces. SPEN's FFN is 4x the width, as GPT-2's.
+    ``gpt2``: the GPT-2 architecture (learned positions, softmax attention); then each SPEN variant of
+    :data:`modeling_spen.variants.SPEN_VARIANTS`, by its name there (the readers over EMA traces: none,
+    linear, linear/softmax attention x state/sequence scope; the linear reader over learned and selective
+    traces). SPEN's FFN is 4x the width, as GPT-2's.
     """
     from transformers import GPT2Config
 
     from modeling_spen import SPENConfig
+    from modeling_spen.variants import SPEN_VARIANTS
 
     gpt2 = GPT2Config(n_embd=width, n_layer=layers, n_head=heads, n_positions=64, vocab_size=128,
                       resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
     base = dict(hidden_size=width, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=4 * width,
                 vocab_size=128, bos_token_id=0, eos_token_id=0, selective_rank=max(1, width // 16))
-    spen: dict[str, dict] = {
-        "spen-none": dict(predictor="none"),
-        "spen-linear": dict(predictor="linear"),
-        "spen-linattn-state": dict(predictor="linear_attention", predictor_scope="state"),
-        "spen-linattn-seq": dict(predictor="linear_attention", predictor_scope="sequence"),
-        "spen-softmax-state": dict(predictor="softmax_attention", predictor_scope="state"),
-        "spen-softmax-seq": dict(predictor="softmax_attention", predictor_scope="sequence"),
-        "spen-linear-learned": dict(predictor="linear", trace="learned"),
-        "spen-linear-selective": dict(predictor="linear", trace="selective"),
-    }
-    return {"gpt2": gpt2, **{name: SPENConfig(**base, **fields) for name, fields in spen.items()}}
+    return {"gpt2": gpt2, **{name: SPENConfig(**base, **fields) for name, fields in SPEN_VARIANTS.items()}}
 
 
 __all__ = [

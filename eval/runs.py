@@ -72,7 +72,7 @@ def train_runs(runs: Sequence[Run], log_dir: Path, workers: int = 1, desc: str =
     folder).
     """
     import train_config
-    import train_data
+    from ema_boundary import corpus
 
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise UsageError(f"workers must be a positive integer, got {workers!r}")
@@ -86,7 +86,7 @@ def train_runs(runs: Sequence[Run], log_dir: Path, workers: int = 1, desc: str =
         if workers == 1 or len(runs) == 1:
             for r in runs:
                 bar.set_postfix_str(r.name)
-                _guard(r, lambda r=r: _train(r.argv, logs[r.name], None), train_config, train_data)
+                _guard(r, lambda r=r: _train(r.argv, logs[r.name], None), train_config, corpus)
                 bar.update()
         else:
             ctx = multiprocessing.get_context("spawn")  # no fork after torch started its threads
@@ -94,16 +94,16 @@ def train_runs(runs: Sequence[Run], log_dir: Path, workers: int = 1, desc: str =
                 futures = {r: pool.submit(_train, r.argv, logs[r.name], 1) for r in runs}
                 for r, fut in futures.items():
                     bar.set_postfix_str(r.name)
-                    _guard(r, fut.result, train_config, train_data)
+                    _guard(r, fut.result, train_config, corpus)
                     bar.update()
     finally:
         bar.close()
 
 
-def _guard(run: Run, call, train_config, train_data) -> None:
+def _guard(run: Run, call, train_config, corpus) -> None:
     try:
         call()
-    except (train_config.ConfigError, train_data.DataError) as e:
+    except (train_config.ConfigError, corpus.DataError) as e:
         raise UsageError(f"train.py: {e} (in: {run.command})") from None
 
 

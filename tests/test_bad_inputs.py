@@ -148,10 +148,10 @@ def _not_json_model(tmp: Path) -> Path:
 
 
 ROWS.update({
-    # python -m eval.compare | eval.ablation | eval.content_probes, ema-boundary report
+    # python -m eval.compare | eval.ablation | eval.probes, ema-boundary report
     "compare: missing model folder": Row(
-        lambda t: _module("eval.compare", "--models", str(t / "none"), "--tasks", "pydoc_val", "--out", str(t / "out")),
-        "--models", 2),
+        lambda t: _module("eval.compare", "--model_name_or_path", str(t / "none"), "--tasks", "pydoc_val",
+                          "--output_dir", str(t / "out")), "--model_name_or_path", 2),
     "compare: out of range": Row(
         lambda t: _module("eval.compare", "--models", "gpt2", "--tasks", "pydoc_val", "--limit", "-3", "--out",
                           str(t / "out")), "--limit", 2),
@@ -159,13 +159,13 @@ ROWS.update({
                                                     str(t / "out")), "none.yaml: no such file", 2),
     "ablation: out of range": Row(lambda t: _module("eval.ablation", "--config", str(ROOT / "hub_configs/spen-w32/"
                                                     "train.yaml"), "--seeds", "0", "--out", str(t / "out")),
-                                  "--seeds must be a positive integer", 2),
+                                  "--seeds: must be a positive integer", 2),
     "probes: truncated model.safetensors": Row(
-        lambda t: _module("eval.content_probes", "--model", str(_truncated_checkpoint(t)), "--out", str(t / "out")),
-        "model.safetensors: unreadable weights", 2),
+        lambda t: _module("eval.probes.__main__", "--model_name_or_path", str(_truncated_checkpoint(t)),
+                          "--output_dir", str(t / "out")), "model.safetensors: unreadable weights", 2),
     "probes: config.json not JSON": Row(
-        lambda t: _module("eval.content_probes", "--model", str(_not_json_model(t)), "--out", str(t / "out")),
-        "config.json: not valid JSON", 2),
+        lambda t: _module("eval.probes.__main__", "--model_name_or_path", str(_not_json_model(t)), "--output_dir",
+                          str(t / "out")), "config.json: not valid JSON", 2),
     "report: binary corpus": Row(
         lambda t: _module("eval.report", "report", "--corpus", str(_binary(t / "b.txt")), "--out", str(t / "out")),
         "--corpus", 2),
@@ -200,6 +200,47 @@ def test_bad_input_one_line_nonzero_exit_nothing_written(name: str, tmp_path: Pa
     assert not out.exists(), (name, "output written")
     expected = {"train.yaml", "c.yaml", "bin.yaml", "e.txt", "b.txt", "model", "f", "out", "ds"}
     assert not [n for n in _leftovers(work, expected) if n.startswith(".")], (name, _leftovers(work, expected))
+
+
+# -------------------------------------------------------------- output folders of eval.compare, ablation, ...
+# Each tool that writes a folder: a folder holding a file of the user's is refused and the file survives; the
+# working folder is refused up front; the tool's own earlier output is replaced only with --overwrite_output_dir.
+OUTPUT_TOOLS: dict[str, tuple[str, Callable[[str], list[str]], str]] = {
+    # tool -> (module whose main runs, argv for an output folder, a file of the tool's own output)
+    "eval.compare": ("eval.compare", lambda out: ["--model_name_or_path", "gpt2", "--tasks", "pydoc_val",
+                                                  "--output_dir", out], "results.json"),
+    "eval.ablation": ("eval.ablation", lambda out: ["--config", str(ROOT / "hub_configs/spen-w32/train.yaml"),
+                                                    "--output_dir", out], "ablation.json"),
+    "eval.probes": ("eval.probes.__main__", lambda out: ["--model_name_or_path", "gpt2", "--output_dir", out],
+                    "content_probes.json"),
+    "eval.make_data": ("eval.make_data", lambda out: ["pydoc", "--output_dir", out], "pydoc_validation.jsonl"),
+    "eval.ngram": ("eval.ngram", lambda out: ["--output_dir", out], "ngram.json"),
+}
+OUTPUT_CASES = {"foreign folder": "is not an output of", "working folder": "is the working folder",
+                "own output without the flag": "pass --overwrite_output_dir"}
+
+
+@pytest.mark.parametrize("case", OUTPUT_CASES)
+@pytest.mark.parametrize("tool", OUTPUT_TOOLS)
+def test_output_folders_are_never_taken_from_the_user(tool: str, case: str, tmp_path: Path, capsys,
+                                                      monkeypatch) -> None:
+    from ema_boundary.io import MARKER
+
+    module, argv, own_file = OUTPUT_TOOLS[tool]
+    folder = tmp_path / "out"
+    folder.mkdir()
+    if case == "own output without the flag":
+        (folder / MARKER).write_text(json.dumps({"tool": tool}))
+        (folder / own_file).write_text("earlier output")
+    else:
+        (folder / "precious.txt").write_text("the user's")
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    monkeypatch.chdir(folder if case == "working folder" else tmp_path)
+    status = _module(module, *argv("." if case == "working folder" else str(folder)))
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert status == 2 and len(lines) == 1 and OUTPUT_CASES[case] in lines[0], (tool, case, lines)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before, (tool, case)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"], (tool, case)  # nothing beside it either
 
 
 # ----------------------------------------------------------------------------------- Python entry points
@@ -244,3 +285,31 @@ def test_the_table_covers_every_kind_of_bad_input() -> None:
         assert kind in names, kind
     assert len(ROWS) + len(API_ROWS) >= 15
     assert json.dumps(sorted(ROWS)) and ROOT.is_dir()
+
+
+# ------------------------------------------------------------------- ema-boundary report's output folder
+# The report writes a folder too: a file of the user's survives, '.' is refused up front, and an earlier report
+# is replaced only with --overwrite_output_dir (checked before the plan, the corpus or any stage is read).
+@pytest.mark.parametrize("case", [*OUTPUT_CASES, "own output with the flag"])
+def test_the_report_never_takes_an_output_folder_from_the_user(case: str, tmp_path: Path, capsys,
+                                                               monkeypatch) -> None:
+    from ema_boundary.io import MARKER
+
+    folder = tmp_path / "out"
+    folder.mkdir()
+    if case.startswith("own output"):
+        (folder / MARKER).write_text(json.dumps({"tool": "ema-boundary report"}))
+        (folder / "report.json").write_text("{}")
+    else:
+        (folder / "precious.txt").write_text("the user's")
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    monkeypatch.chdir(folder if case == "working folder" else tmp_path)
+    argv = ["report", "--output_dir", "." if case == "working folder" else str(folder)]
+    if case == "own output with the flag":  # the folder may be replaced: the (bad) plan is what is refused
+        argv += ["--overwrite_output_dir", "--plan", str(_text(tmp_path / "c.yaml", "workers: 0\n"))]
+    status = _module("eval.report", *argv)
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    needle = OUTPUT_CASES.get(case, "workers must be positive")
+    assert status == 2 and len(lines) == 1 and needle in lines[0], (case, lines)
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before, case
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "c.yaml") == ["out"], case

@@ -10,7 +10,9 @@ import shlex
 import pytest
 
 import train_config
-from eval.ablation import PREDICTOR_VARIANTS, analyse, main, run_ablation
+from ema_boundary.io import MARKER
+from eval.ablation import analyse, main, run_ablation
+from modeling_spen.variants import SPEN_VARIANTS
 from tests.eval_testkit import REPO, write_micro_config
 
 COMPARISON_KEYS = {"difference", "ci95", "equivalence_margin", "verdict", "p_difference", "p_equivalence",
@@ -34,8 +36,8 @@ def test_predictor_ablation_writes_every_file_and_field(tmp_path):
     out = tmp_path / "abl"
     result = run_ablation(config, 2, out, variants=["none", "linear", "softmax_attention-sequence"], max_steps=2,
                           lr=1e-3, margin=0.05)
-    assert sorted(p.name for p in out.iterdir()) == ["ablation.json", "configs", "logs", "loss_curves.png", "runs",
-                                                     "tokenizer"]
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "ablation.json", "configs", "logs", "loss_curves.png",
+                                                     "runs", "tokenizer"]
     saved = json.loads((out / "ablation.json").read_text())
     assert saved == json.loads(json.dumps(result))
     assert ".tmp-" not in (out / "ablation.json").read_text()
@@ -44,8 +46,9 @@ def test_predictor_ablation_writes_every_file_and_field(tmp_path):
     assert "seed-blocked" in saved["design"] and saved["tokens"] == 2 * 4 * 32
     assert set(saved["final_val_loss"]) == {"none", "linear", "softmax_attention-sequence"}
     for name, var in saved["variants"].items():
-        assert var["fields"] == PREDICTOR_VARIANTS[name]
+        assert var["fields"] == SPEN_VARIANTS[name]
         assert var["parameters"] > 0 and var["tokens_per_parameter"] == pytest.approx(256 / var["parameters"])
+        assert 0 < var["non_embedding_parameters"] < var["parameters"]
         model = json.loads((out / "configs" / name / "config.json").read_text())
         assert {k: model[k] for k in var["fields"]} == var["fields"]
         for seed, run in var["runs"].items():
@@ -77,14 +80,14 @@ def test_predictor_ablation_writes_every_file_and_field(tmp_path):
 
 def test_trace_ablation_in_two_processes(tmp_path):
     config = write_micro_config(tmp_path / "micro.yaml")
-    result = run_ablation(config, 1, tmp_path / "abl", traces=["ema", "selective"], max_steps=1, workers=2)
-    assert result["axis"] == "trace" and list(result["variants"]) == ["ema", "selective"]
-    assert result["reference"] == "ema"
-    model = json.loads((tmp_path / "abl" / "configs" / "selective" / "config.json").read_text())
-    assert model["trace"] == "selective" and model["predictor"] == "linear"  # the config's predictor stays
+    result = run_ablation(config, 1, tmp_path / "abl", traces=["linear", "linear-selective"], max_steps=1, workers=2)
+    assert result["axis"] == "trace" and list(result["variants"]) == ["linear", "linear-selective"]
+    assert result["reference"] == "linear"
+    model = json.loads((tmp_path / "abl" / "configs" / "linear-selective" / "config.json").read_text())
+    assert model["trace"] == "selective" and model["predictor"] == "linear"  # the variant's fields, all of them
     # One seed: nothing can be tested.
-    assert result["comparisons"]["selective"]["verdict"] == "not resolved" and result["overall"] is None
-    assert (tmp_path / "abl" / "logs" / "selective_seed_7.log").is_file()
+    assert result["comparisons"]["linear-selective"]["verdict"] == "not resolved" and result["overall"] is None
+    assert (tmp_path / "abl" / "logs" / "linear-selective_seed_7.log").is_file()
 
 
 def test_verdicts_follow_the_equivalence_test():
@@ -109,11 +112,14 @@ def test_verdicts_follow_the_equivalence_test():
 
 @pytest.mark.parametrize("argv, flag", [
     (["--config", "no/such.yaml"], "--config"),
-    (["--config", "{micro}", "--variants", "quadratic"], "--variants"),
-    (["--config", "{micro}", "--trace", "ema", "fancy"], "--trace"),
+    (["--config", "{micro}", "--variants", "none,quadratic"], "--variants"),
+    (["--config", "{micro}", "--trace", "linear", "fancy"], "--trace"),
     (["--config", "{micro}", "--seeds", "0"], "--seeds"),
     (["--config", "{gpt2}"], "--config"),
-    (["--config", "{micro}", "--lr", "-1"], "--lr"),
+    (["--config", "{micro}", "--lr", "-1"], "--learning_rate"),
+    (["--config", "{micro}", "--learning_rate", "0"], "--learning_rate"),
+    (["--config", "{micro}", "--seed", "-1"], "--seed"),
+    (["--config", "{micro}", "--max_steps", "0"], "--max_steps"),
     (["--config", "{micro}", "--margin", "0"], "--margin"),
     (["--config", "{micro}", "--reference", "quadratic"], "--reference"),
     (["--config", "{micro}", "--workers", "0"], "--workers"),
@@ -124,7 +130,7 @@ def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, argv, flag)
     gpt2 = write_micro_config(tmp_path / "gpt2.yaml", model_config=str(REPO / "hub_configs" / "gpt2-tiny"))
     argv = [a.format(micro=micro, gpt2=gpt2) for a in argv]
     out = tmp_path / "abl"
-    assert main([*argv, "--out", str(out)]) == 2
+    assert main([*argv, "--output_dir", str(out)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and flag in err[0], err
     assert not out.exists()

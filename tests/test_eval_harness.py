@@ -96,6 +96,7 @@ def test_padded_batches_score_like_batch_size_one(checkpoint):
 
 
 def test_compare_runs_models_and_skips_missing_one(checkpoint, tasks, tmp_path, capsys):
+    from ema_boundary.io import MARKER, output_owner
     from eval.compare import compare, main
 
     out = tmp_path / "cmp"
@@ -103,7 +104,8 @@ def test_compare_runs_models_and_skips_missing_one(checkpoint, tasks, tmp_path, 
                      include_path=[tasks], batch_size=2)
     err = [ln for ln in capsys.readouterr().err.splitlines() if "no-such-org" in ln]
     assert len(err) == 1 and "not available" in err[0]
-    assert sorted(p.name for p in out.iterdir()) == ["compare.png", "results.json", "table.md"]
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "compare.png", "results.json", "table.md"]
+    assert output_owner(out) == "eval.compare"
     saved = json.loads((out / "results.json").read_text())
     assert saved == json.loads(json.dumps(result))
     ok = saved["models"][str(checkpoint)]
@@ -121,10 +123,26 @@ def test_compare_runs_models_and_skips_missing_one(checkpoint, tasks, tmp_path, 
         main(["--models", str(checkpoint), "--tasks", "local_ppl", "--out", str(bad), "--batch_size", "0"])
     assert e.value.code == 2 and "--batch_size" in capsys.readouterr().err
     assert not bad.exists()
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text((checkpoint / "config.json").read_text())  # no weights
+    assert main(["--model_name_or_path", str(broken), "--tasks", "local_ppl", "--output_dir", str(bad)]) == 2
+    assert f"--model_name_or_path {broken}: no weights" in capsys.readouterr().err and not bad.exists()
+
+    # The same output again: only with --overwrite_output_dir (the transformers spellings, a comma list of tasks).
+    argv = ["--model_name_or_path", str(checkpoint), "--tasks", "local_ppl,local_ppl", "--output_dir", str(out),
+            "--include_path", str(tasks), "--batch_size", "2", "--seed", "3"]
+    assert main(argv) == 2 and "pass --overwrite_output_dir" in capsys.readouterr().err
+    assert main([*argv, "--overwrite_output_dir"]) == 0
+    again = json.loads((out / "results.json").read_text())
+    assert again["models"][str(checkpoint)]["metrics"] == ok["metrics"]  # perplexity does not depend on the seed
+    assert again["tasks"] == ["local_ppl", "local_ppl"] and again["settings"]["seed"] == 3
 
 
 def test_cli_is_runnable_from_repo_root():
     """`python -m eval.compare --help` works from the repository root (the documented invocation)."""
     run = subprocess.run([sys.executable, "-m", "eval.compare", "--help"], cwd=REPO, env=OFFLINE,
                          capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0 and "--models" in run.stdout
+    help_text = " ".join(run.stdout.split())
+    assert run.returncode == 0 and "--model_name_or_path" in help_text and "--output_dir" in help_text
+    assert "(default: 8)" in help_text

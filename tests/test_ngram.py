@@ -75,3 +75,50 @@ def test_more_context_helps_on_structured_text() -> None:
 def test_bad_input(call, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def _documents_file(tmp_path):
+    path = tmp_path / "docs.txt"
+    words = "the cat sat on a mat and the dog ran to the big red house".split()
+    path.write_text("\n\n".join(" ".join(words[(i + j) % len(words)] for j in range(40)) for i in range(30)))
+    return path
+
+
+def test_references_read_the_runs_streams_from_the_corpus(tmp_path) -> None:
+    from ema_boundary import corpus
+    from eval.ngram import ngram_references
+
+    data = [str(_documents_file(tmp_path))]
+    tok = corpus.train_bpe(iter([d["text"] for d in corpus.documents(data, "train", 5)]), 300)
+    r = ngram_references(data, 5, tok, 16, 4)
+    stream = [t for d in corpus.documents(data, "train", 5) for t in [*tok(d["text"])["input_ids"], tok.eos_token_id]]
+    expected = ngram_perplexities(stream, corpus.validation_blocks(data, 5, tok, 16, 4), len(tok))
+    assert {k: r[k] for k in expected} == expected
+    assert r["split"] == "validation" and r["eval_tokens"] == 4 * 16 and r["train_split_tokens"] == len(stream)
+    test = ngram_references(data, 5, tok, 16, None, split="test", test_every=3)
+    assert test["split"] == "test" and test["eval_tokens"] == len(corpus.test_blocks(data, 5, tok, 16)) * 16
+    assert test["train_split_tokens"] < r["train_split_tokens"]  # the test documents are not counted
+
+
+def test_command_line_writes_ngram_json_and_rejects_bad_input(tmp_path, capsys) -> None:
+    import json
+
+    from ema_boundary.io import output_owner
+    from eval.ngram import main
+
+    data = str(_documents_file(tmp_path))
+    out = tmp_path / "out"
+    argv = ["--data", data, "--val_every", "5", "--block_size", "16", "--vocab_size", "300", "--output_dir", str(out)]
+    assert main(argv) == 0
+    saved = json.loads((out / "ngram.json").read_text())
+    assert output_owner(out) == "eval.ngram" and saved["data"] == [data] and saved["split"] == "validation"
+    assert saved["unigram"] > saved["bigram"] > 1.0
+    capsys.readouterr()
+    assert main(argv) == 2 and "pass --overwrite_output_dir" in capsys.readouterr().err
+    for bad, needle in ((["--data", str(tmp_path / "none.txt")], "--data"), (["--eval_blocks", "0"], "--eval_blocks"),
+                        (["--split", "test"], "--test_every 0: give a positive N"),
+                        (["--tokenizer", str(tmp_path)], "--tokenizer")):
+        assert main([*argv[:-1], str(tmp_path / "bad"), *bad]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and needle in err[0], (bad, err)
+        assert not (tmp_path / "bad").exists()

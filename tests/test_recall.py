@@ -98,7 +98,7 @@ def test_recall_map_reports_every_model() -> None:
     recipe = RecallRecipe(steps=3, batch_size=4, lrs=(1e-3, 3e-3), warmup_steps=1, select_examples=8,
                           eval_examples=8)
     configs = {name: cfg for name, cfg in default_map_configs(width=16, heads=2).items()
-               if name in ("gpt2", "spen-none", "spen-softmax-seq")}
+               if name in ("gpt2", "none", "softmax_attention-sequence")}
     seen = []
     result = recall_map(configs, task, recipe, seed=0, progress=False, on_model=lambda n, r: seen.append(n))
     assert seen == list(configs) and list(result["models"]) == list(configs)
@@ -106,6 +106,7 @@ def test_recall_map_reports_every_model() -> None:
         assert set(r["accuracy"]) == {"1", "2"} and all(0 <= a <= 1 for a in r["accuracy"].values())
         assert r["best_lr"] in (1e-3, 3e-3) and set(r["sweep"]) == {"0.001", "0.003"}
         assert r["chance"] == task.chance and 1 <= r["steps"] <= 3 and r["max_steps"] == 3
+        assert 0 < r["non_embedding_parameters"] < r["parameters"]  # the task's embeddings are not counted
     assert result["task"]["pairs"] == (1, 2)
 
 

@@ -1,5 +1,6 @@
-"""`ema-boundary report` end to end on a tiny plan and a generated corpus: every field the issue names is
-present and finite, the verdicts come from the statistics, the PNGs are readable, bad input is one line."""
+"""`ema-boundary report` end to end on a tiny plan and a generated corpus: the report matches its JSON Schema,
+every field the issue names is present and finite, the verdicts come from the statistics, each stage's recorded
+command line reproduces its call, the PNGs are readable, bad input is one line, a failed run keeps its logs."""
 
 import json
 import math
@@ -9,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from eval.report import main
-from eval.report.plan import PLANS, REPO, Plan, PlanError
+from eval.report.plan import REPO, Plan
+from eval.report.schema import SCHEMA_VERSION, migrate, validate
 
 REQUIRED = [
     "structure.paper.ratio_within_a.verdict",
@@ -38,12 +40,13 @@ REQUIRED = [
     "ablation.comparisons.none.equivalence_margin",
     "ablation.comparisons.none.verdict",
     "ablation.overall.p",
-    "traces.comparisons.selective.verdict",
-    "recall.gpt2.steps",
-    "recall.gpt2.accuracy",
-    "recall.spen-linear.accuracy",
-    "identity_at_lag",
-    "paper_claims",
+    "traces.comparisons.linear-selective.verdict",
+    "probes.recall.gpt2.steps",
+    "probes.recall.gpt2.accuracy",
+    "probes.recall.linear.accuracy",
+    "probes.identity_at_lag",
+    "probes.positive_control",
+    "claims",
     "plan.declared",
     "environment.seconds",
     "command",
@@ -51,7 +54,7 @@ REQUIRED = [
     "content.command",
     "ablation.command",
     "traces.command",
-    "probe_command",
+    "probes.command",
 ]
 
 TINY_PLAN = """\
@@ -60,8 +63,8 @@ workers: 1
 grammar: {train_size: 200, quick: true, seeds: 2, train_sentences: 80, eval_sentences: 40, validation_size: 40,
           test_size: 40, ceiling_sentences: 300, window_sentences: 300, workers: 1}
 language_model: {lr_grid: [1.0e-3, 3.0e-3], seeds: 2, max_steps: 3, equivalence_margin: 0.05}
-ablation: {seeds: 2, max_steps: 2, predictors: [none, linear], traces: [ema, selective]}
-recall: {models: [gpt2, spen-linear], steps: 3, lrs: [1.0e-3], pairs: [1, 2], quick: true}
+ablation: {seeds: 2, max_steps: 2, predictors: [none, linear], traces: [linear, linear-selective]}
+recall: {models: [gpt2, linear], steps: 3, lrs: [1.0e-3], pairs: [1, 2], quick: true}
 """
 
 
@@ -97,8 +100,37 @@ def report_dir(tmp_path_factory) -> Path:
     plan = tmp / "plan.yaml"
     plan.write_text(TINY_PLAN)
     out = tmp / "out"
-    assert main(["report", "--plan", str(plan), "--corpus", str(_corpus(tmp / "corpus.txt")), "--out", str(out)]) == 0
+    assert main(["report", "--plan", str(plan), "--corpus", str(_corpus(tmp / "corpus.txt")), "--output_dir",
+                 str(out)]) == 0
     return out
+
+
+def test_the_report_matches_its_schema(report_dir: Path) -> None:
+    report = json.loads((report_dir / "report.json").read_text())
+    validate(report)
+    assert report["schema"] == SCHEMA_VERSION
+    for block in ("identity_at_lag", "recall", "recall_control", "probe_command", "paper_claims"):
+        assert block not in report  # each block once, under probes / claims
+    with pytest.raises(ValueError, match="recall"):
+        validate({**report, "recall": report["probes"]["recall"]})
+
+
+def test_the_committed_report_matches_the_schema() -> None:
+    validate(json.loads((REPO / "docs/report/report.json").read_text()))
+
+
+def test_migrate_moves_the_duplicated_blocks_and_keeps_every_number(report_dir: Path) -> None:
+    new = json.loads((report_dir / "report.json").read_text())
+    old = {k: v for k, v in new.items() if k not in ("schema", "claims")}
+    old["probes"] = {k: v for k, v in new["probes"].items() if k != "command"}
+    old |= {"probe_command": new["probes"]["command"], "recall_control": new["probes"]["positive_control"],
+            "recall": new["probes"]["recall"], "paper_claims": [],
+            "identity_at_lag": {n: {"lags": r["lags"], "accuracy": r["best"], "chance": r["chance"]}
+                                for n, r in new["probes"]["identity_at_lag"].items()}}
+    migrated = migrate(old)
+    validate(migrated)
+    assert migrated == new
+    assert migrate(new) is new
 
 
 def test_every_field_present_and_finite(report_dir: Path) -> None:
@@ -106,7 +138,7 @@ def test_every_field_present_and_finite(report_dir: Path) -> None:
     for key in REQUIRED:
         value = _get(report, key)
         assert value is not None and value != {}, key
-    numbers = list(_numbers({k: report[k] for k in ("content", "recall", "identity_at_lag")}))
+    numbers = list(_numbers({k: report[k] for k in ("content", "probes")}))
     assert numbers and all(math.isfinite(x) for x in numbers if x is not None)
     regime = report["content"]["regime"]
     assert regime["train_tokens"] == 3 * 16 * 128  # max_steps x batch x block of the w32 YAMLs
@@ -117,9 +149,10 @@ def test_every_field_present_and_finite(report_dir: Path) -> None:
         losses = {float(k): v["final_val_loss"] for k, v in lr["grid"].items()}
         assert lr["chosen"] == min(losses, key=losses.get), name
     for name in ("SPEN-ema", "GPT-2 arch", "SPEN-selective (ablation)"):
-        curve = report["identity_at_lag"][name]
-        assert len(curve["accuracy"]) == len(curve["lags"])
-    assert report["recall"]["gpt2"]["steps"] <= 3
+        curve = report["probes"]["identity_at_lag"][name]
+        assert len(curve["best"]) == len(curve["lags"])
+    assert report["probes"]["recall"]["gpt2"]["steps"] <= 3
+    assert (report_dir / ".ema-boundary-output.json").is_file()  # the folder is marked as this tool's output
 
 
 def test_verdicts_follow_the_statistics(report_dir: Path) -> None:
@@ -159,33 +192,6 @@ def test_index_states_the_regime_and_the_papers_numbers(report_dir: Path) -> Non
     assert ".tmp-" not in (report_dir / "report.json").read_text()
 
 
-def test_shipped_plans_load() -> None:
-    for path in set(PLANS.values()):
-        plan = Plan.load(REPO / path)
-        assert plan.language_model.lr_grid and plan.ablation.seeds >= 2
-    default = Plan.load(REPO / PLANS["tiny", False])
-    assert default.ablation.seeds >= 5 and default.language_model.seeds >= 5
-    assert len(default.language_model.lr_grid) >= 3
-    capped = Plan.make(max_steps=7)
-    assert capped.language_model.max_steps == 7 and capped.recall.steps == 7
-
-
-@pytest.mark.parametrize("text,message", [
-    ("language_model: {lr_grid: []}\n", "language_model.lr_grid must be a non-empty list"),
-    ("ablation: {seeds: 0}\n", "ablation.seeds must be positive"),
-    ("ablation: {predictors: [linear, bogus]}\n", "ablation.predictors: unknown arm 'bogus'"),
-    ("recall: {stepz: 3}\n", "unknown field recall.stepz"),
-    ("language_model: {spen: nowhere.yaml}\n", "language_model.spen: no such train.py YAML"),
-    ("workers: two\n", "workers must be int"),
-    ("[1, 2]\n", "a mapping of sections"),
-])
-def test_bad_plans_name_the_field(tmp_path: Path, text: str, message: str) -> None:
-    path = tmp_path / "plan.yaml"
-    path.write_text(text)
-    with pytest.raises(PlanError, match=message.replace("[", r"\[")):
-        Plan.load(path)
-
-
 @pytest.mark.parametrize("case", ["missing corpus", "binary corpus", "out is a file", "bad plan", "no plan"])
 def test_bad_arguments_give_one_line_and_write_nothing(tmp_path: Path, capsys, case: str) -> None:
     binary = tmp_path / "corpus.bin"
@@ -198,11 +204,11 @@ def test_bad_arguments_give_one_line_and_write_nothing(tmp_path: Path, capsys, c
     argv, expected = {
         "missing corpus": (["--corpus", str(tmp_path / "missing.txt")], "--corpus"),
         "binary corpus": (["--corpus", str(binary)], "not text"),
-        "out is a file": (["--out", str(a_file)], "--out"),
+        "out is a file": (["--output_dir", str(a_file)], "--output_dir"),
         "bad plan": (["--plan", str(bad_plan)], "ablation.seeds must be positive"),
         "no plan": (["--plan", str(tmp_path / "none.yaml")], "--plan"),
     }[case]
-    argv = ["report", *argv, *([] if "--out" in argv else ["--out", str(out)])]
+    argv = ["report", *argv, *([] if "--output_dir" in argv else ["--output_dir", str(out)])]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert expected in err and len(err.splitlines()) == 1, err
@@ -246,3 +252,114 @@ def test_render_rewrites_index_from_report_json(tmp_path: Path, report_dir: Path
     assert main(["render", str(tmp_path / "nowhere")]) == 2
     err = capsys.readouterr().err.strip()
     assert "no report.json" in err and len(err.splitlines()) == 1
+
+
+def _plain(value):
+    """A call's argument as its command line spells it (paths and numbers as text, lists as lists)."""
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return str(value) if isinstance(value, (Path, int, float)) and not isinstance(value, bool) else value
+
+
+def _tiny_plan(tmp: Path) -> Plan:
+    (tmp / "plan.yaml").write_text(TINY_PLAN)
+    return Plan.load(tmp / "plan.yaml", corpus=str(_corpus(tmp / "corpus.txt")))
+
+
+@pytest.mark.parametrize("axis", ["predictor", "trace"])
+def test_the_ablation_stage_records_the_command_of_its_call(tmp_path: Path, monkeypatch, axis: str) -> None:
+    import shlex
+
+    import eval.ablation as ablation
+    from eval.report import stages
+
+    calls: list[dict] = []
+
+    def record(config, seeds, out_dir, **kwargs):
+        calls.append({"config": config, "seeds": seeds, "out_dir": out_dir, **kwargs})
+        return {"statement": "recorded"}
+
+    monkeypatch.setattr(ablation, "run_ablation", record)
+    result = stages.ablation(tmp_path, _tiny_plan(tmp_path), axis, 3e-3, tmp_path / "tokenizer")
+    prog, *argv = shlex.split(result["command"])[2:]
+    assert prog == "eval.ablation" and ablation.main(argv) == 0  # the recorded line, parsed by the tool itself
+    stage, replayed = calls
+    for key, value in stage.items():
+        assert _plain(replayed[key]) == _plain(value), key
+
+
+def test_the_probe_stage_records_the_command_of_its_call(tmp_path: Path, monkeypatch) -> None:
+    import shlex
+
+    import eval.probes.__main__ as probes_cli
+    import eval.probes.experiment as experiment
+    from eval.report import stages
+
+    calls: list[tuple] = []
+
+    def record(models, text, out_dir, settings=None, **kwargs):
+        calls.append(([m.name for m in models], out_dir, settings, kwargs))
+        return {}
+
+    monkeypatch.setattr(experiment, "run_content_probes", record)
+    monkeypatch.setattr(probes_cli, "run_content_probes", record)
+    plan = _tiny_plan(tmp_path)
+    result = stages.content_probes(tmp_path, plan, {})
+    prog, *argv = shlex.split(result["command"])[2:]
+    assert prog == "eval.probes" and probes_cli.main(argv) == 0
+    (names, out, settings, kwargs), (names2, out2, settings2, kwargs2) = calls
+    assert names == names2 and str(out) == str(out2) and settings == settings2
+    assert settings.recipe.lrs == plan.recall.lrs and settings.task.pairs == plan.recall.pairs
+    for key in ("identity", "workers", "control"):
+        assert kwargs[key] == kwargs2[key], key
+    assert list(kwargs["recall"]) == list(kwargs2["recall"]) == list(plan.recall.models)
+
+
+def test_a_failed_run_keeps_its_logs_and_names_them(tmp_path: Path, monkeypatch, capsys) -> None:
+    from eval.report import stages
+
+    def broken(work: Path, plan) -> Path:
+        raise RuntimeError("the tokenizer stage broke")
+
+    monkeypatch.setattr(stages, "build_tokenizer", broken)
+    out = tmp_path / "out"
+    (tmp_path / "plan.yaml").write_text(TINY_PLAN)
+    status = main(["report", "--plan", str(tmp_path / "plan.yaml"), "--corpus", str(_corpus(tmp_path / "c.txt")),
+                   "--output_dir", str(out)])
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ": error: " in ln]  # besides the progress lines
+    assert status == 1 and len(err) == 1, err
+    kept = tmp_path / "out.failed"
+    assert "the tokenizer stage broke" in err[0] and str(kept) in err[0]
+    assert not out.exists()
+    assert "RuntimeError: the tokenizer stage broke" in (kept / "logs" / "error.log").read_text()
+    assert (kept / "work" / "logs" / "grammar_probe.log").is_file()  # the stages' own logs are kept too
+
+
+def test_progress_is_log_lines_when_the_output_is_a_file() -> None:
+    import io
+
+    from eval.report.build import Progress
+
+    stream = io.StringIO()
+    progress = Progress(stream)
+    progress.start("tokenizer")
+    progress.done("tokenizer")
+    progress.close()
+    lines = stream.getvalue().splitlines()
+    assert "started: tokenizer" in lines[0] and "finished: tokenizer in " in lines[1]
+    assert set(progress.seconds) == {"tokenizer"}
+
+
+def test_render_upgrade_rewrites_the_claims_from_the_table(tmp_path: Path) -> None:
+    from eval.report.claims import evaluate
+
+    folder = tmp_path / "committed"
+    folder.mkdir()
+    report = json.loads((REPO / "docs/report/report.json").read_text())
+    stale = [{**row, "verdict": "met", "explanations": []} for row in report["claims"]]
+    (folder / "report.json").write_text(json.dumps({**report, "claims": stale}))
+    assert main(["render", str(folder), "--upgrade"]) == 0
+    upgraded = json.loads((folder / "report.json").read_text())
+    validate(upgraded)
+    assert upgraded["claims"] == evaluate(upgraded) != stale
+    assert "not testable in this regime" in (folder / "index.md").read_text()

@@ -12,7 +12,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import train
 import train_config
-import train_data
+from ema_boundary import corpus
 from tests.train_testkit import ROOT, metrics, run_python, tokenizer_dir, write_config
 
 
@@ -115,7 +115,7 @@ def test_spen_trains_its_predictor_and_gpt2_is_unaffected(tmp_path):
     final = tmp_path / "spen" / "final"
     model = AutoModelForCausalLM.from_pretrained(final, trust_remote_code=True).eval()
     cfg = train_config.read_yaml(spen)
-    val = train_data.validation_blocks(cfg["data"], cfg["val_every"], AutoTokenizer.from_pretrained(final),
+    val = corpus.validation_blocks(cfg["data"], cfg["val_every"], AutoTokenizer.from_pretrained(final),
                                        cfg["block_size"], cfg["eval_blocks"])
     with torch.no_grad():
         assert train.lm_loss(model, val).item() == pytest.approx(log[-1]["val_loss"], abs=1e-4)

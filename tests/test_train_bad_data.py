@@ -11,7 +11,7 @@ import pytest
 
 import train
 import train_config
-import train_data
+from ema_boundary import corpus
 from tests.train_testkit import ROOT, run_cmd, write_config
 
 
@@ -58,7 +58,7 @@ CASES = {
 @pytest.fixture(scope="module")
 def big_tokenizer(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tok") / "big_tokenizer"
-    train_data.train_bpe(train_data.embedded_documents(train_data.EMBEDDED_PYDOC), 2000).save_pretrained(folder)
+    corpus.train_bpe(corpus.embedded_documents(corpus.EMBEDDED_PYDOC), 2000).save_pretrained(folder)
     return folder
 
 

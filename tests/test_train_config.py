@@ -7,7 +7,7 @@ import re
 import pytest
 
 import train_config
-import train_data
+from ema_boundary import corpus
 from tests.train_testkit import ROOT
 
 
@@ -45,7 +45,7 @@ def test_data_may_list_several_files(tmp_path) -> None:
 def test_bad_settings_are_config_errors_naming_the_line(tmp_path, text: str, message: str) -> None:
     with pytest.raises(train_config.ConfigError, match=re.escape(message)) as err:
         train_config.read_yaml(_yaml(tmp_path, text))
-    assert not isinstance(err.value, train_data.DataError)  # a setting is not a data problem
+    assert not isinstance(err.value, corpus.DataError)  # a setting is not a data problem
     assert "\n" not in str(err.value)
 
 

@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import train
-import train_data
+from ema_boundary import corpus
 from tests.train_testkit import metrics, write_config
 
-CAP = train_data.MAX_DOC_CHARS
+CAP = corpus.MAX_DOC_CHARS
 SYLLABLES = "ka lo mi ra ne to su vi pe da ri no be fu".split()
 
 
@@ -111,7 +111,7 @@ def two_steps(tmp_path, data: list[str]) -> None:
 @pytest.mark.parametrize("name", SHAPES)
 def test_text_file_shapes_give_documents_and_train(tmp_path, name):
     path, text, expected = write_shape(tmp_path, name)
-    docs = list(train_data.file_documents(path))
+    docs = list(corpus.file_documents(path))
     if expected is not None:
         assert docs == expected
     # Nothing lost, nothing repeated, nothing too big; no BOM or CR left.
@@ -119,8 +119,8 @@ def test_text_file_shapes_give_documents_and_train(tmp_path, name):
     assert all(0 < len(d) <= CAP and d == d.strip() and "\r" not in d and "\ufeff" not in d for d in docs)
     if name in ("one_paragraph", "sentence_per_line"):  # no blank line: cut between lines
         assert "\n".join(docs) == text.strip()
-    assert train_data.check_data([path], val_every=10) == len(docs) >= 2
-    val = [ex["text"] for ex in train_data.documents([path], "validation", 10)]
+    assert corpus.check_data([path], val_every=10) == len(docs) >= 2
+    val = [ex["text"] for ex in corpus.documents([path], "validation", 10)]
     assert val == docs[::10] and len(docs) > len(val)
     two_steps(tmp_path, [path])
 
@@ -130,7 +130,7 @@ def test_jsonl_with_one_huge_record_trains(tmp_path):
     record = "\n\n".join(paragraph(rng, 30) for _ in range(60))  # ~150k characters in one JSON line
     path = tmp_path / "one.jsonl"
     path.write_text(json.dumps({"text": record, "meta": {"source": "test"}}) + "\n")
-    docs = list(train_data.file_documents(path))
+    docs = list(corpus.file_documents(path))
     assert len(docs) >= math.ceil(len(record) / CAP) and all(len(d) <= CAP for d in docs)
     assert "\n".join(docs).split() == record.split()
     two_steps(tmp_path, [str(path)])
@@ -141,7 +141,7 @@ def test_parquet_with_one_huge_row_and_a_text_file_train_together(tmp_path):
     row = " ".join(paragraph(rng, 30) for _ in range(60))  # one line, no newline: cut at spaces
     path = tmp_path / "one.parquet"
     pq.write_table(pa.table({"text": [row], "id": [7]}), path)
-    docs = list(train_data.file_documents(path))
+    docs = list(corpus.file_documents(path))
     assert " ".join(docs) == row and all(CAP - 40 < len(d) <= CAP for d in docs[:-1])
     txt, _, _ = write_shape(tmp_path, "three_short_lines")
     two_steps(tmp_path, [str(path), txt])

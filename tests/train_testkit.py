@@ -42,10 +42,10 @@ ENV = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", 
 @functools.cache
 def tokenizer_dir() -> str:
     """The tiny runs' BPE, trained once per session: most tests need a tokenizer, not its training."""
-    import train_data
+    from ema_boundary import corpus
 
     folder = Path(tempfile.mkdtemp(prefix="tiny_bpe_"))
-    train_data.train_bpe(iter(train_data.embedded_documents()), 1024).save_pretrained(folder)
+    corpus.train_bpe(iter(corpus.embedded_documents()), 1024).save_pretrained(folder)
     return str(folder)
 
 

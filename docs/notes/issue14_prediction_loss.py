@@ -73,11 +73,11 @@ def prediction_loss(run_dir: Path, settings: dict) -> list[float]:
     """Per block, mean_t ||u_t - x̂_t||^2 / D of the final model on the first 32 validation blocks."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    import train_data
+    from ema_boundary import corpus
 
     model = AutoModelForCausalLM.from_pretrained(run_dir / "final").eval()
     tokenizer = AutoTokenizer.from_pretrained(run_dir / "final")
-    val = train_data.validation_blocks(["embedded"], settings["val_every"], tokenizer, settings["block_size"], 32)
+    val = corpus.validation_blocks(["embedded"], settings["val_every"], tokenizer, settings["block_size"], 32)
     return model(input_ids=val[:, :-1]).prediction_losses.tolist()
 
 

@@ -1,12 +1,15 @@
 """``ema-boundary report``: the project's main job, one command from nothing to the boundary map.
 
-- :mod:`.plan` - what a run trains and probes, read from a plan YAML (hub_configs/report/): ``--quick`` and
-  ``--scale`` only choose the file;
-- :mod:`.stages` - each stage through the project's own entry points, recording the argv it ran:
+- :mod:`.plan` - what a run trains and probes, read from a plan YAML (hub_configs/report/) and checked once,
+  before any work (types, ranges, names, each message with the YAML line); ``--quick`` and ``--scale`` only
+  choose the file;
+- :mod:`.stages` - each stage through the project's own code, recording the command line that reproduces it:
   structure (``grammar_probe``, in child processes), the headline pair (learning-rate grid and seeds through
-  ``train.py``), the n-gram reference (``eval.ngram``), the reader and trace ablations (``eval.ablation``),
-  the content probes and the recall map (``eval.content_probes``);
+  ``train.py``), the n-gram reference (``eval.ngram``), the reader and trace ablations
+  (``eval.ablation.run_ablation``), the content probes and the recall map (``eval.probes``);
+- :mod:`.claims` - the paper's claims as data: measurement, verdict rule, preconditions, tested explanations;
 - :mod:`.assemble` - ``report.json`` from the stages' results, every comparison through ``ema_boundary.stats``;
+- :mod:`.schema` - report.json's version, its JSON Schema (``report.schema.json``) and the upgrade of older ones;
 - :mod:`.render` - ``index.md``, the figures and the README's results block, from ``report.json``;
 - :mod:`.build` - the driver (everything built under a temporary name, renamed at the end);
 - :mod:`.cli` - the command line.

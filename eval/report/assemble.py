@@ -14,6 +14,8 @@ from typing import Any
 
 from ema_boundary import stats
 from ema_boundary.paper import PAPER
+from eval.report.claims import evaluate
+from eval.report.schema import SCHEMA_VERSION
 
 NAMES = {"spen": "spen", "gpt2": "gpt2_arch"}  # report.json's keys for the headline pair
 
@@ -71,85 +73,6 @@ def headline(lm: dict[str, Any], ngram: dict[str, Any], regime: dict[str, Any]) 
     }
 
 
-def paper_claims(content: dict, ablation: dict, traces: dict, recall: dict, control: str | None) -> list[dict]:
-    """The paper's content claims as rows: what it says, what this run shows, the verdict and how strongly."""
-    c = content["comparison"]
-    ratio, (rlo, rhi) = content["perplexity_ratio"], content["perplexity_ratio_ci95"]
-    reg = content["regime"]
-    rows = [{
-        "claim": f"SPEN's perplexity is {PAPER['perplexity_ratio']:.1f}x GPT-2's at 130M on C4",
-        "paper": f"{PAPER['perplexity_spen_c4']:.0f} vs {PAPER['perplexity_gpt2_c4']:.0f}",
-        "ours": f"{ratio:.2f}x [{rlo:.2f}, {rhi:.2f}] at {reg['parameters']:,} parameters, "
-                f"{reg['tokens_per_parameter']:.1f} tokens/parameter",
-        # Only the direction transfers across scales: SPEN worse meets it, equal or better refutes it.
-        "verdict": ("direction met: SPEN worse" if c["verdict"] == "different" and c["difference"] > 0 else
-                    "refuted: SPEN better" if c["verdict"] == "different" else
-                    "refuted: no gap (equivalent)" if c["verdict"] == "equivalent" else stats.NOT_RESOLVED),
-        "strength": f"{c['n']} paired seeds, p = {c['p_difference']:.3g}; another scale and corpus than the paper's, "
-                    "so the size of the gap is not comparable, only its sign",
-    }]
-    comps = ablation["comparisons"]
-    equivalent = [a for a, x in comps.items() if x["verdict"] == "equivalent"]
-    different = [a for a, x in comps.items() if x["verdict"] == "different"]
-    overall = ablation["overall"]
-    arms_differ = overall is not None and overall["p"] < stats.ALPHA
-    # The claim is equality of every reader: any arm shown different, or the seed-blocked F test, refutes it.
-    verdict = ("met" if len(equivalent) == len(comps) else "refuted" if different or arms_differ
-               else stats.NOT_RESOLVED)
-    rows.append({
-        "claim": "identical loss across readers (linear, linear attention, softmax attention)",
-        "paper": PAPER["predictor_ablation"],
-        "ours": f"vs `{ablation['reference']}`: {len(equivalent)} arm(s) equivalent within "
-                f"±{ablation['equivalence_margin']:g} nats, {len(different)} different, "
-                f"{len(comps) - len(equivalent) - len(different)} not resolved"
-                + (f"; any arm different: seed-blocked F = {overall['F']:.2f}, p = {overall['p']:.3g}"
-                   if overall is not None else ""),
-        "verdict": verdict,
-        "strength": f"{ablation['regime']['seeds']} seeds, {ablation['regime']['steps']} steps; TOST, Holm-adjusted",
-    })
-    tc = traces["comparisons"]
-    sel = tc.get("selective")
-    fixed_rows = [a for a in tc if a != "selective"]
-    if sel is not None:
-        better = sel["verdict"] == "different" and sel["difference"] < 0
-        others_equal = all(tc[a]["verdict"] == "equivalent" for a in fixed_rows)
-        rows.append({
-            "claim": "only input-dependent selection escapes (on language modelling)",
-            "paper": "selective traces lower the loss; fixed and learned rates do not",
-            "ours": f"selective − ema {sel['difference']:+.4f} nats [{sel['ci95'][0]:+.4f}, {sel['ci95'][1]:+.4f}]"
-                    + "".join(f"; {a} − ema {tc[a]['difference']:+.4f} ({tc[a]['verdict']})" for a in fixed_rows),
-            "verdict": ("met" if better and others_equal else "partly met" if better else
-                        "refuted" if sel["verdict"] != "not resolved" else stats.NOT_RESOLVED),
-            "strength": f"{traces['regime']['seeds']} seeds, {traces['regime']['steps']} steps",
-        })
-    if recall:
-        from eval.content_probes import reader_kind
-
-        at = str(max(int(n) for r in recall.values() for n in r["accuracy"]))
-        solved = {n for n, r in recall.items() if r["accuracy"].get(at, 0) >= 0.95}
-        kinds = {n: reader_kind(r["info"]) for n, r in recall.items()}
-        control_ok = control in solved
-        if not control_ok:
-            verdict = stats.NOT_RESOLVED  # the recipe did not teach the control: failures say nothing
-        elif any(kinds[n] == "state" for n in solved):
-            verdict = "refuted"
-        elif any(kinds[n] == "sequence" for n in solved):
-            verdict = ("partly refuted: sequence-scope readers (outside the argument) recover it; "
-                       "met for state-scope readers")
-        else:
-            verdict = "met"
-        rows.append({
-            "claim": "no reader of fixed-rate EMA traces recovers token identity (associative recall)",
-            "paper": "content is lost in the traces; no predictor recovers it",
-            "ours": f"≥ 95% at {at} pairs: {', '.join(f'`{n}`' for n in sorted(solved)) or 'none'}"
-                    + (f" (control `{control}`: {100 * recall[control]['accuracy'].get(at, math.nan):.1f}%)"
-                       if control in recall else "; no positive control"),
-            "verdict": verdict,
-            "strength": "one seed per model, the one recipe the positive control must solve",
-        })
-    return rows
-
-
 def assemble(plan: Any, structure: dict, lm: dict, ngram: dict, regime: dict, pred: dict, traces: dict,
              probes: dict, top_command: str, seconds: float) -> dict[str, Any]:
     import torch
@@ -157,32 +80,18 @@ def assemble(plan: Any, structure: dict, lm: dict, ngram: dict, regime: dict, pr
 
     content = headline(lm, ngram, regime)
     steps_regime = {"note": "shorter than the headline pair (the plan's ablation.max_steps)"}
-    ablation, trace_summary = _ablation_summary(pred, steps_regime), _ablation_summary(traces, steps_regime)
-    recall = {name: {**{k: r[k] for k in ("pairs", "accuracy", "steps", "max_steps", "best_lr", "chance")
-                        if k in r}, "parameters": probes["models"][name]["parameters"]}
-              for name, r in probes["recall"].items()}
-    control = probes.get("positive_control")
-    return {
+    report: dict[str, Any] = {
+        "schema": SCHEMA_VERSION,
         "question": "What can fixed-decay EMA context represent (structure) and what can it not (content)?",
         "plan": {"name": plan.name, "path": plan.path, "declared": plan.declared, "corpus": plan.corpus,
                  "seed": plan.seed, "scale": plan.scale},
         # grammar_probe's results.json (schema in docs/grammar_probe.md) without its training logs.
         "structure": {k: v for k, v in structure.items() if k != "logs"},
         "content": content,
-        "paper_claims": paper_claims(content, ablation, trace_summary,
-                                     {n: {**r, "info": probes["models"][n]} for n, r in recall.items()}, control),
-        "ablation": ablation,
-        "traces": trace_summary,
-        "identity_at_lag": {name: {"lags": r["lags"], "accuracy": r["best"], "chance": r["chance"]}
-                            for name, r in probes["identity_at_lag"].items()},
-        "recall": recall,
-        "recall_control": control,
-        # What eval.content_probes' renderer needs (its markdown is the report's probe section).
-        "probes": {**{k: probes.get(k) for k in ("models", "recall", "recall_settings", "identity_settings",
-                                                 "positive_control")},
-                   "identity_at_lag": {name: {k: r[k] for k in ("lags", "best", "chance")}
-                                       for name, r in probes["identity_at_lag"].items()}},
-        "probe_command": probes["command"],
+        "claims": [],  # filled below from the other blocks (eval.report.claims)
+        "ablation": _ablation_summary(pred, steps_regime),
+        "traces": _ablation_summary(traces, steps_regime),
+        "probes": probe_block(probes),
         "paper": PAPER,
         "environment": {
             "python": platform.python_version(), "torch": torch.__version__,
@@ -192,6 +101,18 @@ def assemble(plan: Any, structure: dict, lm: dict, ngram: dict, regime: dict, pr
         },
         "command": top_command,
     }
+    report["claims"] = evaluate(report)
+    return report
+
+
+def probe_block(probes: dict[str, Any]) -> dict[str, Any]:
+    """report.json's ``probes``: the content probes' results (identity at lag, the recall map and its positive
+    control) as the probes' renderer reads them, without their per-lag probe details, and the command."""
+    return {**{k: probes.get(k) for k in ("models", "recall", "recall_settings", "identity_settings",
+                                          "positive_control")},
+            "identity_at_lag": {name: {k: r[k] for k in ("lags", "best", "chance")}
+                                for name, r in probes["identity_at_lag"].items()},
+            "command": probes["command"]}
 
 
 def _cpu_count() -> int:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -15,72 +17,126 @@ from eval.report.assemble import assemble
 from eval.report.plan import Plan
 from eval.report.render import figures, write_index
 
+TOOL = "ema-boundary report"  # whose output folder this is (ema_boundary.io's marker)
 STAGES = ("tokenizer", "language_model", "ngram", "ablations", "content_probes", "structure", "writing")
+ERROR_LOG = "logs/error.log"  # a failed report's traceback, inside the folder kept as OUT.failed
 
 
-def build_report(out: Path, plan: Plan, command: str) -> dict[str, Any]:
-    """Run every stage of ``plan`` and write ``out`` (replaced atomically). Returns the report.json content.
+class Progress:
+    """Where the report is: a bar on a terminal, log lines (stage started, finished with its elapsed time) when
+    the output goes to a file, so that a log shows what ran and for how long."""
 
-    The structure stage runs in a child process beside the content stages (both are CPU-bound and independent).
-    Intermediate outputs (datasets, checkpoints, logs) stay under ``out/work``.
+    def __init__(self, stream: Any = None) -> None:
+        self.stream = stream or sys.stderr
+        self.lines = not (hasattr(self.stream, "isatty") and self.stream.isatty())
+        self.bar = tqdm(total=len(STAGES), desc="boundary report", unit="stage", disable=self.lines or None,
+                        file=self.stream)
+        self.seconds: dict[str, float] = {}
+        self.started = self.clock = time.time()
+
+    def log(self, message: str) -> None:
+        if self.lines:
+            stamp = time.strftime("%H:%M:%S")
+            print(f"[{stamp}] {TOOL}: {message} ({(time.time() - self.started) / 60:.1f} min in)", file=self.stream,
+                  flush=True)
+
+    def start(self, what: str) -> None:
+        self.bar.set_postfix_str(what)
+        self.log(f"started: {what}")
+
+    def done(self, stage: str) -> None:
+        self.seconds[stage] = time.time() - self.clock
+        self.clock = time.time()
+        self.bar.update()
+        self.log(f"finished: {stage} in {self.seconds[stage]:.1f} s")
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def build_report(out: Path, plan: Plan, command: str, overwrite: bool = False) -> dict[str, Any]:
+    """Run every stage of ``plan`` and write ``out`` (atomically, with this tool's marker). Returns the report.json
+    content.
+
+    ``out`` must be new, empty or an earlier report (then only with ``overwrite``). The structure stage runs in a
+    child process beside the content stages (both are CPU-bound and independent). Intermediate outputs
+    (datasets, checkpoints, logs) stay under ``out/work``. A failed run keeps its folder as ``OUT.failed`` with
+    every stage's logs and the traceback in ``logs/error.log``; the exception's ``kept_at`` names it.
     """
     import torch
 
-    started = time.time()
     if plan.scale == "tiny":
         # Tiny models: one thread beats two (synchronisation costs more than the matmuls save).
         torch.set_num_threads(1)
-    bar = tqdm(total=len(STAGES), desc="boundary report", unit="stage", disable=None)
-    stage_seconds: dict[str, float] = {}
-    clock = time.time()
-
-    def lap(name: str, next_stage: str = "") -> None:
-        nonlocal clock
-        stage_seconds[name] = time.time() - clock
-        clock = time.time()
-        bar.update()
-        bar.set_postfix_str(next_stage)
-
-    with atomic_dir(out) as tmp:
-        work = tmp / "work"
-        work.mkdir()
-        bar.set_postfix_str("grammar corpus; SPCN starts in the background")
-        structure = stages.start_structure(work, plan)
+    progress = Progress()
+    with atomic_dir(out, tool=TOOL, overwrite=overwrite, keep_on_error=True) as tmp:
         try:
-            tokenizer = stages.build_tokenizer(work, plan)
-            lap("tokenizer", "headline pair: learning-rate grid and seeds")
-            lm = stages.language_model(work, plan, tokenizer)
-            lap("language_model", "n-gram reference")
-            spen_tokens = lm["architectures"]["spen"]["train_tokens"]
-            ngram = stages.ngram_reference(plan, tokenizer, spen_tokens)
-            regime = stages.regime(lm, ngram)
-            lap("ngram", "reader and trace ablations")
-            spen_lr = lm["architectures"]["spen"]["lr"]
-            pred = stages.ablation(work, plan, "predictor", spen_lr, tokenizer)
-            traces = stages.ablation(work, plan, "trace", spen_lr, tokenizer)
-            lap("ablations", "content probes: identity at lag, the recall map")
-            seed0 = str(lm["seeds"][0])
-            checkpoints = {name: Path(lm["architectures"][w]["runs"][seed0]["final_dir"])
-                           for name, w in (("SPEN-ema", "spen"), ("GPT-2 arch", "gpt2"))}
-            for t in ("learned", "selective"):
-                if t in traces["variants"]:
-                    run_dir = traces["variants"][t]["runs"][str(traces["seeds"][0])]["run_dir"]
-                    checkpoints[f"SPEN-{t} (ablation)"] = Path(traces["folder"]) / run_dir / "final"
-            probes = stages.content_probes(work, plan, checkpoints)
-            lap("content_probes", "waiting for the structure stage")
-            structure_result = structure.result()
-        except BaseException:
-            structure.stop()  # an error above: do not leave the child running
+            report = _run(tmp, out, plan, command, progress)
+        except Exception:
+            log = tmp / ERROR_LOG
+            log.parent.mkdir(parents=True, exist_ok=True)
+            log.write_text(traceback.format_exc())
             raise
-        lap("structure", "writing report")
-        report = assemble(plan, structure_result, lm, ngram, regime, pred, traces, probes, command,
-                          time.time() - started)
-        report["environment"]["stage_seconds"] = stage_seconds
-        # Paths inside the report name the final folder, not the temporary one.
-        report = json.loads(json.dumps(report).replace(str(tmp), str(out)))
-        report["figures"] = figures(report, work, tmp / "figures")
-        write_json(tmp / "report.json", report)
-        write_index(report, report["figures"], tmp / "index.md")
-        lap("writing")
-    bar.close()
+        finally:
+            progress.close()
     return report
+
+
+def _run(tmp: Path, out: Path, plan: Plan, command: str, progress: Progress) -> dict[str, Any]:
+    work = tmp / "work"
+    work.mkdir()
+    progress.start("grammar corpus and SPCN, in the background")
+    structure = stages.start_structure(work, plan)
+    try:
+        progress.start("tokenizer")
+        tokenizer = stages.build_tokenizer(work, plan)
+        progress.done("tokenizer")
+        progress.start("headline pair: learning-rate grid and seeds")
+        lm = stages.language_model(work, plan, tokenizer)
+        progress.done("language_model")
+        progress.start("n-gram reference")
+        spen_tokens = lm["architectures"]["spen"]["train_tokens"]
+        ngram = stages.ngram_reference(plan, tokenizer, spen_tokens)
+        regime = stages.regime(lm, ngram)
+        progress.done("ngram")
+        progress.start("reader and trace ablations")
+        spen_lr = lm["architectures"]["spen"]["lr"]
+        pred = stages.ablation(work, plan, "predictor", spen_lr, tokenizer)
+        traces = stages.ablation(work, plan, "trace", spen_lr, tokenizer)
+        progress.done("ablations")
+        progress.start("content probes: identity at lag, the recall map")
+        probes = stages.content_probes(work, plan, _checkpoints(lm, traces))
+        progress.done("content_probes")
+        progress.start("waiting for the structure stage")
+        structure_result = structure.result()
+    except BaseException:
+        structure.stop()  # an error above: do not leave the child running
+        raise
+    progress.done("structure")
+    progress.start("writing the report")
+    report = assemble(plan, structure_result, lm, ngram, regime, pred, traces, probes, command,
+                      time.time() - progress.started)
+    report["environment"]["stage_seconds"] = progress.seconds
+    # Paths inside the report name the final folder, not the temporary one.
+    report = json.loads(json.dumps(report).replace(str(tmp), str(out)))
+    report["figures"] = figures(report, work, tmp / "figures")
+    write_json(tmp / "report.json", report)
+    write_index(report, report["figures"], tmp / "index.md")
+    progress.done("writing")
+    return report
+
+
+def _checkpoints(lm: dict[str, Any], traces: dict[str, Any]) -> dict[str, Path]:
+    """The trained models identity at lag reads: the headline pair's first seed, and the trace ablation's
+    non-reference arms (first seed), named by their trace."""
+    from modeling_spen.variants import SPEN_VARIANTS
+
+    seed0 = str(lm["seeds"][0])
+    checkpoints = {name: Path(lm["architectures"][w]["runs"][seed0]["final_dir"])
+                   for name, w in (("SPEN-ema", "spen"), ("GPT-2 arch", "gpt2"))}
+    for arm, variant in traces["variants"].items():
+        trace = SPEN_VARIANTS.get(arm, {}).get("trace", arm)
+        if arm != traces["reference"] and trace != "ema":
+            run_dir = variant["runs"][str(traces["seeds"][0])]["run_dir"]
+            checkpoints[f"SPEN-{trace} (ablation)"] = Path(traces["folder"]) / run_dir / "final"
+    return checkpoints

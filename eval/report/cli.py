@@ -1,14 +1,23 @@
-"""``ema-boundary report``: the command line of the main job."""
+"""``ema-boundary``: the command line of the main job (``report``) and of its re-rendering tools.
+
+Exit status: 0 done; 2 a bad command line, plan, corpus or output folder (one line, nothing written) or a
+stage that refused its input; 1 a stage that failed (one line naming the folder kept with its logs).
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
 import shlex
 import sys
 from pathlib import Path
 
-from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser
-from ema_boundary.io import OutputError, check_output_dir
+from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, add_output_dir, first_line, positive_int
+from ema_boundary.io import OutputError, atomic_file, check_output_dir
 from eval.report.plan import CORPORA, PLANS, SCALES, Plan, PlanError
+
+TOOL = "ema-boundary report"  # eval.report.build.TOOL, without importing torch to parse a command line
+EXIT_FAILED = 1
 
 
 def _check_corpus(parser: UsageParser, corpus: str) -> None:
@@ -31,99 +40,139 @@ def _check_corpus(parser: UsageParser, corpus: str) -> None:
         parser.error(f"--corpus {corpus}: empty")
 
 
-def _readme(parser: UsageParser, report: Path, readme: Path) -> int:
-    import json
+def _non_negative(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {value!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {value!r}")
+    return n
 
-    from eval.report.render import update_readme
+
+def _read_report(parser: UsageParser, path: Path) -> dict:
+    """A report.json in the current schema (an older one is upgraded in memory, numbers unchanged)."""
+    from eval.report.schema import ReportSchemaError, migrate
 
     try:
-        changed = update_readme(json.loads(report.read_text()), readme)
+        return migrate(json.loads(path.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        parser.error(f"{path}: no such file")
+    except ValueError as e:  # not JSON, or an unknown schema version
+        parser.error(f"{path}: {first_line(e)}" if isinstance(e, ReportSchemaError) else f"{path}: not JSON ({e})")
+    raise AssertionError("unreachable")
+
+
+def _readme(parser: UsageParser, report: Path, readme: Path) -> int:
+    from eval.report.render import update_readme
+
+    data = _read_report(parser, report)
+    try:
+        changed = update_readme(data, readme)
     except FileNotFoundError as e:
-        return _usage(parser, f"{e.filename}: no such file")
+        parser.error(f"{e.filename}: no such file")
     except (ValueError, KeyError) as e:
-        return _usage(parser, f"{report}: {e}")
+        parser.error(f"{readme}: {first_line(e)}")
     print(f"{readme}: results block {'rewritten' if changed else 'already up to date'}")
     return 0
 
 
-def _render(parser: UsageParser, folder: Path) -> int:
-    import json
-
-    from ema_boundary.io import atomic_file
+def _render(parser: UsageParser, folder: Path, upgrade: bool) -> int:
+    """index.md from report.json; with ``upgrade`` report.json is first rewritten in the current schema, its claims
+    evaluated by today's claims table."""
+    from ema_boundary.io import write_json
+    from eval.report.claims import evaluate
     from eval.report.render import write_index
 
-    try:
-        report = json.loads((folder / "report.json").read_text())
-    except FileNotFoundError:
-        return _usage(parser, f"{folder}: no report.json")
-    except ValueError as e:
-        return _usage(parser, f"{folder / 'report.json'}: not JSON ({e})")
+    if not (folder / "report.json").is_file():
+        parser.error(f"{folder}: no report.json")
+    report = _read_report(parser, folder / "report.json")
+    if upgrade:
+        report["claims"] = evaluate(report)
+        write_json(folder / "report.json", report)
     with atomic_file(folder / "index.md") as tmp:
-        write_index(report, report["figures"], Path(tmp))
-    print(f"wrote {folder / 'index.md'}")
+        write_index(report, report.get("figures", {}), Path(tmp))
+    print(f"wrote {folder / 'index.md'}" + (f" and upgraded {folder / 'report.json'}" if upgrade else ""))
     return 0
 
 
-def _usage(parser: UsageParser, message: str) -> int:
-    try:
-        parser.error(message)
-    except SystemExit as e:
-        return int(e.code)
-    return EXIT_USAGE
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = UsageParser(prog="ema-boundary", description="Map what fixed-decay EMA context can and cannot represent.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=UsageParser)
+def parser() -> tuple[UsageParser, dict[str, UsageParser]]:
+    p = UsageParser(prog="ema-boundary", description="Map what fixed-decay EMA context can and cannot represent.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=UsageParser)
     rep = sub.add_parser("report", help="run every experiment and write the boundary report",
                          description="Run every experiment and write the boundary report (index.md, report.json, "
                                      "figures). What runs is declared in a plan YAML: "
                                      + ", ".join(sorted(set(PLANS.values()))) + ".")
     rep.add_argument("--quick", action="store_true", help=f"the quick plan ({PLANS['tiny', True]}): a smoke test")
     rep.add_argument("--plan", metavar="YAML", help="another plan YAML (overrides --quick and --scale's choice)")
-    rep.add_argument("--out", default="outputs/report", help="output folder (default: outputs/report)")
+    add_output_dir(rep, "the report folder (an earlier report is replaced only with --overwrite_output_dir)",
+                   required=False, default="outputs/report")
     rep.add_argument("--corpus", default="embedded",
                      help="'embedded' (Python's help topics and standard-library docstrings, offline), 'c4' "
                           "(streamed from the hub) or a text file")
     rep.add_argument("--scale", choices=SCALES, default="tiny",
                      help="tiny CPU models, or the paper's 130M SPEN vs GPT-2 small (GPU)")
-    rep.add_argument("--seed", type=int, default=0, help="seed of the grammar corpus, SPCN and probes")
-    rep.add_argument("--max-steps", type=int, help="cap on every training run's optimizer steps (a smoke test)")
+    rep.add_argument("--seed", type=_non_negative, default=0, help="seed of the grammar corpus, SPCN and probes")
+    rep.add_argument("--max_steps", "--max-steps", dest="max_steps", type=positive_int,
+                     help="cap on every training run's optimizer steps (a smoke test)")
     render = sub.add_parser("render", help="re-render a report's index.md from its report.json",
-                            description="Re-render OUT/index.md from OUT/report.json (the figures are kept).")
+                            description="Re-render FOLDER/index.md from FOLDER/report.json (the figures are kept); "
+                                        "a report.json of an older schema is read in today's.")
     render.add_argument("folder", help="a report folder (index.md, report.json, figures/)")
+    render.add_argument("--upgrade", action="store_true",
+                        help="also rewrite report.json in the current schema, its claims evaluated by today's "
+                             "claims table (numbers unchanged)")
     readme = sub.add_parser("readme", help="rewrite the README's results block from a report.json",
                             description="Rewrite the results block of README.md from a report's report.json.")
-    readme.add_argument("--report", default="docs/report/report.json", help="default: docs/report/report.json")
-    readme.add_argument("--readme", default="README.md", help="default: README.md")
+    readme.add_argument("--report", default="docs/report/report.json", help="the report.json to read")
+    readme.add_argument("--readme", default="README.md", help="the README whose results block is rewritten")
+    return p, {"report": rep, "render": render, "readme": readme}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p, subs = parser()
     try:
-        args = parser.parse_args(argv)
+        args = p.parse_args(argv)
+        if args.command == "render":
+            return _render(subs["render"], Path(args.folder), args.upgrade)
+        if args.command == "readme":
+            return _readme(subs["readme"], Path(args.report), Path(args.readme))
+        rep = subs["report"]
+        _check_corpus(rep, args.corpus)
+        try:
+            check_output_dir(args.output_dir, tool=TOOL, overwrite=args.overwrite_output_dir)
+        except OutputError as e:
+            rep.error(f"--output_dir {e}")
+        try:
+            plan = Plan.make(args.scale, args.quick, args.corpus, args.seed, args.max_steps, args.plan)
+        except PlanError as e:
+            rep.error(str(e))
     except SystemExit as e:  # a usage error (printed in one line) or --help
         return int(e.code or 0)
-    if args.command == "render":
-        return _render(render, Path(args.folder))
-    if args.command == "readme":
-        return _readme(readme, Path(args.report), Path(args.readme))
+    return _report(rep, args, plan, argv)
+
+
+def _report(rep: UsageParser, args: argparse.Namespace, plan: Plan, argv: list[str] | None) -> int:
+    from eval.report import stages
+
     try:
-        _check_corpus(rep, args.corpus)
-        if args.max_steps is not None and args.max_steps < 1:
-            rep.error(f"--max-steps must be a positive integer, got {args.max_steps}")
-        if args.seed < 0:
-            rep.error(f"--seed must be a non-negative integer, got {args.seed}")
-        try:
-            check_output_dir(args.out)
-            plan = Plan.make(args.scale, args.quick, args.corpus, args.seed, args.max_steps, args.plan)
-        except (OutputError, PlanError) as e:
-            rep.error(f"--out {e}" if isinstance(e, OutputError) else str(e))
-    except SystemExit as e:
-        return int(e.code or 0)
+        stages.probe_settings(plan)  # the probes' own rules on the plan's recall section, before any work
+    except UsageError as e:
+        return _error(rep, first_line(e), EXIT_USAGE)
     command = shlex.join(["ema-boundary", *(argv if argv is not None else sys.argv[1:])])
     from eval.report.build import build_report
 
     try:
-        report = build_report(Path(args.out), plan, command)
+        report = build_report(Path(args.output_dir), plan, command, overwrite=args.overwrite_output_dir)
     except UsageError as err:
-        print(f"ema-boundary: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
-    print(f"wrote {Path(args.out) / 'index.md'} and report.json ({report['environment']['seconds'] / 60:.1f} min)")
+        return _error(rep, first_line(err), EXIT_USAGE)
+    except Exception as err:  # a stage failed: one line; the traceback is in the kept folder's logs/error.log
+        return _error(rep, f"{type(err).__name__}: {first_line(err)}", EXIT_FAILED)
+    print(f"wrote {Path(args.output_dir) / 'index.md'} and report.json "
+          f"({report['environment']['seconds'] / 60:.1f} min)")
     return 0
+
+
+def _error(parser: UsageParser, message: str, status: int) -> int:
+    print(f"{parser.prog}: error: {message}", file=sys.stderr)
+    return status

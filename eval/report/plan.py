@@ -4,16 +4,27 @@
 another. Every number the report's verdicts rest on is set here: the learning-rate grid, the seeds, the
 equivalence margin, the steps of each stage. The plan's YAML is copied into report.json, so a reader sees
 what was declared.
+
+A plan is checked once, when it is read, before any work: every field's type and range (a rate lies in
+(0, 1), a margin is positive and below one nat, a count is positive), the train.py YAMLs exist, the ablation
+arms and recall models are names of the SPEN variant table, and the recall task accepts the pair counts. Each
+message is one line naming the file, the YAML line and the field (``plan.yaml:12: recall.models: ...``). The
+check imports no torch, so a bad plan is refused in about a second.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from ema_boundary.cli import UsageError
 
 REPO = Path(__file__).resolve().parents[2]
 SCALES = ("tiny", "130m")
@@ -21,25 +32,76 @@ CORPORA = ("embedded", "c4")  # or a path to a text file
 PLANS = {("tiny", False): "hub_configs/report/default.yaml", ("tiny", True): "hub_configs/report/quick.yaml",
          ("130m", False): "hub_configs/report/130m.yaml", ("130m", True): "hub_configs/report/130m.yaml"}
 
+# The names a plan may use, as modeling_spen.variants and eval.recall define them. Importing those modules
+# imports torch (tens of seconds on a loaded machine), so the plan check reads these copies; tests/test_plan.py
+# fails if they ever differ from the tables.
+PREDICTOR_ARMS = ("none", "linear", "linear_attention-state", "linear_attention-sequence", "softmax_attention-state",
+                  "softmax_attention-sequence")
+TRACE_ARMS = ("linear", "linear-learned", "linear-selective")
+REFERENCE_ARM = "linear"  # the reference of both ablations: the paper's static reader over fixed-rate traces
+RECALL_MODELS = ("gpt2", *PREDICTOR_ARMS, *TRACE_ARMS[1:])  # the recall map: the control, then every variant
+RECALL_KEYS = 63  # eval.recall.RecallTask().num_keys: the most pairs the task can hold
 
-class PlanError(ValueError):
-    """A plan YAML that cannot be used: one line naming the file and the field."""
+
+class PlanError(UsageError, ValueError):
+    """A plan YAML that cannot be used: one line naming the file, the line and the field."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Field rules: a field's ``metadata["check"]`` says what else its value must satisfy than its type
+# ---------------------------------------------------------------------------------------------
+
+Rule = Callable[[Any], str | None]  # value -> None when it is fine, else what it must be
+
+
+def _positive(v: Any) -> str | None:
+    return None if 0 < v < math.inf else "must be positive"
+
+
+def _non_negative(v: Any) -> str | None:
+    return None if v >= 0 else "must be a non-negative integer"
+
+
+def _rate(v: Any) -> str | None:
+    return None if 0 < v < 1 else "must be a rate in (0, 1)"
+
+
+def _margin(v: Any) -> str | None:
+    return None if 0 < v < 1 else "must be a margin in nats, in (0, 1)"
+
+
+def _pairs(v: Any) -> str | None:
+    if not 0 < v <= RECALL_KEYS:
+        return f"must be a pair count from 1 to {RECALL_KEYS} (the recall task's keys)"
+    return None
+
+
+def _one_of(names: tuple[str, ...], what: str) -> Rule:
+    def check(v: Any) -> str | None:
+        return None if v in names else f"names an unknown {what} {v!r} ({what}s: {', '.join(names)})"
+    return check
+
+
+def _rule(check: Rule, default: Any = None, *, factory: Any = None) -> Any:
+    if factory is not None:
+        return field(default_factory=factory, metadata={"check": check})
+    return field(default=default, metadata={"check": check})
 
 
 @dataclass(frozen=True)
 class GrammarPlan:
     """``python -m grammar_probe build`` / ``run`` (None: the command's own default)."""
 
-    train_size: int = 10_000  # sentences in the corpus' train split (every seed gets a disjoint subset)
-    validation_size: int | None = None
-    test_size: int | None = None
-    ceiling_sentences: int | None = None
-    window_sentences: int | None = None
+    train_size: int = _rule(_positive, 10_000)  # sentences in the corpus' train split (disjoint per seed)
+    validation_size: int | None = _rule(_positive)
+    test_size: int | None = _rule(_positive)
+    ceiling_sentences: int | None = _rule(_positive)
+    window_sentences: int | None = _rule(_positive)
     quick: bool = False
-    seeds: int | None = None
-    train_sentences: int | None = None
-    eval_sentences: int | None = None
-    workers: int = 2
+    seeds: int | None = _rule(_positive)
+    train_sentences: int | None = _rule(_positive)
+    eval_sentences: int | None = _rule(_positive)
+    workers: int = _rule(_positive, 2)
 
 
 @dataclass(frozen=True)
@@ -48,32 +110,36 @@ class LanguageModelPlan:
 
     spen: str = "hub_configs/spen-w32/train.yaml"
     gpt2: str = "hub_configs/gpt2-w32/train.yaml"
-    lr_grid: tuple[float, ...] = (1e-3, 3e-3, 1e-2)  # each architecture's rate chosen on validation
-    seeds: int = 5  # per architecture at its chosen rate; the first is the grid's seed
-    max_steps: int | None = None  # None: the YAMLs' own
-    equivalence_margin: float = 0.02  # nats
+    lr_grid: tuple[float, ...] = _rule(_rate, (1e-3, 3e-3, 1e-2))  # each architecture's rate chosen on validation
+    seeds: int = _rule(_positive, 5)  # per architecture at its chosen rate; the first is the grid's seed
+    max_steps: int | None = _rule(_positive)  # None: the YAMLs' own
+    equivalence_margin: float = _rule(_margin, 0.02)  # nats
 
 
 @dataclass(frozen=True)
 class AblationPlan:
     """The reader and trace ablations (eval.ablation) at the SPEN rate the grid chose."""
 
-    seeds: int = 5
-    max_steps: int | None = None  # None: the language model's
-    equivalence_margin: float = 0.02  # nats
-    predictors: tuple[str, ...] | None = None  # None: every arm of eval.ablation.PREDICTOR_VARIANTS
-    traces: tuple[str, ...] | None = None  # None: every trace
+    seeds: int = _rule(_positive, 5)
+    max_steps: int | None = _rule(_positive)  # None: the language model's
+    equivalence_margin: float = _rule(_margin, 0.02)  # nats
+    predictors: tuple[str, ...] | None = _rule(_one_of(PREDICTOR_ARMS, "arm"))  # None: every predictor arm
+    traces: tuple[str, ...] | None = _rule(_one_of(TRACE_ARMS, "arm"))  # None: every trace arm
 
 
 @dataclass(frozen=True)
 class RecallPlan:
-    """The recall map (eval.content_probes --default-map): one recipe for every model."""
+    """The recall map (eval.probes with the map's models): one recipe for every model."""
 
-    models: tuple[str, ...] | None = None  # None: every model of the map
-    steps: int | None = None  # None: eval.recall.RecallRecipe's (or its quick preset's)
-    lrs: tuple[float, ...] | None = None
-    pairs: tuple[int, ...] | None = None
-    quick: bool = False  # content_probes --quick (identity-at-lag sizes and the recall preset)
+    models: tuple[str, ...] | None = _rule(_one_of(RECALL_MODELS, "model"))  # None: every model of the map
+    steps: int | None = _rule(_positive)  # None: the recipe's (or its quick preset's)
+    lrs: tuple[float, ...] | None = _rule(_rate)
+    pairs: tuple[int, ...] | None = _rule(_pairs)
+    quick: bool = False  # the probes' quick settings (identity-at-lag sizes and the recall preset)
+
+
+SECTIONS: dict[str, type] = {"grammar": GrammarPlan, "language_model": LanguageModelPlan, "ablation": AblationPlan,
+                             "recall": RecallPlan}
 
 
 @dataclass(frozen=True)
@@ -91,12 +157,13 @@ class Plan:
     ablation: AblationPlan = field(default_factory=AblationPlan)
     recall: RecallPlan = field(default_factory=RecallPlan)
     declared: dict[str, Any] = field(default_factory=dict)  # the YAML as read
+    lines: dict[tuple[str, ...], int] = field(default_factory=dict, repr=False, compare=False)  # key path -> line
 
     @staticmethod
     def make(scale: str = "tiny", quick: bool = False, corpus: str = "embedded", seed: int = 0,
              max_steps: int | None = None, plan: str | Path | None = None) -> Plan:
         """The plan for ``--scale`` and ``--quick`` (or ``--plan``), with ``--corpus``, ``--seed`` and
-        ``--max-steps`` (a cap on every training run, the recall models' included) applied."""
+        ``--max_steps`` (a cap on every training run, the recall models' included) applied."""
         if scale not in SCALES:
             raise PlanError(f"--scale must be one of {SCALES}, got {scale!r}")
         path = Path(plan) if plan is not None else REPO / PLANS[scale, quick]
@@ -104,53 +171,33 @@ class Plan:
         if max_steps is None:
             return p
         cap = lambda v: max_steps if v is None else min(v, max_steps)  # noqa: E731
-        lm = LanguageModelPlan(**{**_asdict(p.language_model), "max_steps": cap(p.language_model.max_steps)})
-        ab = AblationPlan(**{**_asdict(p.ablation), "max_steps": cap(p.ablation.max_steps)})
-        rc = RecallPlan(**{**_asdict(p.recall), "steps": cap(p.recall.steps)})
-        return Plan(**{**_asdict(p), "language_model": lm, "ablation": ab, "recall": rc})
+        return replace(p, language_model=replace(p.language_model, max_steps=cap(p.language_model.max_steps)),
+                       ablation=replace(p.ablation, max_steps=cap(p.ablation.max_steps)),
+                       recall=replace(p.recall, steps=cap(p.recall.steps)))
 
     @staticmethod
     def load(path: str | Path, scale: str = "tiny", corpus: str = "embedded", seed: int = 0) -> Plan:
-        """Read and check a plan YAML; a :class:`PlanError` names the file and the field."""
+        """Read and check a plan YAML; a :class:`PlanError` names the file, the line and the field."""
         path = Path(path)
         try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+            text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
             raise PlanError(f"--plan {path}: no such file") from None
         except (OSError, UnicodeDecodeError) as e:
             raise PlanError(f"--plan {path}: cannot read ({e})") from None
+        try:
+            raw, lines = _read_yaml(text)
         except yaml.YAMLError as e:
-            raise PlanError(f"--plan {path}: not valid YAML ({str(e).splitlines()[0]})") from None
-        raw = raw or {}
-        if not isinstance(raw, dict):
-            raise PlanError(f"--plan {path}: a mapping of sections expected")
-        sections = {"grammar": GrammarPlan, "language_model": LanguageModelPlan, "ablation": AblationPlan,
-                    "recall": RecallPlan}
-        top = {"name": str, "workers": int}
-        for key in raw:
-            if key not in sections and key not in top:
-                raise PlanError(f"{path}: unknown field {key!r} (fields: {', '.join([*top, *sections])})")
-        parts = {name: _section(path, name, cls, raw.get(name)) for name, cls in sections.items()}
-        workers = _check(path, "workers", raw.get("workers", 2), int, positive=True)
-        lm = parts["language_model"]
-        if not lm.lr_grid:
-            raise PlanError(f"{path}: language_model.lr_grid must list at least one rate")
-        for yaml_field in ("spen", "gpt2"):
-            if not (REPO / getattr(lm, yaml_field)).is_file() and not Path(getattr(lm, yaml_field)).is_file():
-                raise PlanError(f"{path}: language_model.{yaml_field}: no such train.py YAML "
-                                f"{getattr(lm, yaml_field)!r}")
-        from eval.ablation import PREDICTOR_VARIANTS, REFERENCE, TRACE_VARIANTS
+            mark = getattr(e, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+            raise PlanError(f"{where}: not valid YAML ({getattr(e, 'problem', None) or str(e).splitlines()[0]})") \
+                from None
+        return _Checker(path, lines).plan(raw, scale, corpus, seed)
 
-        for key, allowed in (("predictors", PREDICTOR_VARIANTS), ("traces", TRACE_VARIANTS)):
-            chosen = getattr(parts["ablation"], key)
-            bad = [x for x in chosen or () if x not in allowed]
-            if bad:
-                raise PlanError(f"{path}: ablation.{key}: unknown arm {bad[0]!r} (arms: {', '.join(allowed)})")
-            reference = REFERENCE["predictor" if key == "predictors" else "trace"]
-            if chosen is not None and reference not in chosen:
-                raise PlanError(f"{path}: ablation.{key} must include the reference arm {reference!r}")
-        return Plan(name=str(raw.get("name", path.stem)), path=str(path), scale=scale, corpus=corpus, seed=seed,
-                    workers=workers, declared=raw, **parts)
+    def where(self, *path: str) -> str:
+        """``FILE:LINE: a.b`` for a field of this plan, for messages about it found after loading."""
+        line = next((self.lines[path[:i]] for i in range(len(path), 0, -1) if path[:i] in self.lines), None)
+        return f"{self.path}{f':{line}' if line else ''}: {'.'.join(path)}"
 
     @property
     def data(self) -> list[str]:
@@ -163,50 +210,107 @@ class Plan:
         return p if p.is_absolute() else REPO / p
 
 
-def _asdict(obj: Any) -> dict[str, Any]:
-    return {f.name: getattr(obj, f.name) for f in fields(obj)}
+def _read_yaml(text: str) -> tuple[Any, dict[tuple[str, ...], int]]:
+    """The document and, for every key path, the line (1-based) where it is written (from the composed nodes'
+    marks: ``yaml.safe_load`` forgets where a value came from)."""
+    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    lines: dict[tuple[str, ...], int] = {}
+
+    def walk(n: yaml.Node, path: tuple[str, ...]) -> None:
+        if isinstance(n, yaml.MappingNode):
+            for key, value in n.value:
+                p = (*path, str(key.value))
+                lines[p] = key.start_mark.line + 1
+                walk(value, p)
+        elif isinstance(n, yaml.SequenceNode):
+            for i, item in enumerate(n.value):
+                lines[(*path, str(i))] = item.start_mark.line + 1
+                walk(item, (*path, str(i)))
+
+    if node is not None:
+        walk(node, ())
+    return yaml.safe_load(text), lines
 
 
-def _section(path: Path, name: str, cls: type, raw: Any) -> Any:
-    if raw is None:
-        return cls()
-    if not isinstance(raw, dict):
-        raise PlanError(f"{path}: {name} must be a mapping of fields")
-    known = {f.name: f for f in fields(cls)}
-    values = {}
-    for key, value in raw.items():
-        if key not in known:
-            raise PlanError(f"{path}: unknown field {name}.{key} (fields: {', '.join(known)})")
-        values[key] = _field_value(path, f"{name}.{key}", known[key].type, value)
-    return cls(**values)
+class _Checker:
+    """Every check of one plan file, each failure one line with the YAML line of the field."""
 
+    def __init__(self, path: Path, lines: dict[tuple[str, ...], int]) -> None:
+        self.path, self.lines = path, lines
 
-def _field_value(path: Path, where: str, kind: str, value: Any) -> Any:
-    """``value`` checked against the annotation ``kind`` (a string under ``from __future__ import annotations``)."""
-    optional = kind.endswith("| None")
-    kind = kind.removesuffix(" | None")
-    if value is None:
-        if optional:
-            return None
-        raise PlanError(f"{path}: {where} must be set")
-    if kind.startswith("tuple["):
-        item = float if "float" in kind else int if "int" in kind else str
-        if not isinstance(value, list) or not value:
-            raise PlanError(f"{path}: {where} must be a non-empty list, got {value!r}")
-        return tuple(_check(path, where, v, item, positive=item is not str) for v in value)
-    item = {"int": int, "float": float, "bool": bool, "str": str}[kind]
-    return _check(path, where, value, item, positive=item in (int, float))
+    def error(self, where: tuple[str, ...], problem: str) -> PlanError:
+        line = next((self.lines[where[:i]] for i in range(len(where), 0, -1) if where[:i] in self.lines), None)
+        name = ".".join(p for p in where if not p.isdigit())
+        return PlanError(f"{self.path}{f':{line}' if line else ''}: {name + ' ' if name else ''}{problem}")
 
+    def plan(self, raw: Any, scale: str, corpus: str, seed: int) -> Plan:
+        raw = raw or {}
+        if not isinstance(raw, dict):
+            raise self.error((), "a mapping of sections expected")
+        top = {"name": str, "workers": int}
+        for key in raw:
+            if key not in SECTIONS and key not in top:
+                raise self.error((key,), f"is not a field (fields: {', '.join([*top, *SECTIONS])})")
+        parts = {name: self.section(name, cls, raw.get(name)) for name, cls in SECTIONS.items()}
+        name = self.value(("name",), str, raw.get("name", self.path.stem))
+        workers = self.value(("workers",), int, raw.get("workers", 2), _positive)
+        self.across(parts)
+        return Plan(name=name, path=str(self.path), scale=scale, corpus=corpus, seed=seed, workers=workers,
+                    declared=raw, lines=self.lines, **parts)
 
-def _check(path: Path, where: str, value: Any, kind: type, positive: bool = False) -> Any:
-    if kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
-    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
-        raise PlanError(f"{path}: {where} must be {kind.__name__}, got {value!r}")
-    if positive and not (0 < value < math.inf):
-        raise PlanError(f"{path}: {where} must be positive, got {value!r}")
-    return value
+    def section(self, name: str, cls: type, raw: Any) -> Any:
+        if raw is None:
+            return cls()
+        if not isinstance(raw, dict):
+            raise self.error((name,), "must be a mapping of fields")
+        known = {f.name: f for f in fields(cls)}
+        hints = typing.get_type_hints(cls)
+        values = {}
+        for key, value in raw.items():
+            if key not in known:
+                raise self.error((name, key), f"is not a field (fields: {', '.join(known)})")
+            values[key] = self.value((name, key), hints[key], value, known[key].metadata.get("check"))
+        return cls(**values)
+
+    def value(self, where: tuple[str, ...], hint: Any, value: Any, check: Rule | None = None) -> Any:
+        """``value`` of the type ``hint`` (``int``, ``float``, ``bool``, ``str``, ``tuple[X, ...]``, ``X | None``),
+        each item passing ``check``."""
+        args = typing.get_args(hint)
+        if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+            if value is None:
+                return None
+            hint = next(a for a in args if a is not type(None))
+            args = typing.get_args(hint)
+        if value is None:
+            raise self.error(where, "must be set")
+        if typing.get_origin(hint) is tuple:
+            if not isinstance(value, list) or not value:
+                raise self.error(where, f"must be a non-empty list, got {value!r}")
+            items = tuple(self.value((*where, str(i)), args[0], v, check) for i, v in enumerate(value))
+            if len(set(items)) != len(items):
+                raise self.error(where, f"lists {next(x for x in items if items.count(x) > 1)!r} twice")
+            return items
+        if hint is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, hint) or (hint is not bool and isinstance(value, bool)):
+            raise self.error(where, f"must be {hint.__name__}, got {value!r}")
+        problem = check(value) if check is not None else None
+        if problem:
+            raise self.error(where, problem if problem.startswith("names") else f"{problem}, got {value!r}")
+        return value
+
+    def across(self, parts: dict[str, Any]) -> None:
+        """The checks that read more than one field: the YAMLs exist, each ablation keeps its reference arm."""
+        lm, ablation = parts["language_model"], parts["ablation"]
+        for which in ("spen", "gpt2"):
+            given = getattr(lm, which)
+            if not (REPO / given).is_file() and not Path(given).is_file():
+                raise self.error(("language_model", which), f"{given!r}: no such train.py YAML")
+        for axis in ("predictors", "traces"):
+            arms = getattr(ablation, axis)
+            if arms is not None and REFERENCE_ARM not in arms:
+                raise self.error(("ablation", axis), f"must include the reference arm {REFERENCE_ARM!r}")
 
 
 __all__ = ["Plan", "PlanError", "GrammarPlan", "LanguageModelPlan", "AblationPlan", "RecallPlan", "SCALES",
-           "CORPORA", "PLANS", "REPO"]
+           "CORPORA", "PLANS", "REPO", "PREDICTOR_ARMS", "TRACE_ARMS", "RECALL_MODELS", "REFERENCE_ARM"]

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from ema_boundary.figures import pyplot, save
 from ema_boundary.paper import ARXIV
-from eval.content_probes import render_content_probes_figures, render_content_probes_markdown
+from eval.probes.render import render_content_probes_figures, render_content_probes_markdown
+from eval.report.claims import EXPERIMENTS, INVERTIBILITY, Verdict, verdict_text
 from grammar_probe.render import render_structure_figures, render_structure_markdown
 
 LABELS = {"spen": "SPEN (EMA traces)", "gpt2_arch": "GPT-2 architecture"}
@@ -66,9 +67,15 @@ def _ci(s: dict, digits: int = 3) -> str:
     return f"{s['mean']:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
+def _preconditions(row: dict) -> str:
+    """The row's preconditions with their numbers: holds / fails / not measured."""
+    said = {True: "holds", False: "**fails**", None: "not measured"}
+    return "; ".join(f"{p['text']}: {said[p['holds']]} ({p['numbers']})" for p in row["preconditions"]) or "—"
+
+
 def content_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
     """The content side: the regime, the headline pair against the n-gram lines, the paper's claims as rows,
-    the ablations with their verdicts, then the probes (eval.content_probes' own rendering)."""
+    the ablations with their verdicts, then the probes (eval.probes' own rendering)."""
     c = report["content"]
     reg, cmp_ = c["regime"], c["comparison"]
     epochs = f"{reg['epochs']:.2f} epochs" if reg["epochs"] else "under one epoch (streamed)"
@@ -112,10 +119,14 @@ def content_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
         "",
         "## The paper's content claims, row by row",
         "",
-        "| the paper's claim | paper | this run | verdict | how strongly |",
-        "|---|---|---|---|---|",
-        *[f"| {r['claim']} | {r['paper']} | {r['ours']} | **{r['verdict']}** | {r['strength']} |"
-          for r in report["paper_claims"]],
+        "Each row comes from the claims table (`eval/report/claims.py`): the measurement it reads, its verdict "
+        "rule and the regime it needs (its precondition). Where a precondition fails, the row is \"not testable "
+        "in this regime\" and shows the numbers instead of a verdict.",
+        "",
+        "| the paper's claim | paper | this run | precondition | verdict | how strongly |",
+        "|---|---|---|---|---|---|",
+        *[f"| {r['sentence']} | {r['paper']} | {r['ours']} | {_preconditions(r)} | **{r['verdict']}** | "
+          f"{r['strength']} |" for r in report["claims"] if r["side"] == "content"],
         "",
         "\"Equivalent\" appears only where the two one-sided tests pass against the margin the plan declared; a "
         "difference that is neither shown nor excluded is \"not resolved at this budget\".",
@@ -152,10 +163,7 @@ def content_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
         "",
         "## Content probes: what the state keeps of which tokens it saw",
         "",
-        "Readers of the **current state** of fixed-rate traces are bound by the data-processing argument: whatever "
-        "the traces dropped, no function of them recovers. Readers of **every past state** (sequence scope) are "
-        "not: the past states of fixed-rate traces are invertible (u_t = (h_t − (1−a) h_{t−1}) / a), so attention "
-        "over them can in principle look tokens up like attention over the tokens themselves.",
+        INVERTIBILITY[0].upper() + INVERTIBILITY[1:] + ".",
         "",
         *render_content_probes_markdown(report["probes"]).splitlines(),
     ]
@@ -174,56 +182,37 @@ def structure_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
     return lines
 
 
-# The likely reason when this run refutes a claim of the paper: interpretation, so it lives here and is
-# printed only beside a refuted verdict, never as a number.
-LIKELY_REASONS = {
-    "ratio_within_a": "with unseen words treated alike for every model (`<unk>`, word dropout), the supervised "
-                      "BiGRU keeps its lead; the paper's SPCN gave nonce words fresh random codes",
-    "novel_structural_spcn_minus_bigru": "the paper's advantage came from asymmetric unseen-word handling "
-                                         "(SPCN's fresh codes vs the BiGRU's single `<unk>`); treated alike, the "
-                                         "BiGRU is ahead",
-    "counterfactual_spcn_minus_bigru": "the BiGRU reads the clause structure rather than only word->role "
-                                       "shortcuts; SPCN's traces blur the same cues",
-    "SPEN's perplexity": "scale and data: 66k parameters on ~1M tokens of Python documentation, where the "
-                         "GPT-2 architecture's attention and position embeddings are still learning; the "
-                         "paper's 130M on C4 regime (`--scale 130m --corpus c4`) needs a GPU and was not run",
-    "identical loss across readers": "at this short budget the attention readers' extra parameters cost "
-                                     "loss rather than buy it; the paper's runs were far longer",
-    "no reader of fixed-rate": "the claim holds for readers of the current state (the data-processing "
-                               "argument) but not for sequence-scope attention, which reads every past state; "
-                               "the past states of fixed-rate traces are invertible, so the tokens are all there",
-}
+def _claim_line(row: dict) -> str:
+    """One headline bullet: the side, the paper's sentence, the verdict, this run's value and the explanations
+    that experiments of this suite tested (with their numbers)."""
+    line = f"- {row['side']}: {row['sentence']}: **{verdict_text(row)}**"
+    if row["verdict"] == Verdict.NOT_TESTABLE.value:
+        line += f"; the verdict rule alone would read: {row['ours']}"
+    else:
+        line += f" ({row['ours']})"
+    return line + "." + "".join(_explanation(e) for e in row["explanations"])
 
 
-def _disagrees(verdict: str) -> bool:
-    # "recover it": the recall row's wording before it said "partly refuted" (the committed report).
-    return "refuted" in verdict or "recover it" in verdict
-
-
-def _reason(key: str) -> str:
-    return next((why for k, why in LIKELY_REASONS.items() if key.startswith(k)), "")
+def _explanation(e: dict) -> str:
+    what = EXPERIMENTS[e["experiment"]].what if e["experiment"] in EXPERIMENTS else e["experiment"]
+    return f" Tested explanation: {e['text']} ({what}: {e['numbers']})."
 
 
 def headline(report: dict) -> list[str]:
-    """The verdicts in one place, the paper's disagreements first, each with its likely reason."""
-    rows = []
-    for name, row in report["structure"].get("paper", {}).items():
-        also = [m for m, c in row.get("shortcuts", {}).items() if c["verdict"] == row["verdict"] == "met"]
-        note = f"also met by the shortcut(s) {', '.join(also)}: not evidence of structure" if also else ""
-        rows.append((name, f"structure: {row['description']}", row["verdict"], note))
-    rows += [(r["claim"], f"content: {r['claim']}", r["verdict"], r["ours"]) for r in report["paper_claims"]]
-    refuted = [r for r in rows if _disagrees(r[2])]
-    lines = ["## Headline", ""]
-    if refuted:
-        lines += ["**Where this run disagrees with the paper:**", ""]
-        for key, what, verdict, ours in refuted:
-            why = _reason(key)
-            lines.append(f"- {what}: **{verdict}**" + (f" ({ours})" if ours else "")
-                         + (f". Likely reason: {why}." if why else "."))
-        lines += ["", "**The other verdicts:**", ""]
-    for key, what, verdict, ours in rows:
-        if (key, what, verdict, ours) not in refuted:
-            lines.append(f"- {what}: **{verdict}**" + (f" ({ours})" if ours else ""))
+    """The verdicts in one place, from report.json's ``claims``: where this run disagrees with the paper first,
+    then the rows whose regime cannot carry a verdict, then the others."""
+    rows = report["claims"]
+    testable = [r for r in rows if r["verdict"] != Verdict.NOT_TESTABLE.value]
+    groups = [
+        ("**Where this run disagrees with the paper:**", [r for r in testable if Verdict(r["verdict"]).disagrees]),
+        ("**Not testable in this regime** (a precondition failed; its numbers are shown, no verdict is drawn):",
+         [r for r in rows if r["verdict"] == Verdict.NOT_TESTABLE.value]),
+        ("**The other verdicts:**", [r for r in testable if not Verdict(r["verdict"]).disagrees]),
+    ]
+    lines = ["## Headline"]
+    for title, group in groups:
+        if group:
+            lines += ["", title, "", *[_claim_line(r) for r in group]]
     return lines
 
 
@@ -265,8 +254,6 @@ README_END = "<!-- end of results -->"
 
 def readme_results(report: dict) -> str:
     """The README's results block, from a report.json alone (so the README cannot drift from the report)."""
-    from grammar_probe.render import paper_row_value
-
     c, env = report["content"], report["environment"]
     reg = c["regime"]
     epochs = f"{reg['epochs']:.1f} epochs" if reg["epochs"] else "under one epoch"
@@ -280,13 +267,11 @@ def readme_results(report: dict) -> str:
         "| the paper's claim | paper | this run | verdict |",
         "|---|---|---|---|",
     ]
-    for name, row in report["structure"]["paper"].items():
-        paper = row["paper"] if isinstance(row["paper"], str) else (
-            f"{row['paper']:.2f}" if name == "ratio_within_a" else f"{100 * row['paper']:.1f} %")
-        lines.append(f"| {row['description']} | {paper} | {paper_row_value(name, row, row['ours'])} | "
-                     f"**{row['verdict']}** |")
-    for r in report["paper_claims"]:
-        lines.append(f"| {r['claim']} | {r['paper']} | {r['ours']} | **{r['verdict']}** |")
+    for r in report["claims"]:
+        lines.append(f"| {r['side']}: {r['sentence']} | {r['paper']} | {r['ours']} | **{verdict_text(r)}** |")
+    explained = [(r, e) for r in report["claims"] for e in r["explanations"]]
+    if explained:
+        lines += ["", *[f"- {r['sentence']}:" + _explanation(e) for r, e in explained]]
     ng = c["ngram"]
     lines += [
         "",

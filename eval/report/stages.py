@@ -1,7 +1,13 @@
 """The report's stages, each run through one of the project's own entry points.
 
-Every stage builds the argument list of a command line, executes exactly that list, and records
-``shlex.join`` of it: the "reproduce" lines of ``report.json`` are what ran, so they cannot drift.
+- structure: ``grammar_probe build`` and ``run`` in child processes (beside the content stages), each the
+  recorded command line itself;
+- the headline pair: ``train.py`` runs (:mod:`eval.runs`, each a :class:`~eval.runs.Run` whose command is its
+  argv);
+- the ablations and the content probes: typed calls (:func:`eval.ablation.run_ablation`,
+  :func:`eval.probes.experiment.run_content_probes`) with the plan's checked values; the command line that
+  reproduces each is written from the same values as a by-product (:func:`command_line`).
+
 Outputs stay under ``WORK`` (``OUT/work`` in the finished report): datasets, checkpoints, results.
 """
 
@@ -12,31 +18,30 @@ import shlex
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ema_boundary.cli import UsageError
 from eval.report.plan import CORPORA, Plan
-from modeling_spen.configuration_spen import TRACES
 
 GRAMMAR = ("python", "-m", "grammar_probe")
 ABLATION = ("python", "-m", "eval.ablation")
-PROBES = ("python", "-m", "eval.content_probes")
+PROBES = ("python", "-m", "eval.probes")
 ARCHITECTURES = {"spen": "SPEN (EMA traces)", "gpt2": "GPT-2 architecture"}
 
 
-def run_entry_point(prog: Sequence[str], main: Callable[[list[str]], object], argv: Sequence[object]) -> str:
-    """Run ``main(argv)`` in this process and return the command line that reproduces it.
-
-    A non-zero exit status (the CLIs' convention for bad input) stops the report with its command.
-    """
-    args = [str(a) for a in argv]
-    status = main(args)
-    command = shlex.join([*prog, *args])
-    if isinstance(status, int) and not isinstance(status, bool) and status != 0:
-        raise UsageError(f"stage failed (exit status {status}): {command}")
-    return command
+def command_line(prog: Sequence[str], flags: Mapping[str, Any]) -> str:
+    """The command line that reproduces a stage's call, written from the values the call was given: a flag
+    with True stands alone, None, False and empty lists are left out, a list is written as its items."""
+    args: list[str] = []
+    for flag, value in flags.items():
+        if value is None or value is False or (isinstance(value, (list, tuple)) and not value):
+            continue
+        args.append(flag)
+        if value is not True:
+            args += [str(v) for v in value] if isinstance(value, (list, tuple)) else [str(value)]
+    return shlex.join([*prog, *args])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -55,27 +60,32 @@ class Structure:
         self.failed = ""
         self.process: subprocess.Popen | None = None
         self._stop = threading.Event()
+        self._lock = threading.Lock()  # a child is started only while the stage has not been stopped
         self._thread = threading.Thread(target=self._run, args=(argvs,), daemon=True)
         self._thread.start()
 
     def _run(self, argvs: list[list[str]]) -> None:
         with open(self.log, "w") as f:
             for argv in argvs:  # exactly the recorded argv, one command after the other
-                if self._stop.is_set():
-                    return
-                # In this process's folder, so that relative paths in argv mean what they mean here.
-                self.process = subprocess.Popen([sys.executable, "-m", "grammar_probe", *argv], stdout=f,
-                                                stderr=subprocess.STDOUT)
+                with self._lock:
+                    if self._stop.is_set():
+                        return
+                    # In this process's folder, so that relative paths in argv mean what they mean here.
+                    self.process = subprocess.Popen([sys.executable, "-m", "grammar_probe", *argv], stdout=f,
+                                                    stderr=subprocess.STDOUT)
                 self.status = self.process.wait()
                 if self.status != 0:
                     self.failed = shlex.join([*GRAMMAR, *argv])
                     return
 
     def stop(self) -> None:
-        """Kill the child (the report failed elsewhere): nothing keeps running after the report exits."""
-        self._stop.set()
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
+        """Kill the child and wait for the stage to end (the report failed elsewhere): nothing keeps running or
+        writing after the report exits, so its folder can be kept as it is."""
+        with self._lock:
+            self._stop.set()
+            if self.process is not None and self.process.poll() is None:
+                self.process.kill()
+        self._thread.join()
 
     def result(self) -> dict[str, Any]:
         self._thread.join()
@@ -182,21 +192,21 @@ def ngram_reference(plan: Plan, tokenizer: Path, train_tokens: int) -> dict[str,
     stream the runs read (at most the ``train_tokens`` they saw); also the split's size, for the epochs."""
     from transformers import AutoTokenizer
 
-    import train_data
+    from ema_boundary import corpus
     from eval.ngram import ngram_perplexities
 
     cfg = _yaml(plan, "spen")
     tok = AutoTokenizer.from_pretrained(tokenizer)
     stream: list[int] = []
     exhausted = True  # a streamed corpus (c4) is read only as far as the runs read it; a finite one to its end
-    for texts in train_data.batched((d["text"] for d in train_data.documents(plan.data, "train", cfg["val_every"])),
+    for texts in corpus.batched((d["text"] for d in corpus.documents(plan.data, "train", cfg["val_every"])),
                                     64):
         for ids in tok(texts, add_special_tokens=False, verbose=False)["input_ids"]:
             stream.extend([*ids, tok.eos_token_id])
         if plan.corpus == "c4" and len(stream) >= train_tokens:
             exhausted = False
             break
-    val = train_data.validation_blocks(plan.data, cfg["val_every"], tok, cfg["block_size"], cfg["eval_blocks"])
+    val = corpus.validation_blocks(plan.data, cfg["val_every"], tok, cfg["block_size"], cfg["eval_blocks"])
     result = ngram_perplexities(stream[:train_tokens], val, len(tok))
     # The training split's size in tokens (None when it is larger than what the runs read: a streamed corpus).
     result["train_split_tokens"] = len(stream) if exhausted else None
@@ -205,31 +215,34 @@ def ngram_reference(plan: Plan, tokenizer: Path, train_tokens: int) -> dict[str,
 
 
 def ablation(work: Path, plan: Plan, axis: str, lr: float, tokenizer: Path) -> dict[str, Any]:
-    """SPEN with every reader (axis "predictor") or every trace (axis "trace") x seeds (``eval.ablation``), at
-    ``lr`` (SPEN's rate from the grid), paired by seed, verdicts against the plan's margin."""
-    from eval.ablation import main
+    """SPEN with every reader (axis "predictor") or every trace (axis "trace") x seeds
+    (:func:`eval.ablation.run_ablation`), at ``lr`` (SPEN's rate from the grid), paired by seed, verdicts against
+    the plan's margin. The result carries the command line that reproduces it (``python -m eval.ablation``)."""
+    from eval.ablation import PREDICTOR_VARIANTS, TRACE_VARIANTS, run_ablation
 
     a = plan.ablation
     out = work / f"ablation_{axis}"
     steps = a.max_steps or plan.language_model.max_steps
-    argv = ["--config", plan.yaml_path("spen"), "--seeds", a.seeds, "--out", out,
-            *(["--trace", *(a.traces or TRACES)] if axis == "trace" else
-              ["--variants", *a.predictors] if a.predictors else []), "--lr", lr, "--margin", a.equivalence_margin,
-            "--tokenizer", tokenizer, "--workers", plan.workers,
-            *(["--max_steps", steps] if steps else []), "--data", *plan.data]
-    command = run_entry_point(ABLATION, main, argv)
-    result = json.loads((out / "ablation.json").read_text())
-    result["command"], result["folder"] = command, str(out)
+    arms = list(a.traces or TRACE_VARIANTS) if axis == "trace" else list(a.predictors or PREDICTOR_VARIANTS)
+    arm_flag = "--trace" if axis == "trace" else "--variants"
+    result = run_ablation(plan.yaml_path("spen"), a.seeds, out, variants=arms if axis != "trace" else None,
+                          traces=arms if axis == "trace" else None, max_steps=steps, data=plan.data, lr=lr,
+                          workers=plan.workers, margin=a.equivalence_margin, tokenizer=tokenizer)
+    result["command"] = command_line(ABLATION, {
+        "--config": plan.yaml_path("spen"), "--seeds": a.seeds, "--output_dir": out, arm_flag: arms,
+        "--learning_rate": lr, "--margin": a.equivalence_margin, "--tokenizer": tokenizer,
+        "--workers": plan.workers, "--max_steps": steps, "--data": plan.data})
+    result["folder"] = str(out)
     return result
 
 
 def probe_text(plan: Plan) -> str:
     """Held-out text for the identity probe: the validation documents of the training runs."""
-    import train_data
+    from ema_boundary import corpus
 
     val_every = _yaml(plan, "spen")["val_every"]
     text, n = [], 0
-    for doc in train_data.documents(plan.data, "validation", val_every):
+    for doc in corpus.documents(plan.data, "validation", val_every):
         text.append(doc["text"])
         n += len(doc["text"])
         if n > 400_000:
@@ -237,28 +250,49 @@ def probe_text(plan: Plan) -> str:
     return "\n\n".join(text)
 
 
+def probe_settings(plan: Plan) -> Any:
+    """The probes' settings (:class:`eval.probes.experiment.ProbeSettings`) of the plan's ``recall`` section,
+    checked by the probes' own rules; a bad value is one line naming the plan's line (called before any work)."""
+    from eval.probes.experiment import ProbeInputError, ProbeSettings
+
+    r = plan.recall
+    try:
+        return ProbeSettings.make(quick=r.quick, seed=plan.seed, recall_pairs=r.pairs, recall_lrs=r.lrs,
+                                  recall_steps=r.steps)
+    except ProbeInputError as e:
+        field = {"recall_pairs": "pairs", "recall_lrs": "lrs", "recall_steps": "steps"}.get(e.field or "")
+        raise UsageError(f"{plan.where('recall', field)}: {e}" if field else f"{plan.path}: recall: {e}") from None
+
+
 def content_probes(work: Path, plan: Plan, checkpoints: dict[str, Path]) -> dict[str, Any]:
     """Identity at lag on the trained checkpoints and the recall map on fresh models of the map's configs
-    (``eval.content_probes``), the GPT-2 architecture as the positive control."""
-    from eval.content_probes import main
-    from eval.recall import default_map_configs
+    (:func:`eval.probes.experiment.run_content_probes`), the GPT-2 architecture as the positive control. The
+    result carries the command line that reproduces it (``python -m eval.probes``)."""
+    from eval.probes.experiment import default_map_models, run_content_probes
+    from eval.probes.experiment import probe_text as read_text
+    from eval.probes.models import resolve_model
 
     r = plan.recall
     if plan.corpus in CORPORA:
-        text = work / "probe_text.txt"
-        text.write_text(probe_text(plan), encoding="utf-8")
+        text_file = work / "probe_text.txt"  # kept, so that the recorded command can be run again
+        text = probe_text(plan)
+        text_file.write_text(text, encoding="utf-8")
     else:
-        text = Path(plan.corpus).resolve()
+        text_file = Path(plan.corpus).resolve()
+        text = read_text(text_file)
     out = work / "content_probes"
-    recall_models = list(r.models or default_map_configs())
-    argv = ["--models", *[f"{name}={path}" for name, path in checkpoints.items()], "--default-map",
-            "--recall-models", *recall_models, "--control", "gpt2", "--out", out, "--text", text,
-            "--seed", plan.seed, "--workers", plan.workers, *(["--quick"] if r.quick else []),
-            *(["--recall-steps", r.steps] if r.steps else []), *(["--recall-lrs", *r.lrs] if r.lrs else []),
-            *(["--recall-pairs", *r.pairs] if r.pairs else [])]
-    command = run_entry_point(PROBES, main, argv)
-    result = json.loads((out / "content_probes.json").read_text())
-    result["command"] = command
+    trained = [f"{name}={path}" for name, path in checkpoints.items()]
+    the_map = default_map_models()
+    recall_models = list(r.models or [m.name for m in the_map])
+    settings = probe_settings(plan)
+    result = run_content_probes([*(resolve_model(m) for m in trained), *the_map], text, out, settings,
+                                identity=True, recall=recall_models, workers=plan.workers, control="gpt2",
+                                progress=None if sys.stderr.isatty() else False)  # no bars in a log file
+    result["command"] = command_line(PROBES, {
+        "--model_name_or_path": trained, "--default_map": True, "--recall_models": recall_models,
+        "--control": "gpt2", "--output_dir": out, "--text": text_file, "--seed": plan.seed,
+        "--workers": plan.workers, "--quick": r.quick, "--max_steps": r.steps, "--learning_rate": r.lrs,
+        "--recall_pairs": r.pairs})
     return result
 
 

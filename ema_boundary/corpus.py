@@ -1,4 +1,7 @@
-"""Data for train.py: documents -> tokens -> packed blocks, with an exact, resumable position.
+"""The corpus layer of the project: documents -> tokens -> packed blocks, with an exact, resumable position.
+
+Training (train.py) and evaluation (the report's n-gram references, the probes' text, the task data) read
+their documents, splits and blocks from here, so that a document means the same thing everywhere.
 
 Every source is a `datasets` streaming IterableDataset of {"text": ...} documents, so C4 on the hub, local
 files and the embedded corpus all go through the same code:
@@ -17,7 +20,10 @@ files and the embedded corpus all go through the same code:
 
   Documents are stripped of surrounding whitespace, and empty ones dropped. Every ``val_every``-th document
   (0, val_every, 2 val_every, ...) is held out for validation, so with two or more documents both splits have
-  one.
+  one. With ``test_every`` = m > 0, every m-th of the other documents (the first of them, then every m-th) is
+  held out for testing too (`split_of`): rates and checkpoints are chosen on validation blocks and scored on
+  test blocks from other documents. ``test_every`` = 0 (the default) holds out no test documents, so the
+  training split is what it always was.
 - ``embedded``: English prose that ships with every CPython, read offline (see `embedded_documents`):
   ``embedded:pydoc``, Python's help topics, then ``embedded:stdlib``, the docstrings and comments of the
   standard library's modules. Held out as above.
@@ -48,8 +54,14 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
+from ema_boundary.cli import first_line
 from ema_boundary.io import write_text
 
+SPLITS = ("train", "validation", "test")
+# With val_every 10, every 3rd of the other documents is a test document: of the embedded corpus's 444 documents
+# (Python 3.11), 133 with 271k tokens of the report's 1,024-token BPE (>= 100 documents and >= 50k tokens). Every
+# 4th would give exactly 100, too close to the bar for a corpus that follows the Python version.
+DEFAULT_TEST_EVERY = 3
 C4 = "c4"
 EMBEDDED = "embedded"  # all of the embedded corpus: the two parts below, help topics first
 EMBEDDED_PYDOC = "embedded:pydoc"
@@ -122,7 +134,7 @@ def _parquet_texts(path: Path) -> Iterator[list[str]]:
     import pyarrow.parquet as pq
 
     def unreadable(e: Exception) -> DataError:
-        return DataError(f"{path}: not a readable parquet file ({str(e).splitlines()[0]})")
+        return DataError(f"{path}: not a readable parquet file ({first_line(e)})")
 
     try:
         file = pq.ParquetFile(path)
@@ -293,20 +305,43 @@ def _reads_as_prose(text: str) -> bool:
     return len(text) >= PROSE_MIN_CHARS and sum(c.isalpha() for c in chars) >= PROSE_MIN_LETTERS * len(chars)
 
 
+# ------------------------------------------------------------------------------------------- splits
+def split_of(index: int, val_every: int, test_every: int = 0) -> str:
+    """The split of local or embedded document ``index``: "validation" every ``val_every``-th document from the
+    first; of the others, "test" every ``test_every``-th from the first (none when ``test_every`` is 0);
+    "train" the rest."""
+    if index % val_every == 0:
+        return "validation"
+    others_before = index - index // val_every - 1  # documents before this one that are not validation
+    return "test" if test_every and others_before % test_every == 0 else "train"
+
+
+def _check_split(split: str, test_every: int) -> None:
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    if isinstance(test_every, bool) or not isinstance(test_every, int) or test_every < 0:
+        raise DataError(f"test_every must be a non-negative integer, got {test_every!r}")
+    if split == "test" and not test_every:
+        raise DataError(f"test_every: 0 holds out no test documents; set it (e.g. {DEFAULT_TEST_EVERY}) to read "
+                        "the test split")
+
+
 # ------------------------------------------------------------------------------------------ sources
-def check_data(data: list[str], val_every: int) -> int:
+def check_data(data: list[str], val_every: int, test_every: int = 0) -> int:
     """Validate the data before anything is written: raise DataError naming the file (and line). Returns the
     number of documents of local or embedded data (0 for C4, which is not counted)."""
+    _check_split("train", test_every)
     if data[0] in EMBEDDED_SOURCES:
         n_docs = len(embedded_documents(data[0]))
         if n_docs < 2:  # e.g. an installation that ships the standard library compiled only (.pyc)
             raise DataError(f"{data[0]}: {n_docs} document(s) in this Python installation; need at least 2")
+        _check_split_sizes(data[0], n_docs, val_every, test_every)
         return n_docs
     if data == [C4]:  # fail now, in one line, rather than with a traceback from the data loader
         try:
             next(iter(documents(data, "validation", val_every)))
         except Exception as e:  # network, hub and dataset errors all mean "cannot stream"
-            raise DataError(f"allenai/c4: cannot stream it from the hub ({str(e).splitlines()[0]})") from None
+            raise DataError(f"allenai/c4: cannot stream it from the hub ({first_line(e)})") from None
         return 0
     n_docs = 0
     for name in data:
@@ -323,28 +358,44 @@ def check_data(data: list[str], val_every: int) -> int:
         n_docs += n
     if n_docs < 2:  # one word: nothing to cut into a training and a validation document
         raise DataError(f"{data[0]}: {n_docs} document(s) in the data; need at least 2 (train + validation)")
+    _check_split_sizes(data[0], n_docs, val_every, test_every)
     return n_docs
 
 
-def documents(data: list[str], split: str, val_every: int):
-    """The documents of one split as a `datasets` streaming IterableDataset of {"text": str}."""
+def _check_split_sizes(name: str, n_docs: int, val_every: int, test_every: int) -> None:
+    if test_every and {split_of(i, val_every, test_every) for i in range(n_docs)} != set(SPLITS):
+        raise DataError(f"{name}: {n_docs} document(s) do not give a train, a validation and a test document with "
+                        f"val_every {val_every} and test_every {test_every}; add data")
+
+
+def documents(data: list[str], split: str, val_every: int, test_every: int = 0):
+    """The documents of one split as a `datasets` streaming IterableDataset of {"text": str}.
+
+    C4 has its own validation split; with ``test_every`` > 0 its even documents are the validation split and
+    its odd ones the test split. Local and embedded data are split by index (`split_of`)."""
     from datasets import Dataset, Features, IterableDataset, Value, load_dataset
 
+    _check_split(split, test_every)
     if data == [C4]:
-        return load_dataset("allenai/c4", "en", split=split, streaming=True).select_columns(["text"])
+        if split == "train" or not test_every:
+            return load_dataset("allenai/c4", "en", split=split, streaming=True).select_columns(["text"])
+        held_out = load_dataset("allenai/c4", "en", split="validation", streaming=True).select_columns(["text"])
+        return held_out.filter(lambda _, i: i % 2 == (split == "test"), with_indices=True)
     if data[0] in EMBEDDED_SOURCES:
         ds = Dataset.from_dict({"text": embedded_documents(data[0])}).to_iterable_dataset()
     else:  # the list of files is the shards, as `datasets` shards file lists
         ds = IterableDataset.from_generator(_local_records, features=Features({"text": Value("string")}),
                                             gen_kwargs={"paths": list(data)})
-    # Local and embedded data have no validation split: hold out every `val_every`-th document, from the first.
-    held_out = split == "validation"
-    return ds.filter(lambda _, i: (i % val_every == 0) == held_out, with_indices=True)
+    # Local and embedded data have no validation or test split: held out by index, from the first document.
+    if not test_every:  # the two-way split, as every run before the test split read it
+        held_out = split == "validation"
+        return ds.filter(lambda _, i: (i % val_every == 0) == held_out, with_indices=True)
+    return ds.filter(lambda _, i: split_of(i, val_every, test_every) == split, with_indices=True)
 
 
 # --------------------------------------------------------------------------------------------- tokenizer
 def load_tokenizer(name: str | None, data: list[str], val_every: int, vocab_size: int, max_docs: int,
-                   model_config: str) -> tuple[PreTrainedTokenizerBase, str]:
+                   model_config: str, test_every: int = 0) -> tuple[PreTrainedTokenizerBase, str]:
     """A hub name or local folder; if it is None or cannot be loaded (offline), a byte-level BPE trained on
     the first `max_docs` training documents with `vocab_size` tokens. Returns it and how the model card names
     it. Raises DataError if it does not fit the model."""
@@ -354,11 +405,11 @@ def load_tokenizer(name: str | None, data: list[str], val_every: int, vocab_size
             tokenizer = AutoTokenizer.from_pretrained(name)
         except (OSError, ValueError) as e:
             if Path(name).exists():  # a local folder that is not a tokenizer is a mistake, not "offline"
-                raise DataError(f"{name}: not a tokenizer folder ({str(e).splitlines()[0]})") from None
+                raise DataError(f"{name}: not a tokenizer folder ({first_line(e)})") from None
             print(f"train.py: tokenizer {name!r} is not available (offline?); training a byte-level BPE")
     if tokenizer is None:
         name = "byte-level BPE trained on the training data"
-        texts = (ex["text"] for ex in documents(data, "train", val_every).take(max_docs))
+        texts = (ex["text"] for ex in documents(data, "train", val_every, test_every).take(max_docs))
         tokenizer = train_bpe(texts, vocab_size)
     if len(tokenizer) > vocab_size:
         raise DataError(f"{name}: tokenizer vocabulary of {len(tokenizer)} tokens exceeds the model's "
@@ -394,16 +445,18 @@ class PackedBlocks(torch.utils.data.IterableDataset):
     Position of the block that follows. Finite sources repeat (epochs) in the same order."""
 
     def __init__(self, data: list[str], split: str, val_every: int, tokenizer: PreTrainedTokenizerBase,
-                 block_size: int, start: Position = (0, 0, 0), repeat: bool = True):
+                 block_size: int, start: Position = (0, 0, 0), repeat: bool = True, test_every: int = 0):
         super().__init__()
+        _check_split(split, test_every)
         self.data, self.split, self.val_every, self.tokenizer = data, split, val_every, tokenizer
+        self.test_every = test_every
         self.block_size, self.start, self.repeat = block_size, tuple(start), repeat
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         epoch, doc, offset = self.start
         buf: list[int] = []
         while True:
-            stream = documents(self.data, self.split, self.val_every).skip(doc)
+            stream = documents(self.data, self.split, self.val_every, self.test_every).skip(doc)
             # Tokenize in chunks: the fast tokenizer encodes a list in parallel.
             for texts in batched((ex["text"] for ex in stream), 64):
                 encoded = self.tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
@@ -425,13 +478,30 @@ class PackedBlocks(torch.utils.data.IterableDataset):
 
 
 def validation_blocks(data: list[str], val_every: int, tokenizer: PreTrainedTokenizerBase, block_size: int,
-                      n_blocks: int) -> torch.Tensor:
-    """The first `n_blocks` validation blocks, fixed for the whole run: [n, block_size + 1]."""
-    stream = PackedBlocks(data, "validation", val_every, tokenizer, block_size, repeat=False)
-    blocks = [b["input_ids"] for _, b in zip(range(n_blocks), stream, strict=False)]
+                      n_blocks: int, test_every: int = 0) -> torch.Tensor:
+    """The first `n_blocks` validation blocks, fixed for the whole run: [n, block_size + 1]. For local and
+    embedded data they do not depend on `test_every` (the test documents come out of the training split)."""
+    return _blocks(data, "validation", val_every, tokenizer, block_size, n_blocks, test_every)
+
+
+def test_blocks(data: list[str], val_every: int, tokenizer: PreTrainedTokenizerBase, block_size: int,
+                n_blocks: int | None = None, test_every: int = DEFAULT_TEST_EVERY) -> torch.Tensor:
+    """The first `n_blocks` blocks of the test split (None: all of them): [n, block_size + 1]. Documents no
+    run with the same `val_every` and `test_every` trained on, and that chose nothing: score every seed here."""
+    return _blocks(data, "test", val_every, tokenizer, block_size, n_blocks, test_every)
+
+
+test_blocks.__test__ = False  # a corpus function, not a pytest test
+
+
+def _blocks(data: list[str], split: str, val_every: int, tokenizer: PreTrainedTokenizerBase, block_size: int,
+            n_blocks: int | None, test_every: int) -> torch.Tensor:
+    stream = PackedBlocks(data, split, val_every, tokenizer, block_size, repeat=False, test_every=test_every)
+    blocks = [b["input_ids"] for b in itertools.islice(stream, n_blocks)]
     if not blocks:
-        raise DataError(f"{data[0]}: the validation split has fewer than block_size + 1 = {block_size + 1} "
-                        "tokens; lower val_every or block_size, or add data")
+        raise DataError(f"{data[0]}: the {split} split has fewer than block_size + 1 = {block_size + 1} "
+                        f"tokens; lower val_every{' or test_every' if split == 'test' else ''} or block_size, "
+                        "or add data")
     return torch.stack(blocks)
 
 

@@ -1,4 +1,4 @@
-"""train_data: local files through the same `datasets` streaming pipeline as C4; exact resume positions."""
+"""ema_boundary.corpus: local files through the same `datasets` streaming pipeline as C4; exact resume positions."""
 
 from __future__ import annotations
 
@@ -8,16 +8,17 @@ import sys
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import torch
 
 import tests.train_testkit  # noqa: F401  (puts the repository root on sys.path)
-import train_data
+from ema_boundary import corpus
 
 DOCS = [f"Document number {i} says {'word ' * (i % 7)}and ends." for i in range(23)]
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return train_data.train_bpe(iter(DOCS * 3), 300)
+    return corpus.train_bpe(iter(DOCS * 3), 300)
 
 
 def _write(tmp_path, kind: str) -> str:
@@ -34,16 +35,16 @@ def _write(tmp_path, kind: str) -> str:
 @pytest.mark.parametrize("kind", ["txt", "jsonl", "parquet"])
 def test_local_files_give_the_documents_and_hold_out_every_nth(tmp_path, kind):
     path = _write(tmp_path, kind)
-    train_data.check_data([path], val_every=5)
-    train = [ex["text"] for ex in train_data.documents([path], "train", 5)]
-    val = [ex["text"] for ex in train_data.documents([path], "validation", 5)]
+    corpus.check_data([path], val_every=5)
+    train = [ex["text"] for ex in corpus.documents([path], "train", 5)]
+    val = [ex["text"] for ex in corpus.documents([path], "validation", 5)]
     assert val == DOCS[::5]
     assert train == [d for i, d in enumerate(DOCS) if i % 5]
 
 
 def test_blocks_are_the_documents_joined_with_eos(tmp_path, tokenizer):
     path = _write(tmp_path, "jsonl")
-    blocks = list(train_data.PackedBlocks([path], "train", 5, tokenizer, block_size=16, repeat=False))
+    blocks = list(corpus.PackedBlocks([path], "train", 5, tokenizer, block_size=16, repeat=False))
     stream = [t for b in blocks for t in b["input_ids"][:-1].tolist()] + blocks[-1]["input_ids"][-1:].tolist()
     expected = [t for i, d in enumerate(DOCS) if i % 5
                 for t in tokenizer(d, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]]
@@ -53,12 +54,12 @@ def test_blocks_are_the_documents_joined_with_eos(tmp_path, tokenizer):
 
 def test_resuming_from_any_position_continues_exactly_across_epochs(tmp_path, tokenizer):
     path = _write(tmp_path, "txt")
-    stream = iter(train_data.PackedBlocks([path], "train", 5, tokenizer, block_size=16))
+    stream = iter(corpus.PackedBlocks([path], "train", 5, tokenizer, block_size=16))
     blocks = [next(stream) for _ in range(60)]  # about 3 epochs of this tiny corpus
     assert blocks[-1]["pos"][0] >= 2
     for k in range(1, 59):
         start = blocks[k - 1]["pos"].tolist()
-        resumed = iter(train_data.PackedBlocks([path], "train", 5, tokenizer, 16, start=start))
+        resumed = iter(corpus.PackedBlocks([path], "train", 5, tokenizer, 16, start=start))
         for j in range(k, min(k + 4, 60)):
             block = next(resumed)
             assert block["input_ids"].tolist() == blocks[j]["input_ids"].tolist(), (k, j)
@@ -66,7 +67,7 @@ def test_resuming_from_any_position_continues_exactly_across_epochs(tmp_path, to
 
 
 def test_embedded_corpus_is_pythons_help_topics():
-    docs = train_data.embedded_documents()
+    docs = corpus.embedded_documents()
     assert len(docs) > 50 and sum(map(len, docs)) > 300_000
     assert any("for_stmt" in d or "The \"for\" statement" in d for d in docs)
 
@@ -88,13 +89,17 @@ def test_c4_goes_through_the_same_pipeline(tmp_path, tokenizer, monkeypatch):
         return real("json", data_files=[str(files[split])], split="train", streaming=True)
 
     monkeypatch.setattr(datasets, "load_dataset", fake)
-    train_data.check_data([train_data.C4], val_every=5)
-    assert [ex["text"] for ex in train_data.documents(["c4"], "train", 5)] == DOCS  # no hold-out
-    assert [ex["text"] for ex in train_data.documents(["c4"], "validation", 5)] == DOCS[:5]
-    blocks = iter(train_data.PackedBlocks(["c4"], "train", 5, tokenizer, 16))
+    corpus.check_data([corpus.C4], val_every=5)
+    assert [ex["text"] for ex in corpus.documents(["c4"], "train", 5)] == DOCS  # no hold-out
+    assert [ex["text"] for ex in corpus.documents(["c4"], "validation", 5)] == DOCS[:5]
+    # With a test split, C4's validation documents alternate: even ones validation, odd ones test.
+    assert [ex["text"] for ex in corpus.documents(["c4"], "validation", 5, test_every=3)] == DOCS[:5:2]
+    assert [ex["text"] for ex in corpus.documents(["c4"], "test", 5, test_every=3)] == DOCS[1:5:2]
+    assert [ex["text"] for ex in corpus.documents(["c4"], "train", 5, test_every=3)] == DOCS
+    blocks = iter(corpus.PackedBlocks(["c4"], "train", 5, tokenizer, 16))
     first = [next(blocks) for _ in range(5)]
     start = first[3]["pos"].tolist()
-    resumed = next(iter(train_data.PackedBlocks(["c4"], "train", 5, tokenizer, 16, start=start)))
+    resumed = next(iter(corpus.PackedBlocks(["c4"], "train", 5, tokenizer, 16, start=start)))
     assert resumed["input_ids"].tolist() == first[4]["input_ids"].tolist()
 
 
@@ -105,18 +110,18 @@ def test_c4_out_of_reach_is_one_line(monkeypatch):
         raise ConnectionError("Couldn't reach 'allenai/c4' on the Hub (LocalEntryNotFoundError)\nmore")
 
     monkeypatch.setattr(datasets, "load_dataset", offline)
-    with pytest.raises(train_data.DataError, match=r"^allenai/c4: cannot stream it from the hub \(Couldn't"):
-        train_data.check_data([train_data.C4], val_every=5)
+    with pytest.raises(corpus.DataError, match=r"^allenai/c4: cannot stream it from the hub \(Couldn't"):
+        corpus.check_data([corpus.C4], val_every=5)
 
 
 # ------------------------------------------------------------------------- what a document is
 def _docs(path) -> list[str]:
-    return list(train_data.file_documents(path))
+    return list(corpus.file_documents(path))
 
 
 def _splits(path, val_every: int) -> tuple[list[str], list[str]]:
-    return ([ex["text"] for ex in train_data.documents([str(path)], "train", val_every)],
-            [ex["text"] for ex in train_data.documents([str(path)], "validation", val_every)])
+    return ([ex["text"] for ex in corpus.documents([str(path)], "train", val_every)],
+            [ex["text"] for ex in corpus.documents([str(path)], "validation", val_every)])
 
 
 @pytest.mark.parametrize("line_end", ["\n", "\r\n"])
@@ -131,12 +136,12 @@ def test_a_document_is_a_paragraph_between_whitespace_only_lines(tmp_path, line_
     expected = ["= Title =", "First paragraph, line one;\nline two.", "Second.",
                 "Third, after spaces\nand a tab-indented\tword."]
     assert _docs(path) == expected
-    assert train_data.check_data([str(path)], val_every=2) == 4  # the check counts what the reader reads
+    assert corpus.check_data([str(path)], val_every=2) == 4  # the check counts what the reader reads
     assert _splits(path, 2) == (expected[1::2], expected[::2])
 
 
 def test_long_text_is_cut_at_lines_then_whitespace_then_anywhere(tmp_path):
-    cap = train_data.MAX_DOC_CHARS
+    cap = corpus.MAX_DOC_CHARS
     lines = [f"line {i} " + " ".join(["word"] * 150) for i in range(200)]  # ~150k characters, no blank line
     long_line = " ".join(f"w{i}" for i in range(12_000))  # ~70k characters, spaces only
     no_space = "x" * (2 * cap + 123)
@@ -176,7 +181,7 @@ def test_records_are_documents_and_huge_ones_are_cut(tmp_path):
     pq.write_table(pa.table({"text": [huge]}), tmp_path / "one.parquet")
     for name in ("one.jsonl", "one.parquet"):
         docs = _docs(tmp_path / name)
-        assert len(docs) == 4 and all(len(d) <= train_data.MAX_DOC_CHARS for d in docs)
+        assert len(docs) == 4 and all(len(d) <= corpus.MAX_DOC_CHARS for d in docs)
         assert "\n".join(docs) == huge.replace("\r\n", "\n")  # cut between lines; CRLF read as LF
     # Several records, one of them huge: the small ones stay whole, in order.
     pq.write_table(pa.table({"text": ["a b", huge, "c d"]}), tmp_path / "three.parquet")
@@ -188,43 +193,43 @@ def test_several_files_are_one_stream_held_out_by_document_index(tmp_path):
     (tmp_path / "a.txt").write_text("one\n \ntwo\n \nthree\n")
     (tmp_path / "b.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in ("four", "five")))
     data = [str(tmp_path / "a.txt"), str(tmp_path / "b.jsonl")]
-    assert train_data.check_data(data, 2) == 5
-    assert [ex["text"] for ex in train_data.documents(data, "validation", 2)] == ["one", "three", "five"]
-    assert [ex["text"] for ex in train_data.documents(data, "train", 2)] == ["two", "four"]
+    assert corpus.check_data(data, 2) == 5
+    assert [ex["text"] for ex in corpus.documents(data, "validation", 2)] == ["one", "three", "five"]
+    assert [ex["text"] for ex in corpus.documents(data, "train", 2)] == ["two", "four"]
 
 
 def test_resume_is_exact_on_cut_documents(tmp_path, tokenizer):
     path = tmp_path / "line.txt"
     path.write_text(" ".join(DOCS * 60))  # one 30k-character line: 2 documents
-    stream = iter(train_data.PackedBlocks([str(path)], "train", 5, tokenizer, block_size=16))
+    stream = iter(corpus.PackedBlocks([str(path)], "train", 5, tokenizer, block_size=16))
     blocks = [next(stream) for _ in range(40)]
     for k in (1, 17, 38):
         start = blocks[k - 1]["pos"].tolist()
-        resumed = next(iter(train_data.PackedBlocks([str(path)], "train", 5, tokenizer, 16, start=start)))
+        resumed = next(iter(corpus.PackedBlocks([str(path)], "train", 5, tokenizer, 16, start=start)))
         assert resumed["input_ids"].tolist() == blocks[k]["input_ids"].tolist()
 
 
 # ---------------------------------------------------------------------------------- embedded corpus
 @pytest.fixture
 def fresh_stdlib_prose():
-    train_data.stdlib_prose.cache_clear()
+    corpus.stdlib_prose.cache_clear()
     yield
-    train_data.stdlib_prose.cache_clear()
+    corpus.stdlib_prose.cache_clear()
 
 
 def test_embedded_is_the_help_topics_then_the_standard_library():
-    pydoc = train_data.embedded_documents(train_data.EMBEDDED_PYDOC)
-    stdlib = train_data.embedded_documents(train_data.EMBEDDED_STDLIB)
-    assert train_data.embedded_documents() == train_data.embedded_documents("embedded") == pydoc + stdlib
+    pydoc = corpus.embedded_documents(corpus.EMBEDDED_PYDOC)
+    stdlib = corpus.embedded_documents(corpus.EMBEDDED_STDLIB)
+    assert corpus.embedded_documents() == corpus.embedded_documents("embedded") == pydoc + stdlib
     assert len(pydoc) > 50 and len(stdlib) > 300 and sum(map(len, stdlib)) > 1_500_000
     json_doc = next(d for d in stdlib if d.startswith("JSON (JavaScript Object Notation)"))
     assert "Serialize ``obj``" in json_doc  # json.dumps's docstring follows the module's
-    with pytest.raises(train_data.DataError, match="embedded:other: not an embedded corpus"):
-        train_data.embedded_documents("embedded:other")
+    with pytest.raises(corpus.DataError, match="embedded:other: not an embedded corpus"):
+        corpus.embedded_documents("embedded:other")
     version = ".".join(map(str, sys.version_info[:3]))  # the corpus follows the Python version: the card says it
-    assert train_data.short_name(["embedded"]).startswith(f"embedded corpus: Python {version}'s help topics")
-    with pytest.raises(train_data.DataError, match="cannot be mixed"):
-        train_data.parse_data(["embedded:pydoc", "a.txt"])
+    assert corpus.short_name(["embedded"]).startswith(f"embedded corpus: Python {version}'s help topics")
+    with pytest.raises(corpus.DataError, match="cannot be mixed"):
+        corpus.parse_data(["embedded:pydoc", "a.txt"])
 
 
 def test_module_prose_is_docstrings_and_comment_blocks_in_source_order():
@@ -246,11 +251,11 @@ class C:
     def g(self):
         """| a | b | 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10 | 11 | 12 |"""
 '''
-    assert train_data.module_prose(source) == (
+    assert corpus.module_prose(source) == (
         "A module that shows what counts as prose in the standard library.\n\n"
         "A comment block of two lines, which is long enough\nto count as prose; the ruler above it is dropped.\n\n"
         "Return the answer to the question that the comment above asked.")
-    assert train_data.module_prose(b"def broken(:\n") == ""
+    assert corpus.module_prose(b"def broken(:\n") == ""
 
 
 def test_stdlib_prose_skips_tests_and_is_cached_by_file(tmp_path, monkeypatch, fresh_stdlib_prose):
@@ -261,29 +266,72 @@ def test_stdlib_prose_skips_tests_and_is_cached_by_file(tmp_path, monkeypatch, f
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(doc.format(rel))
     (root / "notes.txt").write_text(doc.format("notes.txt"))
-    monkeypatch.setattr(train_data.sysconfig, "get_paths", lambda: {"stdlib": str(root)})
-    monkeypatch.setattr(train_data, "_cache_dir", lambda: tmp_path / "cache")
+    monkeypatch.setattr(corpus.sysconfig, "get_paths", lambda: {"stdlib": str(root)})
+    monkeypatch.setattr(corpus, "_cache_dir", lambda: tmp_path / "cache")
 
     expected = tuple(doc.format(rel).strip('"\n') for rel in ("a/__init__.py", "a/z.py", "b.py"))
-    assert train_data.stdlib_prose() == expected
+    assert corpus.stdlib_prose() == expected
     assert len(list((tmp_path / "cache").glob("stdlib-prose-*.json"))) == 1
 
-    train_data.stdlib_prose.cache_clear()  # a new process: reads the file
-    read = train_data.module_prose
-    monkeypatch.setattr(train_data, "module_prose", lambda source: pytest.fail("not read from the cache"))
-    assert train_data.stdlib_prose() == expected
+    corpus.stdlib_prose.cache_clear()  # a new process: reads the file
+    read = corpus.module_prose
+    monkeypatch.setattr(corpus, "module_prose", lambda source: pytest.fail("not read from the cache"))
+    assert corpus.stdlib_prose() == expected
 
-    train_data.stdlib_prose.cache_clear()  # a changed source file is a new cache file
-    monkeypatch.setattr(train_data, "module_prose", read)
+    corpus.stdlib_prose.cache_clear()  # a changed source file is a new cache file
+    monkeypatch.setattr(corpus, "module_prose", read)
     (root / "b.py").write_text(doc.format("b.py, changed,"))
-    assert train_data.stdlib_prose()[-1].startswith("b.py, changed, is a module")
+    assert corpus.stdlib_prose()[-1].startswith("b.py, changed, is a module")
 
 
 def test_an_installation_without_sources_is_one_line(tmp_path, monkeypatch, fresh_stdlib_prose):
     (tmp_path / "lib").mkdir()  # compiled files only, as in the Windows embeddable package
-    monkeypatch.setattr(train_data.sysconfig, "get_paths", lambda: {"stdlib": str(tmp_path / "lib")})
-    monkeypatch.setattr(train_data, "_cache_dir", lambda: tmp_path / "cache")
-    with pytest.raises(train_data.DataError, match=r"^embedded:stdlib: 0 document\(s\) in this Python installation"):
-        train_data.check_data([train_data.EMBEDDED_STDLIB], val_every=10)
-    n_topics = len(train_data.embedded_documents(train_data.EMBEDDED_PYDOC))
-    assert train_data.check_data([train_data.EMBEDDED], val_every=10) == n_topics  # the help topics alone
+    monkeypatch.setattr(corpus.sysconfig, "get_paths", lambda: {"stdlib": str(tmp_path / "lib")})
+    monkeypatch.setattr(corpus, "_cache_dir", lambda: tmp_path / "cache")
+    with pytest.raises(corpus.DataError, match=r"^embedded:stdlib: 0 document\(s\) in this Python installation"):
+        corpus.check_data([corpus.EMBEDDED_STDLIB], val_every=10)
+    n_topics = len(corpus.embedded_documents(corpus.EMBEDDED_PYDOC))
+    assert corpus.check_data([corpus.EMBEDDED], val_every=10) == n_topics  # the help topics alone
+
+
+def test_three_splits_by_index_without_overlap():
+    # val_every 4, test_every 2: 0 validation; of the others (1 2 3 5 6 7 9 ...) every 2nd from the first is test.
+    letter = {"train": "r", "validation": "v", "test": "t"}
+    assert "".join(letter[corpus.split_of(i, 4, 2)] for i in range(10)) == "vtrtvrtrvt"
+    for val_every, test_every in ((10, 3), (4, 2), (2, 2), (7, 5)):
+        splits = [corpus.split_of(i, val_every, test_every) for i in range(200)]
+        assert splits[0] == "validation" and splits[1] == "test" and set(splits) == set(corpus.SPLITS)
+        assert splits.count("validation") == len(range(0, 200, val_every))  # validation as without a test split
+        others = [s for s in splits if s != "validation"]
+        assert others[::test_every] == ["test"] * len(others[::test_every]) and others.count("test") == len(
+            others[::test_every])
+    assert all(corpus.split_of(i, 10, 0) != "test" for i in range(100))  # test_every 0: the two-way split
+
+
+def test_a_test_split_leaves_validation_as_it_was_and_takes_from_training(tmp_path, tokenizer):
+    path = tmp_path / "docs.txt"
+    docs = [f"document number {i} says {' '.join(['word'] * (i % 5 + 1))}." for i in range(30)]
+    path.write_text("\n\n".join(docs))
+    read = {s: [ex["text"] for ex in corpus.documents([str(path)], s, 5, test_every=3)] for s in corpus.SPLITS}
+    assert read["validation"] == [ex["text"] for ex in corpus.documents([str(path)], "validation", 5)]
+    two_way_train = [ex["text"] for ex in corpus.documents([str(path)], "train", 5)]
+    assert sorted(read["train"] + read["test"]) == sorted(two_way_train)
+    assert not set(read["train"]) & set(read["test"]) and len(read["test"]) == 8  # 24 others, every 3rd
+    assert read["test"] == [d for i, d in enumerate(docs) if corpus.split_of(i, 5, 3) == "test"]
+    assert corpus.check_data([str(path)], 5, test_every=3) == 30
+    blocks = corpus.test_blocks([str(path)], 5, tokenizer, 8, test_every=3)
+    stream = [t for text in read["test"] for t in [*tokenizer(text)["input_ids"], tokenizer.eos_token_id]]
+    assert blocks.shape[1] == 9 and blocks[:, :-1].flatten().tolist() == stream[: 8 * len(blocks)]
+    assert torch.equal(corpus.validation_blocks([str(path)], 5, tokenizer, 8, 3, test_every=3),
+                       corpus.validation_blocks([str(path)], 5, tokenizer, 8, 3))
+    with pytest.raises(corpus.DataError, match="test_every: 0 holds out no test documents"):
+        corpus.test_blocks([str(path)], 5, tokenizer, 8, test_every=0)
+    with pytest.raises(corpus.DataError, match="do not give a train, a validation and a test document"):
+        corpus.check_data([str(path)], 2, test_every=1)  # every other document is test: none left to train on
+
+
+def test_the_embedded_corpus_gives_a_test_split_to_score_on():
+    # The bar of issue 20: >= 100 test documents (the tokens, >= 50k, are measured with the report's tokenizer).
+    n = len(corpus.embedded_documents())
+    splits = [corpus.split_of(i, 10, corpus.DEFAULT_TEST_EVERY) for i in range(n)]
+    assert splits.count("test") >= 100 and splits.count("train") > splits.count("test")

@@ -1,0 +1,203 @@
+"""The models the probes (and ``eval.compare``) read: a checkpoint folder, a hub name or a config, checked.
+
+Every check runs before any work and fails with :class:`ModelError`, whose message starts with the path or
+name it is about; the command line that read it from a flag puts the flag in front (``--model DIR: ...``).
+Nothing here loads weights: configs are read, safetensors headers checked against the file sizes, and the
+architecture built on the ``meta`` device to count its parameters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ema_boundary.cli import UsageError, first_line, looks_like_path
+from ema_boundary.params import parameter_counts
+
+__all__ = ["SOURCES", "TOKENIZER_FILES", "WEIGHT_FILES", "ModelError", "ModelSpec", "build_on_meta", "make_spec",
+           "resolve_config", "resolve_model", "split_name"]
+
+SOURCES = ("folder", "hub", "config")
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "spiece.model")
+
+
+class ModelError(UsageError):
+    """A model, config or tokenizer that cannot be used: ``"WHERE: problem"``, one line; nothing written.
+
+    ``where`` is the path or hub name as given, so that a command line can say which flag gave it."""
+
+    def __init__(self, where: str, problem: str) -> None:
+        super().__init__(f"{where}: {problem}")
+        self.where, self.problem = where, problem
+
+
+@dataclass
+class ModelSpec:
+    """One model, checked: where it comes from and what each probe can do with it.
+
+    ``source`` is "folder" (a ``save_pretrained`` checkpoint), "hub" (a hub name, online or from the
+    cache) or "config" (an architecture only). ``identity_skip`` says why identity at lag does not
+    run on it (None: it can).
+    """
+
+    name: str
+    source: str
+    location: str
+    config: Any  # transformers.PretrainedConfig
+    parameters: int
+    identity_skip: str | None = None
+    non_embedding_parameters: int | None = None
+
+    @property
+    def model_type(self) -> str:
+        return str(getattr(self.config, "model_type", "?"))
+
+    def describe(self) -> dict[str, Any]:
+        info: dict[str, Any] = {"source": self.source, "location": self.location, "model_type": self.model_type,
+                                "architectures": getattr(self.config, "architectures", None),
+                                "parameters": self.parameters,
+                                "non_embedding_parameters": self.non_embedding_parameters}
+        if self.model_type == "spen":  # the map's readers and traces are told apart by these
+            info["spen"] = {k: getattr(self.config, k) for k in ("predictor", "predictor_scope", "trace")}
+        return info
+
+
+def split_name(spec: str) -> tuple[str | None, str]:
+    """``NAME=WHERE`` or ``WHERE`` (a path that exists is never split, even if it holds '=')."""
+    if os.path.exists(spec) or "=" not in spec:
+        return None, spec
+    name, where = spec.split("=", 1)
+    if not name or not where:
+        raise ModelError(spec, "give NAME=PATH_OR_NAME or PATH_OR_NAME")
+    return name, where
+
+
+def _read_config_json(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ModelError(str(path), "not a text file (a config.json is JSON)") from None
+    except json.JSONDecodeError as e:
+        raise ModelError(str(path), f"not valid JSON (line {e.lineno}: {e.msg})") from None
+    except OSError as e:
+        raise ModelError(str(path), f"cannot read ({e.strerror})") from None
+    if not isinstance(data, dict) or "model_type" not in data:
+        raise ModelError(str(path), "no model_type field, so no architecture to build")
+    return data
+
+
+def _load_config(where: str, trust_remote_code: bool) -> Any:
+    from transformers import AutoConfig
+
+    import modeling_spen  # noqa: F401  registers SPEN with the Auto classes
+
+    try:
+        return AutoConfig.from_pretrained(where, trust_remote_code=trust_remote_code)
+    except Exception as e:  # unknown model_type, bad field values, remote code refused: all one line
+        raise ModelError(where, f"the config does not load ({first_line(e, 200)})") from None
+
+
+def build_on_meta(config: Any, where: str, trust_remote_code: bool = False) -> torch.nn.Module:
+    """The causal LM ``config`` defines, built on the meta device (no memory, no time): the check that it
+    is a causal LM at all and builds."""
+    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, AutoModelForCausalLM
+
+    auto_map = getattr(config, "auto_map", None) or {}
+    if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING and "AutoModelForCausalLM" not in auto_map:
+        raise ModelError(where, f"model_type {getattr(config, 'model_type', '?')!r} is not a causal language model "
+                                "(no AutoModelForCausalLM class)")
+    try:
+        with torch.device("meta"):
+            return AutoModelForCausalLM.from_config(config, trust_remote_code=trust_remote_code)
+    except Exception as e:
+        raise ModelError(where, f"the config does not build a causal LM ({first_line(e, 200)})") from None
+
+
+def make_spec(name: str, source: str, location: str, config: Any, trust_remote_code: bool = False,
+              identity_skip: str | None = None) -> ModelSpec:
+    """A :class:`ModelSpec` of ``config``, its parameters counted on the meta device (total and non-embedding)."""
+    counts = parameter_counts(build_on_meta(config, location, trust_remote_code))
+    return ModelSpec(name, source, location, config, counts.total, identity_skip, counts.non_embedding)
+
+
+def _check_weights(folder: Path) -> None:
+    """Fail now, in one line naming the file, on missing or broken weights rather than after minutes
+    of probing: safetensors headers are read (cheap) and checked against each file's size."""
+    present = [f for f in WEIGHT_FILES if (folder / f).is_file()]
+    if not present:
+        raise ModelError(str(folder), f"no weights ({' or '.join(WEIGHT_FILES[::2])}); for the architecture "
+                                      "alone pass it as a config")
+    from safetensors import safe_open
+
+    shards: list[Path] = []
+    if "model.safetensors" in present:
+        shards = [folder / "model.safetensors"]
+    elif "model.safetensors.index.json" in present:
+        index = folder / "model.safetensors.index.json"
+        try:
+            shards = [folder / s for s in sorted(set(json.loads(index.read_text())["weight_map"].values()))]
+        except (ValueError, KeyError, AttributeError, TypeError):
+            raise ModelError(str(index), "not a safetensors index (JSON with a weight_map)") from None
+    for shard in shards:
+        try:
+            with safe_open(str(shard), framework="pt"):
+                pass
+        except Exception as e:  # SafetensorError (truncated, corrupt), FileNotFoundError
+            raise ModelError(str(shard), f"unreadable weights ({first_line(e, 200)})") from None
+
+
+def resolve_model(name_or_path: str, trust_remote_code: bool = False) -> ModelSpec:
+    """A trained causal LM, ``[NAME=]FOLDER_OR_HUB_NAME``: checked (config, weights, architecture), not loaded.
+
+    A folder needs a config.json and readable weights; a name that does not exist locally is looked up on
+    the hub (offline: in its cache) unless it looks like a path (then it is a typo)."""
+    name, where = split_name(name_or_path)
+    path = Path(where).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise ModelError(where, "a file, not a checkpoint folder (a config.json is an architecture only)")
+        if not (path / "config.json").is_file():
+            raise ModelError(where, "not a checkpoint folder (no config.json)")
+        _read_config_json(path / "config.json")
+        _check_weights(path)
+        config = _load_config(str(path), trust_remote_code)
+        default = path.resolve().parent.name if path.resolve().name == "final" else path.resolve().name
+        return make_spec(name or default, "folder", str(path), config, trust_remote_code)
+    if looks_like_path(where):
+        raise ModelError(where, "no such folder")
+    from transformers import AutoConfig
+
+    import modeling_spen  # noqa: F401
+
+    try:  # offline, this succeeds only from the local cache; it fails fast either way
+        config = AutoConfig.from_pretrained(where, trust_remote_code=trust_remote_code)
+    except Exception as e:  # OSError, ValueError, hub and network errors: all mean "cannot get it"
+        raise ModelError(where, f"not a local folder and not available from the hub ({first_line(e, 200)})") from None
+    return make_spec(name or where, "hub", where, config, trust_remote_code)
+
+
+def resolve_config(name_or_path: str, trust_remote_code: bool = False) -> ModelSpec:
+    """An architecture only, ``[NAME=]PATH`` to a config.json or a folder holding one."""
+    name, where = split_name(name_or_path)
+    path = Path(where).expanduser()
+    if path.is_dir():
+        file = path / "config.json"
+        if not file.is_file():
+            raise ModelError(where, "no config.json in this folder")
+        default = path.resolve().name
+    elif path.is_file():
+        file, default = path, (path.resolve().parent.name if path.name == "config.json" else path.stem)
+    else:
+        raise ModelError(where, "no such file or folder")
+    _read_config_json(file)
+    config = _load_config(str(file), trust_remote_code)
+    return make_spec(name or default, "config", str(path), config, trust_remote_code,
+                     identity_skip="no trained weights (a --config architecture): train it with train.py "
+                                   "and pass the folder with --model_name_or_path")

@@ -1,0 +1,514 @@
+"""The paper's claims as data: one table (:data:`CLAIMS`) that the report, the README block and the headline
+are rendered from.
+
+Each :class:`Claim` names the paper's sentence and value, the measurement it reads (a key path of report.json),
+its verdict rule, its **preconditions** (the regime in which a verdict may be given at all) and its
+**explanations**, each tied to the experiment of this suite that tested it. :func:`evaluate` turns a report into
+rows (report.json's ``claims``):
+
+- a failed (or unmeasured) precondition makes the verdict :attr:`Verdict.NOT_TESTABLE`, printed with the
+  precondition's numbers: two models that are both worse than a bigram model cannot speak to a perplexity gap;
+- an explanation is printed only beside the numbers of the experiment that tested it, and only when that
+  experiment's result supports it (:attr:`Explanation.holds`); there is no free-text "likely reason";
+- disagreement with the paper is a property of the verdict (:attr:`Verdict.disagrees`), never of its words.
+
+This module is the one place that names the keys of grammar_probe's ``results.json`` that the claims read; it
+reads them defensively (a missing key makes a precondition unmeasured or a row "not run", never a crash).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from ema_boundary import stats
+from ema_boundary.format import pct
+from ema_boundary.paper import PAPER
+from eval.probes.render import reader_kind
+
+Report = Mapping[str, Any]
+
+# Where the data-processing argument stops (said once; the report's probe section prints it from here).
+INVERTIBILITY = ("the data-processing argument binds readers of the **current state** of fixed-rate traces; "
+                 "readers of **every past state** (sequence scope) are not bound by it: the past states of "
+                 "fixed-rate traces are invertible (u_t = (h_t − (1−a) h_{t−1}) / a), so attention over them can "
+                 "look tokens up like attention over the tokens themselves")
+RECALL_BAR = 0.95  # a model "recovers" content at >= 95% accuracy at the largest pair count (the control's bar)
+
+
+class Verdict(str, Enum):
+    """What a row concludes. Only :attr:`REFUTED` and :attr:`PARTLY_REFUTED` disagree with the paper."""
+
+    MET = "met"
+    PARTLY_MET = "partly met"
+    REFUTED = "refuted"
+    PARTLY_REFUTED = "partly refuted"
+    NOT_RESOLVED = stats.NOT_RESOLVED
+    NOT_TESTABLE = "not testable in this regime"
+    NOT_RUN = "not run"
+
+    @property
+    def disagrees(self) -> bool:
+        return self in (Verdict.REFUTED, Verdict.PARTLY_REFUTED)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A verdict rule's answer: the verdict, a qualifier (``"SPEN better"``), this run's value as a sentence and
+    how strongly the data support it."""
+
+    verdict: Verdict
+    ours: str
+    detail: str = ""
+    strength: str = ""
+
+
+@dataclass(frozen=True)
+class Check:
+    """A precondition's answer: ``holds`` is None when the report lacks the numbers to decide."""
+
+    holds: bool | None
+    numbers: str
+
+
+@dataclass(frozen=True)
+class Precondition:
+    """The regime in which a claim's verdict may be given (e.g. both models below the bigram line)."""
+
+    id: str
+    text: str
+    check: Callable[[Report], Check]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """An experiment of this suite, read from report.json at ``key``; ``numbers`` states its result in one
+    phrase (None when the report does not hold it)."""
+
+    id: str
+    what: str
+    key: tuple[str, ...]
+    numbers: Callable[[Report], str | None]
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why a claim came out as it did, as tested by ``experiment``; printed only when ``holds(report)``."""
+
+    text: str
+    experiment: str  # an id of :data:`EXPERIMENTS`
+    holds: Callable[[Report], bool]
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One row of the paper's claims."""
+
+    id: str
+    side: str  # "structure" or "content"
+    sentence: str  # what the paper says
+    paper: Callable[[Report], str]  # the paper's value, as printed
+    measurement: tuple[str, ...]  # the key path of report.json the rule reads
+    rule: Callable[[Report, Any], Outcome]  # (report, the value at ``measurement``) -> the outcome
+    rule_text: str  # the verdict rule in words
+    preconditions: tuple[Precondition, ...] = ()
+    explanations: tuple[Explanation, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return ".".join(self.measurement)
+
+
+def get(report: Report, path: tuple[str, ...]) -> Any:
+    """The value at ``path``, or None when any key along it is missing."""
+    obj: Any = report
+    for part in path:
+        if not isinstance(obj, Mapping) or part not in obj:
+            return None
+        obj = obj[part]
+    return obj
+
+
+# ---------------------------------------------------------------------------------------------
+# Preconditions
+# ---------------------------------------------------------------------------------------------
+
+
+def _both_below_bigram(report: Report) -> Check:
+    ppl, bigram = get(report, ("content", "perplexity")), get(report, ("content", "ngram", "bigram"))
+    if not ppl or bigram is None:
+        return Check(None, "no perplexities or no bigram reference in this report")
+    spen, gpt2 = ppl.get("spen"), ppl.get("gpt2_arch")
+    if spen is None or gpt2 is None:
+        return Check(None, "a perplexity is missing")
+    return Check(spen < bigram and gpt2 < bigram,
+                 f"validation perplexity SPEN {spen:.1f}, GPT-2 architecture {gpt2:.1f}; Kneser-Ney bigram "
+                 f"{bigram:.1f} on the same tokens")
+
+
+def _reference_below_bigram(section: str) -> Callable[[Report], Check]:
+    def check(report: Report) -> Check:
+        block, bigram = get(report, (section,)), get(report, ("content", "ngram", "bigram"))
+        if not block or bigram is None:
+            return Check(None, f"no {section} block or no bigram reference in this report")
+        ref = block.get("reference")
+        loss = (block.get("final_loss") or {}).get(ref)
+        if loss is None:
+            return Check(None, f"the reference arm `{ref}` has no loss")
+        steps = (block.get("regime") or {}).get("steps")
+        return Check(loss < math.log(bigram),
+                     f"reference `{ref}` {loss:.3f} nats (perplexity {math.exp(loss):.1f})"
+                     + (f" after {steps} steps" if steps else "")
+                     + f"; Kneser-Ney bigram {math.log(bigram):.3f} nats (perplexity {bigram:.1f})")
+    return check
+
+
+def _control_solves(report: Report) -> Check:
+    recall = get(report, ("probes", "recall")) or {}
+    control = get(report, ("probes", "positive_control"))
+    if control is None or control not in recall:
+        return Check(None, "no positive control in this run")
+    at, acc = _top(recall[control])
+    return Check(acc >= RECALL_BAR, f"control `{control}` {pct(acc)} at {at} pairs (bar {RECALL_BAR:.0%})")
+
+
+def _window_gap(report: Report) -> Check:
+    gap = get(report, ("structure", "window_gap"))
+    if not isinstance(gap, Mapping) or "passes" not in gap:
+        return Check(None, "the structure results hold no window-gap measurement")
+    try:
+        numbers = (f"{gap['kind']} roles of {gap['split']}: causal ceiling {pct(gap['causal_ceiling'])}, best "
+                   f"{gap['best_k']}-token window {pct(gap['best_window_ceiling'])}, gap "
+                   f"{100 * gap['gap_ceiling']:.1f} points (required {100 * gap['required_gap']:.0f})")
+    except (KeyError, TypeError):
+        numbers = "window gap " + ("passes" if gap["passes"] else "fails")
+    return Check(bool(gap["passes"]), numbers)
+
+
+BIGRAM_LINE = Precondition(
+    "both_below_bigram", "both language models below the Kneser-Ney bigram perplexity on the same validation tokens "
+    "(mean over seeds)", _both_below_bigram)
+READER_GATE = Precondition(
+    "reference_below_bigram", "the reference arm (the linear reader) below the Kneser-Ney bigram loss on the same "
+    "tokens",
+    _reference_below_bigram("ablation"))
+TRACE_GATE = Precondition(
+    "reference_below_bigram", "the reference arm (fixed-rate EMA traces) below the Kneser-Ney bigram loss on the "
+    "same tokens",
+    _reference_below_bigram("traces"))
+CONTROL_GATE = Precondition(
+    "control_solves", f"the positive control (the GPT-2 architecture) reaches {RECALL_BAR:.0%} at the largest pair "
+    "count: otherwise a model that fails may fail for the recipe", _control_solves)
+WINDOW_GATE = Precondition(
+    "no_short_window", "the structural roles are ones no short window decides (the best k-token window's ceiling "
+    "stays the required gap below the causal ceiling)", _window_gap)
+
+
+# ---------------------------------------------------------------------------------------------
+# Experiments that test explanations
+# ---------------------------------------------------------------------------------------------
+
+
+def _top(result: Mapping[str, Any]) -> tuple[int, float]:
+    """(the largest pair count, accuracy there) of one recall result."""
+    acc = {int(n): a for n, a in result["accuracy"].items()}
+    at = max(acc)
+    return at, acc[at]
+
+
+def _by_scope(report: Report) -> dict[str, dict[str, float]]:
+    """kind -> {model: accuracy at the largest pair count} over the recall map."""
+    recall = get(report, ("probes", "recall")) or {}
+    models = get(report, ("probes", "models")) or {}
+    out: dict[str, dict[str, float]] = {}
+    for name, r in recall.items():
+        out.setdefault(reader_kind(models.get(name, {})), {})[name] = _top(r)[1]
+    return out
+
+
+def _scope_numbers(report: Report) -> str | None:
+    kinds = _by_scope(report)
+    if not kinds.get("state") or not kinds.get("sequence"):
+        return None
+    at = max(_top(r)[0] for r in (get(report, ("probes", "recall")) or {}).values())
+    parts = [f"{label} scope: " + ", ".join(f"`{n}` {pct(a)}" for n, a in sorted(kinds[k].items()))
+             for k, label in (("state", "state"), ("sequence", "sequence"))]
+    return f"recall at {at} pairs, " + "; ".join(parts)
+
+
+def _state_fails_sequence_solves(report: Report) -> bool:
+    kinds = _by_scope(report)
+    return (any(a >= RECALL_BAR for a in kinds.get("sequence", {}).values())
+            and not any(a >= RECALL_BAR for a in kinds.get("state", {}).values()))
+
+
+def _shortcut_numbers(row_id: str) -> Callable[[Report], str | None]:
+    def numbers(report: Report) -> str | None:
+        row = get(report, ("structure", "paper", row_id))
+        if not isinstance(row, Mapping) or not row.get("shortcuts"):
+            return None
+        return "; ".join(f"{m} {_structure_value(row_id, row, c.get('value'))} ({c.get('verdict')})"
+                         for m, c in row["shortcuts"].items())
+    return numbers
+
+
+def _shortcut_meets(row_id: str, shortcuts: tuple[str, ...]) -> Callable[[Report], bool]:
+    """Whether the row is met and so is one of ``shortcuts`` (grammar_probe's names) in SPCN's place."""
+    def holds(report: Report) -> bool:
+        row = get(report, ("structure", "paper", row_id)) or {}
+        return row.get("verdict") == Verdict.MET.value and any(
+            c.get("verdict") == Verdict.MET.value for m, c in (row.get("shortcuts") or {}).items() if m in shortcuts)
+    return holds
+
+
+STRUCTURE_ROWS = ("ratio_within_a", "transfer_b_accuracy", "deep_accuracy", "novel_structural_spcn_minus_bigru",
+                  "counterfactual_spcn_minus_bigru")
+
+EXPERIMENTS: dict[str, Experiment] = {
+    "recall_by_scope": Experiment(
+        "recall_by_scope", "the recall map: every SPEN reader of fixed-rate traces, state and sequence scope, "
+        "under the recipe the positive control solves", ("probes", "recall"), _scope_numbers),
+    **{f"shortcuts:{row}": Experiment(
+        f"shortcuts:{row}", "the same measure with each shortcut (majority word, k-token window, plain EMA, "
+        "frozen SPCN) in SPCN's place", ("structure", "paper", row, "shortcuts"), _shortcut_numbers(row))
+       for row in STRUCTURE_ROWS},
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Verdict rules
+# ---------------------------------------------------------------------------------------------
+
+
+def _perplexity_rule(report: Report, c: Mapping[str, Any]) -> Outcome:
+    content = report["content"]
+    (rlo, rhi), reg = content["perplexity_ratio_ci95"], content["regime"]
+    ours = (f"{content['perplexity_ratio']:.2f}x [{rlo:.2f}, {rhi:.2f}] at {reg['parameters']:,} parameters, "
+            f"{reg['tokens_per_parameter']:.1f} tokens/parameter")
+    strength = (f"{c['n']} paired seeds, p = {c['p_difference']:.3g}; another scale and corpus than the paper's, "
+                "so the size of the gap is not comparable, only its sign")
+    # Only the direction transfers across scales: SPEN worse meets it, equal or better refutes it.
+    if c["verdict"] == "different":
+        worse = c["difference"] > 0
+        return Outcome(Verdict.MET if worse else Verdict.REFUTED, ours,
+                       "SPEN worse (direction)" if worse else "SPEN better", strength)
+    if c["verdict"] == "equivalent":
+        return Outcome(Verdict.REFUTED, ours, "no gap (equivalent)", strength)
+    return Outcome(Verdict.NOT_RESOLVED, ours, "", strength)
+
+
+def _readers_rule(report: Report, a: Mapping[str, Any]) -> Outcome:
+    comps, overall = a["comparisons"], a.get("overall")
+    equivalent = [x for x, c in comps.items() if c["verdict"] == "equivalent"]
+    different = [x for x, c in comps.items() if c["verdict"] == "different"]
+    arms_differ = overall is not None and overall["p"] < stats.ALPHA
+    ours = (f"vs `{a['reference']}`: {len(equivalent)} arm(s) equivalent within ±{a['equivalence_margin']:g} nats, "
+            f"{len(different)} different, {len(comps) - len(equivalent) - len(different)} not resolved"
+            + (f"; any arm different: seed-blocked F = {overall['F']:.2f}, p = {overall['p']:.3g}"
+               if overall is not None else ""))
+    strength = f"{a['regime']['seeds']} seeds, {a['regime']['steps']} steps; TOST, Holm-adjusted"
+    # The claim is equality of every reader: any arm shown different, or the seed-blocked F test, refutes it.
+    verdict = (Verdict.MET if len(equivalent) == len(comps) else Verdict.REFUTED if different or arms_differ
+               else Verdict.NOT_RESOLVED)
+    return Outcome(verdict, ours, "", strength)
+
+
+def _trace(arm: str) -> str:
+    """The trace an ablation arm uses: its SPEN variant's (reports before the variant table named arms by trace)."""
+    from modeling_spen.variants import SPEN_VARIANTS
+
+    return SPEN_VARIANTS.get(arm, {}).get("trace", arm)
+
+
+def _selection_rule(report: Report, t: Mapping[str, Any]) -> Outcome:
+    tc, ref = t["comparisons"], t["reference"]
+    selective = [arm for arm in tc if _trace(arm) == "selective"]
+    if not selective:
+        return Outcome(Verdict.NOT_RUN, "the plan left the selective arm out")
+    sel = tc[selective[0]]
+    fixed = [x for x in tc if x != selective[0]]
+    ours = (f"{selective[0]} − {ref} {sel['difference']:+.4f} nats [{sel['ci95'][0]:+.4f}, {sel['ci95'][1]:+.4f}]"
+            + "".join(f"; {x} − {ref} {tc[x]['difference']:+.4f} ({tc[x]['verdict']})" for x in fixed))
+    better = sel["verdict"] == "different" and sel["difference"] < 0
+    others_equal = all(tc[x]["verdict"] == "equivalent" for x in fixed)
+    verdict = (Verdict.MET if better and others_equal else Verdict.PARTLY_MET if better else
+               Verdict.REFUTED if sel["verdict"] != "not resolved" else Verdict.NOT_RESOLVED)
+    return Outcome(verdict, ours, "", f"{t['regime']['seeds']} seeds, {t['regime']['steps']} steps")
+
+
+def _recall_rule(report: Report, recall: Mapping[str, Any]) -> Outcome:
+    models = get(report, ("probes", "models")) or {}
+    control = get(report, ("probes", "positive_control"))
+    at = max(_top(r)[0] for r in recall.values())
+    solved = sorted(n for n, r in recall.items() if _top(r)[1] >= RECALL_BAR)
+    kinds = {n: reader_kind(models.get(n, {})) for n in recall}
+    ours = (f"≥ {RECALL_BAR:.0%} at {at} pairs: {', '.join(f'`{n}`' for n in solved) or 'none'}"
+            + (f" (control `{control}`: {pct(_top(recall[control])[1])})" if control in recall
+               else "; no positive control"))
+    strength = "one seed per model, the one recipe the positive control must solve"
+    if any(kinds[n] == "state" for n in solved):
+        return Outcome(Verdict.REFUTED, ours, "a state-scope reader recovers it", strength)
+    if any(kinds[n] == "sequence" for n in solved):
+        return Outcome(Verdict.PARTLY_REFUTED, ours, "sequence-scope readers (outside the argument) recover it; "
+                       "met for state-scope readers", strength)
+    return Outcome(Verdict.MET, ours, "", strength)
+
+
+def _structure_value(row_id: str, row: Mapping[str, Any], value: Any) -> str:
+    from grammar_probe.render import paper_row_value
+
+    try:
+        return paper_row_value(row_id, row, value)
+    except (KeyError, TypeError, ValueError):
+        return "–"
+
+
+def _structure_rule(row_id: str) -> Callable[[Report, Any], Outcome]:
+    def rule(report: Report, row: Mapping[str, Any]) -> Outcome:
+        verdicts = {v.value: v for v in Verdict}
+        n = (row.get("ours") or {}).get("n")
+        return Outcome(verdicts.get(row.get("verdict"), Verdict.NOT_RESOLVED),
+                       _structure_value(row_id, row, row.get("ours")), "",
+                       f"{n} seeds; 95% interval against the paper's value" if n else "")
+    return rule
+
+
+def _structure_paper(row_id: str) -> Callable[[Report], str]:
+    def paper(report: Report) -> str:
+        value = (get(report, ("structure", "paper", row_id)) or {}).get("paper", PAPER.get(row_id, "–"))
+        if isinstance(value, str):
+            return value
+        return f"{value:.2f}" if row_id == "ratio_within_a" else pct(value)
+    return paper
+
+
+def _fixed(text: str) -> Callable[[Report], str]:
+    return lambda report: text
+
+
+# ---------------------------------------------------------------------------------------------
+# The table
+# ---------------------------------------------------------------------------------------------
+
+_STRUCTURE_SENTENCES = {
+    "ratio_within_a": "a probe on the traces reaches 96% of the supervised BiGRU's accuracy with zero labels in "
+                      "training (grammar A, held-out sentences)",
+    "transfer_b_accuracy": "the probe transfers to grammar B at 61.8% accuracy",
+    "deep_accuracy": "the probe reaches 84% on roles embedded deeper than in training",
+    "novel_structural_spcn_minus_bigru": "on structure-dependent roles, even with never-seen words, the probe beats "
+                                         "the BiGRU",
+    "counterfactual_spcn_minus_bigru": "the BiGRU memorised word→role shortcuts; the probe, reading structure, "
+                                       "does not",
+}
+
+CLAIMS: tuple[Claim, ...] = (
+    *(Claim(row, "structure", _STRUCTURE_SENTENCES[row], _structure_paper(row), ("structure", "paper", row),
+            _structure_rule(row), "grammar_probe's verdict: met if SPCN's 95% interval lies at or above the paper's "
+            "value (strictly above for 'beats'), refuted if below, else not resolved",
+            (WINDOW_GATE,),
+            (Explanation("a shortcut without structure (the majority word, a k-token window) meets the row as well, so "
+                         "meeting it is not evidence of structure", f"shortcuts:{row}",
+                         _shortcut_meets(row, ("majority_word", "window"))),
+             Explanation("a plain EMA of the word codes (or SPCN with frozen weights) meets it as well: the fixed-rate "
+                         "traces carry it, not SPCN's learning", f"shortcuts:{row}",
+                         _shortcut_meets(row, ("plain_ema", "spcn_frozen")))))
+      for row in STRUCTURE_ROWS),
+    Claim("perplexity_gap", "content",
+          f"SPEN's perplexity is {PAPER['perplexity_ratio']:.1f}x GPT-2's at 130M on C4",
+          _fixed(f"{PAPER['perplexity_spen_c4']:.0f} vs {PAPER['perplexity_gpt2_c4']:.0f}"),
+          ("content", "comparison"), _perplexity_rule,
+          "only the sign transfers across scales: SPEN worse (paired difference shown) meets it; SPEN better or "
+          "equivalent refutes it; otherwise not resolved",
+          (BIGRAM_LINE,)),
+    Claim("readers_identical", "content",
+          "identical loss across readers (linear, linear attention, softmax attention)",
+          _fixed(str(PAPER["predictor_ablation"])), ("ablation",), _readers_rule,
+          "met if every arm is equivalent to the reference within the declared margin (TOST, Holm); refuted if any "
+          "arm is shown different or the seed-blocked F test rejects equality; otherwise not resolved",
+          (READER_GATE,)),
+    Claim("selection_escapes", "content",
+          "only input-dependent selection escapes (on language modelling)",
+          _fixed("selective traces lower the loss; fixed and learned rates do not"), ("traces",), _selection_rule,
+          "met if the selective arm is lower than the fixed-rate reference and every other arm equivalent; partly "
+          "met if only the first; refuted if the selective arm is shown not lower; otherwise not resolved",
+          (TRACE_GATE,)),
+    Claim("recall_lost", "content",
+          "no reader of fixed-rate EMA traces recovers token identity (associative recall)",
+          _fixed("content is lost in the traces; no predictor recovers it"), ("probes", "recall"), _recall_rule,
+          f"refuted if a state-scope reader reaches {RECALL_BAR:.0%} at the largest pair count; partly refuted if "
+          "only sequence-scope readers do; met if none does",
+          (CONTROL_GATE,),
+          (Explanation(INVERTIBILITY, "recall_by_scope", _state_fails_sequence_solves),)),
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluation: the rows of report.json's ``claims``
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Row:
+    """One evaluated claim, as stored in report.json (:meth:`as_dict`)."""
+
+    id: str
+    side: str
+    sentence: str
+    paper: str
+    measurement: str
+    rule: str
+    verdict: Verdict
+    detail: str
+    ours: str
+    strength: str
+    preconditions: list[dict[str, Any]] = field(default_factory=list)
+    explanations: list[dict[str, str]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "side": self.side, "sentence": self.sentence, "paper": self.paper,
+                "measurement": self.measurement, "rule": self.rule, "verdict": self.verdict.value,
+                "detail": self.detail, "ours": self.ours, "strength": self.strength,
+                "preconditions": self.preconditions, "explanations": self.explanations}
+
+
+def evaluate_claim(claim: Claim, report: Report) -> Row:
+    """One claim against one report: its preconditions, then (only if they hold) its verdict rule."""
+    value = get(report, claim.measurement)
+    base = dict(id=claim.id, side=claim.side, sentence=claim.sentence, paper=claim.paper(report),
+                measurement=claim.key, rule=claim.rule_text)
+    if value is None or value == {}:
+        return Row(**base, verdict=Verdict.NOT_RUN, detail="", ours=f"no `{claim.key}` in this report", strength="")
+    outcome = claim.rule(report, value)
+    checks = [(p, p.check(report)) for p in claim.preconditions]
+    preconditions = [{"id": p.id, "text": p.text, "holds": c.holds, "numbers": c.numbers} for p, c in checks]
+    verdict, detail = outcome.verdict, outcome.detail
+    failed = [c for _, c in checks if c.holds is not True]
+    if failed and verdict is not Verdict.NOT_RUN:
+        # The rule's outcome is kept in "ours"; the verdict says the regime cannot carry it.
+        verdict, detail = Verdict.NOT_TESTABLE, "; ".join(c.numbers for c in failed)
+    explanations = []
+    if verdict is not Verdict.NOT_TESTABLE:
+        for e in claim.explanations:
+            experiment = EXPERIMENTS[e.experiment]
+            numbers = experiment.numbers(report)
+            if numbers is not None and e.holds(report):
+                explanations.append({"text": e.text, "experiment": experiment.id, "numbers": numbers})
+    return Row(**base, verdict=verdict, detail=detail, ours=outcome.ours, strength=outcome.strength,
+               preconditions=preconditions, explanations=explanations)
+
+
+def evaluate(report: Report, claims: tuple[Claim, ...] = CLAIMS) -> list[dict[str, Any]]:
+    """report.json's ``claims``: every claim of the table, evaluated against ``report``."""
+    return [evaluate_claim(c, report).as_dict() for c in claims]
+
+
+def verdict_text(row: Mapping[str, Any]) -> str:
+    """``"refuted: SPEN better"``: the verdict with its qualifier."""
+    return row["verdict"] + (f": {row['detail']}" if row["detail"] else "")
+
+
+__all__ = ["CLAIMS", "EXPERIMENTS", "INVERTIBILITY", "Check", "Claim", "Experiment", "Explanation", "Outcome",
+           "Precondition", "Row", "Verdict", "evaluate", "evaluate_claim", "get", "verdict_text"]

@@ -1,0 +1,57 @@
+"""The named SPEN variants: one name per reader and trace, as the SPENConfig fields that make it.
+
+One table for every place that trains "a SPEN with reader X and trace Y": the reader and trace ablations
+(``eval.ablation``), the recall map (``eval.recall.default_map_configs``) and the report's plans
+(``hub_configs/report/*.yaml``). A name is the predictor, then its scope where the predictor has one
+(``softmax_attention-state``), then the trace where it is not the paper's fixed-rate EMA
+(``linear-selective``). Every entry sets all three fields, so a variant means the same model whatever
+config it is applied to.
+
+Scope ``sequence`` attends over the trace states of every past position; ``state`` only over the traces of
+the current position (see :class:`~modeling_spen.configuration_spen.SPENConfig`).
+"""
+
+from __future__ import annotations
+
+from .configuration_spen import TRACES
+
+__all__ = ["PREDICTOR_VARIANTS", "REFERENCE_VARIANT", "SPEN_VARIANTS", "TRACE_VARIANTS", "variant_fields"]
+
+# The paper's static reader over the paper's traces: the reference arm of both ablations.
+REFERENCE_VARIANT = "linear"
+
+
+def _fields(predictor: str, scope: str = "sequence", trace: str = "ema") -> dict[str, str]:
+    return {"predictor": predictor, "predictor_scope": scope, "trace": trace}
+
+
+# The paper's ablation: no reader at all (x̂ = 0), the static linear reader, and causal attention readers
+# over the same fixed-rate traces at either scope.
+PREDICTOR_VARIANTS: tuple[str, ...] = (
+    "none",
+    "linear",
+    "linear_attention-state",
+    "linear_attention-sequence",
+    "softmax_attention-state",
+    "softmax_attention-sequence",
+)
+# The trace ablation: the linear reader over each kind of trace, the fixed-rate EMA ("linear") first.
+TRACE_VARIANTS: tuple[str, ...] = tuple(REFERENCE_VARIANT if t == "ema" else f"linear-{t}" for t in TRACES)
+
+SPEN_VARIANTS: dict[str, dict[str, str]] = {
+    "none": _fields("none"),
+    "linear": _fields("linear"),
+    "linear_attention-state": _fields("linear_attention", "state"),
+    "linear_attention-sequence": _fields("linear_attention", "sequence"),
+    "softmax_attention-state": _fields("softmax_attention", "state"),
+    "softmax_attention-sequence": _fields("softmax_attention", "sequence"),
+    **{f"linear-{t}": _fields("linear", trace=t) for t in TRACES if t != "ema"},
+}
+
+
+def variant_fields(name: str) -> dict[str, str]:
+    """The SPENConfig fields of the variant ``name`` (a copy); KeyError naming the known ones otherwise."""
+    try:
+        return dict(SPEN_VARIANTS[name])
+    except KeyError:
+        raise KeyError(f"{name!r} is not a SPEN variant (one of {', '.join(SPEN_VARIANTS)})") from None

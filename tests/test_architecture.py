@@ -1,0 +1,138 @@
+"""The layer rules of docs/architecture.md, read from the imports of every project file (``ast``, nothing run).
+
+- ``modeling_spen`` imports nothing of the project (it is copied beside checkpoints for ``trust_remote_code``),
+  and only relatively within itself;
+- ``ema_boundary`` imports nothing of the project but itself;
+- ``eval`` reaches training only through ``train_config`` (settings) and ``train.main`` (a run);
+- ``grammar_probe`` does not import ``eval`` (nor training);
+- nothing imports a script's internals: of ``train`` and of a ``__main__`` module only ``main`` is used.
+
+Imports inside functions count as much as those at the top. Tests and the research notes under docs/ are not
+project layers (tests read internals on purpose).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# What each layer may import of the project (its own name included where it may import itself absolutely).
+LAYERS: dict[str, set[str]] = {
+    "modeling_spen": set(),
+    "ema_boundary": {"ema_boundary"},
+    "grammar_probe": {"grammar_probe", "ema_boundary", "modeling_spen"},
+    "train_config": {"ema_boundary"},
+    "train": {"train_config", "ema_boundary", "modeling_spen"},
+    "eval": {"eval", "train_config", "train", "ema_boundary", "modeling_spen", "grammar_probe"},
+    "benchmarks": {"benchmarks", "ema_boundary", "modeling_spen", "grammar_probe"},
+}
+SCRIPTS = {"train"}  # modules that are run as scripts; so is every __main__ module
+PUBLIC_OF_A_SCRIPT = {"main"}
+
+
+def project_files(root: Path = ROOT) -> Iterator[tuple[str, Path]]:
+    """(layer, file) for every Python file of the project's layers."""
+    for layer in LAYERS:
+        single = root / f"{layer}.py"
+        if single.is_file():
+            yield layer, single
+        else:
+            for path in sorted((root / layer).rglob("*.py")):
+                yield layer, path
+
+
+def imports(path: Path) -> Iterator[tuple[int, str, list[str], int]]:
+    """(line, module, names imported from it, relative level) of every import in ``path``."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node.lineno, alias.name, [], 0
+        elif isinstance(node, ast.ImportFrom):
+            yield node.lineno, node.module or "", [a.name for a in node.names], node.level
+
+
+def _where(path: Path, line: int) -> str:
+    return f"{path.name}:{line}" if ROOT not in path.parents else f"{path.relative_to(ROOT)}:{line}"
+
+
+def layer_violations(layer: str, root: Path = ROOT) -> list[str]:
+    """Imports of ``layer``'s files that reach a layer it may not import."""
+    bad = []
+    for owner, path in project_files(root):
+        if owner != layer:
+            continue
+        for line, module, _, level in imports(path):
+            top = module.split(".")[0]
+            if level == 0 and top in LAYERS and top not in LAYERS[layer]:
+                bad.append(f"{_where(path, line)} imports {module}")
+    return bad
+
+
+def script_violations(root: Path = ROOT) -> list[str]:
+    """Uses of a script's names other than ``main``: ``from train import x`` or ``import train; train.x``."""
+    bad = []
+    for _, path in project_files(root):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        script_names = set()  # local names bound to a script module by `import train`
+        for line, module, names, level in imports(path):
+            is_script = level == 0 and (module in SCRIPTS or module.endswith(".__main__"))
+            if is_script and names and set(names) - PUBLIC_OF_A_SCRIPT:
+                bad.append(f"{_where(path, line)} imports {sorted(set(names) - PUBLIC_OF_A_SCRIPT)} from {module}")
+            if is_script and not names:
+                script_names.add(module)
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in script_names
+                    and node.attr not in PUBLIC_OF_A_SCRIPT):
+                bad.append(f"{_where(path, node.lineno)} uses {node.value.id}.{node.attr}")
+    return bad
+
+
+def test_every_top_level_package_has_a_layer() -> None:
+    packages = {p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file()} - {"tests"}
+    modules = {p.stem for p in ROOT.glob("*.py")}
+    assert packages | modules <= set(LAYERS), (packages | modules) - set(LAYERS)
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_a_layer_imports_only_the_layers_below_it(layer: str) -> None:
+    bad = layer_violations(layer)
+    assert not bad, f"{layer} may import only {sorted(LAYERS[layer]) or 'nothing of the project'}: {bad}"
+
+
+def test_modeling_spen_imports_itself_only_relatively() -> None:
+    # Its files are copied beside a checkpoint, where no package named modeling_spen exists.
+    bad = [f"{_where(path, line)} imports {module}" for layer, path in project_files() if layer == "modeling_spen"
+           for line, module, _, level in imports(path) if level == 0 and module.split(".")[0] == "modeling_spen"]
+    assert not bad, bad
+
+
+def test_nothing_imports_a_scripts_internals() -> None:
+    bad = script_violations()
+    assert not bad, bad
+
+
+def test_the_rules_are_the_documented_ones() -> None:
+    doc = " ".join((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").split())
+    assert "`modeling_spen/` imports nothing of the project's" in doc
+    assert "`ema_boundary/` imports nothing of the project's either" in doc
+    assert "`eval/` reaches training only through `train_config` (settings) and `train.main(argv)` (a run)" in doc
+
+
+def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
+    # The rules can fail: a lazy import of eval from grammar_probe, of modeling_spen's neighbours, and of a
+    # script's internals are all found.
+    (tmp_path / "grammar_probe").mkdir()
+    (tmp_path / "grammar_probe" / "bad.py").write_text(
+        "def f():\n    from eval.probes import render\n    import train\n    return train.lm_loss\n")
+    (tmp_path / "modeling_spen").mkdir()
+    (tmp_path / "modeling_spen" / "bad.py").write_text("from .configuration_spen import TRACES\nimport ema_boundary\n")
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "ok.py").write_text("import train\nfrom eval.probes.__main__ import main\ntrain.main([])\n")
+    assert layer_violations("grammar_probe", tmp_path) == ["bad.py:2 imports eval.probes", "bad.py:3 imports train"]
+    assert layer_violations("modeling_spen", tmp_path) == ["bad.py:2 imports ema_boundary"]
+    assert layer_violations("eval", tmp_path) == []
+    assert script_violations(tmp_path) == ["bad.py:4 uses train.lm_loss"]

@@ -1,0 +1,140 @@
+"""The claims table (eval/report/claims.py): verdicts behind preconditions, explanations only beside the numbers of
+the experiment that tested them, disagreement from the verdict enum, never from a claim's words."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+
+import pytest
+
+from eval.report.claims import CLAIMS, EXPERIMENTS, Verdict, evaluate, get
+from eval.report.plan import REPO
+from eval.report.render import headline, readme_results
+from eval.report.schema import migrate
+
+
+@pytest.fixture(scope="module")
+def committed() -> dict:
+    return migrate(json.loads((REPO / "docs/report/report.json").read_text()))
+
+
+def _row(report: dict, claim_id: str, claims=CLAIMS) -> dict:
+    return next(r for r in evaluate(report, claims) if r["id"] == claim_id)
+
+
+def test_the_table_is_consistent(committed: dict) -> None:
+    ids = [c.id for c in CLAIMS]
+    assert len(set(ids)) == len(ids)
+    for claim in CLAIMS:
+        assert claim.side in ("structure", "content") and claim.sentence and claim.rule_text
+        assert get(committed, claim.measurement) is not None, claim.key  # every measurement is a key of report.json
+        for e in claim.explanations:
+            assert e.experiment in EXPERIMENTS, (claim.id, e.experiment)
+    assert {"perplexity_gap", "readers_identical", "selection_escapes", "recall_lost"} <= set(ids)
+
+
+def test_perplexity_claim_is_not_testable_above_the_bigram_line(committed: dict) -> None:
+    # The committed run: SPEN 78.9 and GPT-2 143.5 against a bigram of 59.3: neither model can speak.
+    row = _row(committed, "perplexity_gap")
+    assert row["verdict"] == Verdict.NOT_TESTABLE.value
+    assert row["preconditions"][0]["holds"] is False
+    assert "78.9" in row["detail"] and "143.5" in row["detail"] and "59.3" in row["detail"]
+    assert "0.55x" in row["ours"]  # what the rule alone would say stays visible
+
+
+def test_perplexity_claim_gets_its_verdict_below_the_bigram_line(committed: dict) -> None:
+    report = copy.deepcopy(committed)
+    report["content"]["ngram"]["bigram"] = 1000.0  # both models now below the reference line
+    row = _row(report, "perplexity_gap")
+    assert row["preconditions"][0]["holds"] is True
+    assert row["verdict"] == Verdict.REFUTED.value and row["detail"] == "SPEN better"
+    report["content"]["comparison"]["difference"] = 0.3  # SPEN worse, still "different"
+    assert _row(report, "perplexity_gap")["verdict"] == Verdict.MET.value
+
+
+def test_ablation_claims_are_gated_on_the_reference_arm(committed: dict) -> None:
+    for claim_id in ("readers_identical", "selection_escapes"):
+        row = _row(committed, claim_id)
+        assert row["verdict"] == Verdict.NOT_TESTABLE.value, claim_id
+        assert "5.500 nats" in row["detail"] and "4.082 nats" in row["detail"]
+    report = copy.deepcopy(committed)
+    report["content"]["ngram"]["bigram"] = math.exp(6.0)
+    assert _row(report, "readers_identical")["verdict"] == Verdict.REFUTED.value  # the F test rejects equality
+    assert _row(report, "selection_escapes")["verdict"] == Verdict.NOT_RESOLVED.value
+
+
+def test_recall_explanation_comes_with_the_recall_maps_numbers(committed: dict) -> None:
+    row = _row(committed, "recall_lost")
+    assert row["verdict"] == Verdict.PARTLY_REFUTED.value
+    (explanation,) = row["explanations"]
+    assert explanation["experiment"] == "recall_by_scope"
+    assert "invertible" in explanation["text"]
+    assert "`spen-softmax-seq` 99.2%" in explanation["numbers"] and "`spen-linear` 10.6%" in explanation["numbers"]
+
+
+def test_an_explanation_the_experiment_does_not_support_is_not_printed(committed: dict) -> None:
+    report = copy.deepcopy(committed)
+    # A state-scope reader that solves recall: the claim is refuted outright, and "only sequence-scope readers
+    # escape" is no longer what the map shows.
+    for acc in report["probes"]["recall"]["spen-linear"]["accuracy"]:
+        report["probes"]["recall"]["spen-linear"]["accuracy"][acc] = 0.99
+    row = _row(report, "recall_lost")
+    assert row["verdict"] == Verdict.REFUTED.value and row["explanations"] == []
+    # The control fails: nothing is testable, and nothing is explained.
+    report = copy.deepcopy(committed)
+    control = report["probes"]["positive_control"]
+    report["probes"]["recall"][control]["accuracy"] = {k: 0.2 for k in report["probes"]["recall"][control]["accuracy"]}
+    row = _row(report, "recall_lost")
+    assert row["verdict"] == Verdict.NOT_TESTABLE.value and row["explanations"] == []
+    assert f"control `{control}` 20.0%" in row["detail"]
+
+
+def test_rewording_a_claim_keeps_its_tested_explanation_in_the_headline(committed: dict) -> None:
+    reworded = tuple(dataclasses.replace(c, sentence="Recall cannot be read back from fixed traces (reworded)")
+                     if c.id == "recall_lost" else c for c in CLAIMS)
+    report = {**committed, "claims": evaluate(committed, reworded)}
+    text = "\n".join(headline(report))
+    line = next(ln for ln in text.splitlines() if "(reworded)" in ln)
+    assert "Tested explanation:" in line and "invertible" in line and "`spen-softmax-seq` 99.2%" in line
+    disagreements = text.split("**Where this run disagrees with the paper:**")[1].split("**Not testable")[0]
+    assert "(reworded)" in disagreements  # disagreement comes from the verdict, not from the words
+
+
+def test_disagreement_is_the_verdict_enum_not_the_words(committed: dict) -> None:
+    assert {v for v in Verdict if v.disagrees} == {Verdict.REFUTED, Verdict.PARTLY_REFUTED}
+    report = copy.deepcopy(committed)
+    report["claims"] = [{**r, "sentence": "refuted refuted recover it", "verdict": Verdict.MET.value, "detail": ""}
+                        for r in report["claims"]]
+    text = "\n".join(headline(report))
+    assert "disagrees" not in text and "refuted refuted recover it" in text
+
+
+def test_structure_rows_read_grammar_probes_results_defensively(committed: dict) -> None:
+    report = copy.deepcopy(committed)
+    del report["structure"]["window_gap"]
+    row = _row(report, "ratio_within_a")
+    assert row["verdict"] == Verdict.NOT_TESTABLE.value and row["preconditions"][0]["holds"] is None
+    del report["structure"]["paper"]["deep_accuracy"]
+    assert _row(report, "deep_accuracy")["verdict"] == Verdict.NOT_RUN.value
+    report["structure"]["window_gap"] = {"passes": False}  # a results.json with fewer keys than today's
+    assert "fails" in _row(report, "transfer_b_accuracy")["detail"]
+
+
+def test_shortcut_explanation_only_when_a_shortcut_meets_the_row(committed: dict) -> None:
+    met = _row(committed, "transfer_b_accuracy")
+    assert met["verdict"] == Verdict.MET.value
+    window, plain = met["explanations"]  # the window meets it, and so does a plain EMA
+    assert "k-token window" in window["text"] and "window 85.5" in window["numbers"]
+    assert "plain EMA" in plain["text"] and "plain_ema 91.0" in plain["numbers"]
+    refuted = _row(committed, "ratio_within_a")
+    assert refuted["verdict"] == Verdict.REFUTED.value and refuted["explanations"] == []
+
+
+def test_readme_block_is_rendered_from_the_claims(committed: dict) -> None:
+    block = readme_results(committed)
+    for row in committed["claims"]:
+        assert row["sentence"] in block and row["verdict"] in block
+    assert "Likely reason" not in block and "Likely reason" not in "\n".join(headline(committed))

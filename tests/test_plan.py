@@ -1,0 +1,117 @@
+"""The report's plan (eval/report/plan.py): typed and checked once at load, each message naming the YAML line;
+a bad plan is refused by the command line in seconds, before any work, with nothing written."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from eval.report.plan import (
+    PLANS,
+    PREDICTOR_ARMS,
+    RECALL_KEYS,
+    RECALL_MODELS,
+    REFERENCE_ARM,
+    REPO,
+    TRACE_ARMS,
+    Plan,
+    PlanError,
+)
+
+
+def test_shipped_plans_load() -> None:
+    for path in set(PLANS.values()):
+        plan = Plan.load(REPO / path)
+        assert plan.language_model.lr_grid and plan.ablation.seeds >= 2
+    default = Plan.load(REPO / PLANS["tiny", False])
+    assert default.ablation.seeds >= 5 and default.language_model.seeds >= 5
+    assert len(default.language_model.lr_grid) >= 3
+    assert isinstance(default.language_model.lr_grid[0], float)  # typed: an int in the YAML is read as a float
+    capped = Plan.make(max_steps=7)
+    assert capped.language_model.max_steps == 7 and capped.recall.steps == 7 and capped.ablation.max_steps == 7
+
+
+def test_the_names_are_the_variant_tables() -> None:
+    # The plan check reads copies of the names (importing the tables imports torch); they must be the tables'.
+    from eval.recall import RecallTask, default_map_configs
+    from modeling_spen.variants import PREDICTOR_VARIANTS, REFERENCE_VARIANT, TRACE_VARIANTS
+
+    assert PREDICTOR_ARMS == tuple(PREDICTOR_VARIANTS)
+    assert TRACE_ARMS == tuple(TRACE_VARIANTS)
+    assert REFERENCE_ARM == REFERENCE_VARIANT
+    assert RECALL_MODELS == tuple(default_map_configs())
+    assert RECALL_KEYS == RecallTask().num_keys
+
+
+@pytest.mark.parametrize("text,line,message", [
+    ("name: x\nrecall:\n  models: [gpt2, spen-linaer]\n", 3, "recall.models names an unknown model 'spen-linaer'"),
+    ("language_model:\n  lr_grid: [1.0e-3,\n    2]\n", 3, "language_model.lr_grid must be a rate in (0, 1), got 2.0"),
+    ("recall: {lrs: [0]}\n", 1, "recall.lrs must be a rate in (0, 1)"),
+    ("ablation:\n  equivalence_margin: 3\n", 2, "ablation.equivalence_margin must be a margin in nats"),
+    ("language_model: {lr_grid: []}\n", 1, "language_model.lr_grid must be a non-empty list"),
+    ("\n\nablation:\n  seeds: 0\n", 4, "ablation.seeds must be positive"),
+    ("ablation: {predictors: [linear, bogus]}\n", 1, "ablation.predictors names an unknown arm 'bogus'"),
+    ("ablation: {traces: [linear-selective]}\n", 1, "ablation.traces must include the reference arm 'linear'"),
+    ("recall:\n  pairs: [2, 2]\n", 2, "recall.pairs lists 2 twice"),
+    ("recall:\n  pairs: [2, 200]\n", 2, f"recall.pairs must be a pair count from 1 to {RECALL_KEYS}"),
+    ("recall:\n  stepz: 3\n", 2, "recall.stepz is not a field"),
+    ("language_model: {spen: nowhere.yaml}\n", 1, "language_model.spen 'nowhere.yaml': no such train.py YAML"),
+    ("workers: two\n", 1, "workers must be int, got 'two'"),
+    ("grammar: {quick: 1}\n", 1, "grammar.quick must be bool"),
+    ("recall: [\n", 2, "not valid YAML"),
+])
+def test_bad_plans_name_the_line_and_the_field(tmp_path: Path, text: str, line: int, message: str) -> None:
+    path = tmp_path / "plan.yaml"
+    path.write_text(text)
+    with pytest.raises(PlanError) as err:
+        Plan.load(path)
+    assert str(err.value).startswith(f"{path}:{line}: "), str(err.value)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_plan_that_is_not_a_mapping(tmp_path: Path) -> None:
+    path = tmp_path / "plan.yaml"
+    path.write_text("[1, 2]\n")
+    with pytest.raises(PlanError, match="a mapping of sections"):
+        Plan.load(path)
+
+
+def test_where_names_a_fields_line(tmp_path: Path) -> None:
+    path = tmp_path / "plan.yaml"
+    path.write_text("name: x\n\nrecall:\n  lrs: [1.0e-3]\n  pairs: [2, 4]\n")
+    plan = Plan.load(path)
+    assert plan.where("recall", "pairs") == f"{path}:5: recall.pairs"
+    assert plan.recall.pairs == (2, 4) and plan.recall.lrs == (1e-3,)
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("recall:\n  models: [gpt2, spen-linaer]\n", "plan.yaml:2: recall.models names an unknown model 'spen-linaer'"),
+    ("language_model:\n  lr_grid: [1.0e-3, 3]\n", "plan.yaml:2: language_model.lr_grid must be a rate in (0, 1)"),
+])
+def test_the_command_line_refuses_a_bad_plan_in_seconds(tmp_path: Path, text: str, needle: str) -> None:
+    plan, out = tmp_path / "plan.yaml", tmp_path / "out"
+    plan.write_text(text)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "eval.report", "report", "--plan", str(plan), "--output_dir",
+                           str(out)], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120)
+    seconds = time.monotonic() - started
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and needle in lines[0], done.stderr
+    assert seconds < 5, f"refused after {seconds:.1f} s"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.yaml"]  # nothing written, no temporary left
+
+
+def test_probe_settings_carry_the_plans_values(tmp_path: Path) -> None:
+    from eval.report.stages import probe_settings
+
+    path = tmp_path / "plan.yaml"
+    path.write_text("recall: {steps: 30, lrs: [2.0e-3], pairs: [2, 4], quick: true}\n")
+    settings = probe_settings(Plan.load(path, seed=3))
+    assert settings.task.pairs == (2, 4) and settings.recipe.lrs == (2e-3,) and settings.recipe.steps == 30
+    assert settings.seed == 3

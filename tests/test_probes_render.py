@@ -1,0 +1,106 @@
+"""eval.probes.render: the markdown of the probes, each model's verdict and kind, the figures."""
+
+from pathlib import Path
+
+from eval.probes.render import (
+    reader_kind,
+    recall_verdict,
+    render_content_probes_figures,
+    render_content_probes_markdown,
+)
+from eval.recall import RecallRecipe
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _spen(predictor: str, scope: str, trace: str) -> dict:
+    return {"source": "config", "model_type": "spen", "parameters": 1,
+            "spen": {"predictor": predictor, "predictor_scope": scope, "trace": trace}}
+
+
+def _results(control_at_16: float = 1.0) -> dict:
+    def recall(acc: list[float], steps: int = 2000) -> dict:
+        return {"pairs": [2, 4, 8, 16], "accuracy": dict(zip(["2", "4", "8", "16"], acc, strict=True)),
+                "steps": steps, "max_steps": 2000, "best_lr": 1e-3, "chance": 1 / 64, "sweep": {}, "seconds": 9.0,
+                "parameters": 100_000}
+
+    return {
+        "models": {"gpt2": {"source": "config", "model_type": "gpt2", "parameters": 1},
+                   "spen-linear": _spen("linear", "sequence", "ema"),
+                   "spen-softmax-seq": _spen("softmax_attention", "sequence", "ema"),
+                   "ckpt": {**_spen("linear", "state", "selective"), "source": "folder"}},
+        "identity_settings": {"max_lag": 64, "seq_len": 192, "num_sequences": 48, "num_classes": 32},
+        "identity_at_lag": {"ckpt": {"lags": list(range(1, 65)), "layers": {},
+                                     "best": [0.9 - 0.01 * k for k in range(64)], "chance": [0.05] * 64}},
+        "recall": {"spen-linear": recall([0.65, 0.3, 0.12, 0.07]), "gpt2": recall([1.0, 1.0, 1.0, control_at_16], 980),
+                   "spen-softmax-seq": recall([0.99, 0.99, 0.98, 0.97], 1500), "ckpt": recall([0.99, 0.5, 0.1, 0.05])},
+        "recall_settings": {"task": {"vocab_size": 128, "pairs": [2, 4, 8, 16]},
+                            "recipe": {**RecallRecipe().__dict__, "lrs": [1e-3, 3e-3, 1e-2]}, "seed": 13,
+                            "chance": 1 / 64},
+        "positive_control": "gpt2",
+        "seed": 13,
+    }
+
+
+def test_markdown_of_a_map_whose_control_passes() -> None:
+    md = render_content_probes_markdown(_results())
+    assert md.startswith("### Token identity at lag")
+    assert "| model | k=1 | k=2 | k=4 | k=8 | k=16 | k=32 | k=64 | chance |" in md
+    assert "| `ckpt` | 90.0% | 89.0% | 87.0% | 83.0% | 75.0% | 59.0% | 27.0% | 5.0% |" in md
+    assert "### Associative recall (MQAR): the map" in md
+    rows = [line for line in md.splitlines() if line.startswith("| `")][1:]
+    assert rows[0].startswith("| `gpt2` | attention over tokens (positive control) |")  # the control first
+    assert "| 100.0% | 100.0% | 100.0% | 100.0% | 980 (stopped early) | 0.001 |" in rows[0]
+    assert ("| `spen-linear` | state scope, fixed-rate traces | 100,000 | 65.0% | 30.0% | 12.0% | 7.0% | 2,000 (max)"
+            in md)
+    assert "| chance (a uniform guess among the values) | | | 1.6% | 1.6% | 1.6% | 1.6% |" in md
+    assert "| copying a context value, keys ignored | | | 50.0% | 25.0% | 12.5% | 6.2% |" in md
+    assert "**Positive control:** `gpt2` reaches 100.0% at 16 pairs" in md
+    assert "too short" not in md
+    assert "u_t = (h_t − (1 − a) h_{t−1}) / a" in md and "data-processing argument" in md
+    assert "- state scope, fixed-rate traces: `spen-linear` partly (best 65.0% at 2 pairs, copying 50.0%)." in md
+    assert "- sequence scope, fixed-rate traces: `spen-softmax-seq` recovers content (≥ 95% at 16 pairs)." in md
+    assert "- input-dependent (selective) traces: `ckpt` recovers up to 2 pairs." in md
+    assert "rests on one seed (seed 13)" in md and "verdict (one seed)" in md
+
+
+def test_markdown_says_the_run_is_too_short_when_the_control_fails() -> None:
+    md = render_content_probes_markdown(_results(control_at_16=0.40))
+    assert "**The positive control `gpt2` did not reach 95% at 16 pairs (40.0%" in md
+    assert "too short to say anything" in md and "not backed by a positive control that passed" in md
+    no_control = _results()
+    del no_control["recall"]["gpt2"], no_control["models"]["gpt2"]
+    no_control["positive_control"] = None
+    assert "**No positive control in this run**" in render_content_probes_markdown(no_control)
+
+
+def test_markdown_of_a_quick_map_is_a_smoke_test() -> None:
+    results = _results()
+    for r in results["recall"].values():
+        r["accuracy"].pop("16")
+    md = render_content_probes_markdown(results)
+    assert "`gpt2` reaches 100.0% at 8 pairs" in md and "a smoke test" in md and "16 pairs" in md
+    assert "not backed by a positive control that passed" in md  # 8 pairs is not the bar
+
+
+def test_verdicts_and_kinds() -> None:
+    def r(*acc: float) -> dict:
+        return {"accuracy": {str(n): a for n, a in zip((2, 4, 8, 16), acc, strict=True)}}
+
+    assert recall_verdict(r(1, 1, 0.99, 0.95)).startswith("recovers content")
+    assert recall_verdict(r(1, 0.96, 0.5, 0.1)) == "recovers up to 4 pairs"
+    assert recall_verdict(r(0.55, 0.3, 0.25, 0.07)).startswith("partly (best 25.0% at 8 pairs")
+    assert recall_verdict(r(0.5, 0.25, 0.13, 0.06)) == "no lookup beyond copying"
+    assert reader_kind({"model_type": "gpt2"}) == "control" and reader_kind({"model_type": "mamba"}) == "other"
+    assert reader_kind(_spen("linear", "sequence", "ema")) == "state"  # a linear reader sees the state, whatever scope
+    assert reader_kind(_spen("softmax_attention", "state", "learned")) == "state"
+    assert reader_kind(_spen("linear_attention", "sequence", "ema")) == "sequence"
+    assert reader_kind(_spen("none", "state", "selective")) == "selective"
+
+
+def test_figures(tmp_path: Path) -> None:
+    paths = render_content_probes_figures(_results(), tmp_path / "figs")
+    assert set(paths) == {"identity_at_lag", "recall"}
+    assert all(p.read_bytes()[:8] == PNG for p in paths.values())
+    recall_only = {**_results(), "identity_at_lag": {}}
+    assert set(render_content_probes_figures(recall_only, tmp_path / "figs2")) == {"recall"}
