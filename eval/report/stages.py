@@ -171,7 +171,7 @@ def language_model(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any]:
                                  "command": next(x for x in grid if x.name == f"{w}/lr_{lr:g}/seed_{seed0}").command}
                      for lr in lm.lr_grid},
             "parameters": param_count(Path(by_seed[str(seed0)]["final_dir"])),
-            "steps": steps, "train_tokens": steps * cfgs[w]["batch_size"] * cfgs[w]["block_size"],
+            "steps": steps, "train_tokens": steps * cfgs[w]["total_train_batch_size"] * cfgs[w]["block_size"],
             "runs": by_seed,
         }
     return result
