@@ -350,7 +350,7 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
     micro = cfg["per_device_train_batch_size"]
     train_set = train_data.PackedBlocks(cfg["data"], "train", cfg["val_every"], tokenizer, cfg["block_size"])
     batches = iter(torch.utils.data.DataLoader(train_set, batch_size=micro))
-    val_batches = [b.to(device) for b in val.split(micro)]
+    val_batches = [b.to(device) for b in val.split(train.eval_batch_size(cfg))]
 
     print(f"ensemble of {len(seeds)} seeds ({type(ensemble).__name__}), {device}, into {out}/seed_*", flush=True)
     tokens_per_step = cfg["total_train_batch_size"] * cfg["block_size"]
