@@ -189,11 +189,13 @@ def report_per_worker(path: Path = ROOT / "docs" / "report" / "report.json") -> 
     if not path.is_file():
         return None
     r = json.loads(path.read_text())
-    lm, env = r.get("language_model") or r.get("content", {}).get("language_model"), r.get("environment", {})
+    content, env = r.get("content", {}), r.get("environment", {})
     seconds = env.get("stage_seconds", {}).get("language_model")
-    if not lm or not seconds:
+    by_arch, grids = content.get("regime", {}).get("by_architecture"), content.get("learning_rate")
+    if not (seconds and by_arch and grids):
         return None
-    tokens = sum(a["train_tokens"] * (len(a["grid"]) + len(a["runs"]) - 1) for a in lm["architectures"].values())
+    # Each architecture: its learning-rate grid at the first seed, then the other seeds at the chosen rate.
+    tokens = sum(a["train_tokens"] * (len(grids[w]["grid"]) + a["seeds"] - 1) for w, a in by_arch.items())
     return {"tokens_per_s": tokens / seconds / env["workers"], "tokens": tokens, "seconds": seconds,
             "workers": env["workers"], "source": str(path.relative_to(ROOT))}
 
