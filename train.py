@@ -107,8 +107,8 @@ def objective(ce: torch.Tensor, prediction: torch.Tensor | None, weight: float) 
 
 
 # Validation keeps no activations for a backward pass, so it runs bigger batches than training: about 8k tokens
-# per forward (at least the training micro-batch). At the headline shape (micro-batch 16 x 128) a forward is
-# bound by per-operator overhead, and 64 blocks per forward took ~40% less time than 16 (BENCHMARKS.md).
+# per forward (at least the training micro-batch): fewer, larger forwards, which took less time than micro-batches
+# of 16 x 128 at the headline shape (BENCHMARKS.md, section 6).
 EVAL_TOKENS = 8192
 
 
