@@ -113,7 +113,7 @@ def build_tokenizer(work: Path, plan: Plan) -> Path:
     from eval.ablation import build_tokenizer as build
 
     cfg = _yaml(plan, "spen")
-    vocab = {w: json.loads((Path(_yaml(plan, w)["model_config"]) / "config.json").read_text())["vocab_size"]
+    vocab = {w: json.loads((Path(_yaml(plan, w)["model_name_or_path"]) / "config.json").read_text())["vocab_size"]
              for w in ARCHITECTURES}
     if len(set(vocab.values())) != 1:
         raise UsageError(f"{plan.path}: the two architectures' vocabularies differ ({vocab}); "
@@ -196,7 +196,7 @@ def ngram_reference(plan: Plan, tokenizer: Path, train_tokens: int) -> dict[str,
         if plan.corpus == "c4" and len(stream) >= train_tokens:
             exhausted = False
             break
-    val = train_data.validation_blocks(plan.data, cfg["val_every"], tok, cfg["block_size"], cfg["eval_blocks"])
+    val = train_data.validation_blocks(plan.data, cfg["val_every"], tok, cfg["block_size"], cfg["max_eval_samples"])
     result = ngram_perplexities(stream[:train_tokens], val, len(tok))
     # The training split's size in tokens (None when it is larger than what the runs read: a streamed corpus).
     result["train_split_tokens"] = len(stream) if exhausted else None
