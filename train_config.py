@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import re
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -144,6 +145,13 @@ class _SettingsHelpFormatter(HelpFormatter):
         return action.help if "(default:" in (action.help or "") else super()._get_help_string(action)
 
 
+class _Parser(UsageParser):
+    """Errors name a flag by its current name alone, not with every older spelling (``--max_steps/--max-steps``)."""
+
+    def error(self, message: str) -> None:
+        super().error(re.sub(r"^argument (--[\w-]+)(?:/--[\w-]+)+:", r"argument \1:", message))
+
+
 def _bool(value: str) -> bool:
     """An argparse ``type`` for ``--flag [true|false]`` (as transformers' HfArgumentParser reads booleans)."""
     if value.lower() in ("true", "yes", "1"):
@@ -171,7 +179,7 @@ def _seed_list(value: str) -> list[int]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """train.py's command line: every setting of :data:`SETTINGS` as a flag, and the flags of a run."""
     olds = ", ".join(f"--{old}" for old in OLD_NAMES)
-    p = UsageParser(
+    p = _Parser(
         prog="train.py", formatter_class=_SettingsHelpFormatter,
         description="Train SPEN or the GPT-2 baseline (Accelerate; DDP/FSDP via `accelerate launch`).\n\n"
                     "Settings come from the defaults shown, then the --config YAML (whose keys are the setting "
