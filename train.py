@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import shlex
 import shutil
 import signal
@@ -104,17 +105,6 @@ def prediction_loss_weight(model: torch.nn.Module) -> float:
 def objective(ce: torch.Tensor, prediction: torch.Tensor | None, weight: float) -> torch.Tensor:
     """What training minimises: ``ce + weight * prediction`` (the next-token loss alone without a prediction loss)."""
     return ce if prediction is None or not weight else ce + weight * prediction
-
-
-# Validation keeps no activations for a backward pass, so it runs bigger batches than training: about 8k tokens
-# per forward (at least the training micro-batch): fewer, larger forwards, which took less time than micro-batches
-# of 16 x 128 at the headline shape (BENCHMARKS.md, section 6).
-EVAL_TOKENS = 8192
-
-
-def eval_batch_size(cfg: dict) -> int:
-    """Validation blocks per forward pass and process."""
-    return max(cfg["per_device_train_batch_size"], EVAL_TOKENS // cfg["block_size"])
 
 
 @torch.no_grad()
@@ -404,7 +394,7 @@ class Interrupt:
     def __init__(self, argv: list[str]):
         self.argv, self.requested, self.armed = argv, False, False
         self.out: Path | None = None
-        self.processes = 1
+        self.processes, self.main = 1, True
         self._previous = None
 
     def __enter__(self) -> Interrupt:
@@ -440,11 +430,18 @@ class Interrupt:
             elif arg != "--overwrite_output_dir" and not arg.startswith("--resume_from_checkpoint="):
                 args.append(arg)
         script = sys.argv[0] if Path(sys.argv[0]).name == "train.py" else "train.py"
-        launcher = ["python"] if self.processes == 1 else ["accelerate", "launch", "--num_processes",
-                                                            str(self.processes)]
+        if self.processes == 1:
+            launcher = ["python"]
+        elif any(k.startswith("ACCELERATE_") for k in os.environ):  # accelerate launch sets its settings so
+            launcher = ["accelerate", "launch", "--num_processes", str(self.processes)]
+        else:  # torchrun (one machine; a multi-node run needs its rendezvous flags again)
+            launcher = ["torchrun", "--standalone", "--nproc_per_node", str(self.processes)]
         return shlex.join([*launcher, script, *args, "--resume_from_checkpoint", "latest"])
 
     def message(self, saved: Path | None) -> str:
+        """What the main process prints (other processes print nothing: the empty string)."""
+        if not self.main:
+            return ""
         if self.out is None:
             return "train.py: interrupted before training started; nothing was written"
         if saved is not None:
@@ -502,7 +499,7 @@ def train(interrupt: Interrupt) -> Path:
     warn_about_schedule(cfg)  # the input is good: now what may not be what was meant
 
     accelerator = make_accelerator(cfg, out, accum, cpu)
-    interrupt.out, interrupt.processes = out, world
+    interrupt.out, interrupt.processes, interrupt.main = out, world, accelerator.is_main_process
     start = json.loads((ckpt / "data_state.json").read_text()) if ckpt else {"step": 0, "pos": [0, 0, 0]}
     prepare_output(accelerator, out, cfg, tokenizer, tokenizer_name, start["step"], args.overwrite_output_dir,
                    ["train.py", *argv])
@@ -527,7 +524,9 @@ def train(interrupt: Interrupt) -> Path:
     train_set = train_data.PackedBlocks(cfg["data"], "train", cfg["val_every"], tokenizer,
                                         cfg["block_size"], start=tuple(start["pos"]))
     train_loader = torch.utils.data.DataLoader(train_set, batch_size=cfg["per_device_train_batch_size"])
-    val_loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(val), batch_size=eval_batch_size(cfg))
+    # Validation in training micro-batches: larger ones took the same CPU time (BENCHMARKS.md, section 6).
+    val_loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(val),
+                                             batch_size=cfg["per_device_train_batch_size"])
     model, optimizer, scheduler, train_loader, val_loader = accelerator.prepare(
         model, optimizer, scheduler, train_loader, val_loader)
     if ckpt:
@@ -639,7 +638,8 @@ def cli(argv: list[str] | None = None) -> int:
         print(f"train.py: error: {e}", file=sys.stderr)
         return EXIT_PUSH_FAILED
     except Interrupted as e:
-        print(e, file=sys.stderr)
+        if str(e):  # the main process's line (the others stay silent)
+            print(e, file=sys.stderr)
         return EXIT_INTERRUPTED
     return 0
 

@@ -4,7 +4,9 @@ checkpoint, the command that resumes, exit status 130."""
 from __future__ import annotations
 
 import json
+import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -122,6 +124,8 @@ def test_resume_command_drops_what_would_start_over(monkeypatch):
     assert interrupt.resume_command() == ("python train.py --config 'a b.yaml' --lr 0.1 --resume_from_checkpoint "
                                           "latest")
     interrupt.processes = 2
+    assert interrupt.resume_command().startswith("torchrun --standalone --nproc_per_node 2 train.py --config")
+    monkeypatch.setenv("ACCELERATE_MIXED_PRECISION", "no")  # under accelerate launch
     assert interrupt.resume_command().startswith("accelerate launch --num_processes 2 train.py --config")
     assert interrupt.message(None) == "train.py: interrupted before training started; nothing was written"
     with pytest.raises(KeyboardInterrupt):  # before the first step, Ctrl-C stops at once
@@ -131,3 +135,29 @@ def test_resume_command_drops_what_would_start_over(monkeypatch):
     assert interrupt.requested
     with pytest.raises(KeyboardInterrupt):  # a second Ctrl-C does not wait for the checkpoint
         interrupt._handle(signal.SIGINT, None)
+
+
+@pytest.mark.skipif(not torch.distributed.is_gloo_available(), reason="needs torch.distributed with gloo")
+def test_ctrl_c_under_torchrun_saves_one_checkpoint_and_prints_one_line(tmp_path):
+    # Ctrl-C at a terminal signals the whole foreground group: the launcher and both processes.
+    cfg = write_config(tmp_path / "train.yaml", max_steps=400, save_steps=1000, eval_steps=400,
+                       tokenizer_name=tokenizer_dir())
+    out = tmp_path / "out"
+    torchrun = shutil.which("torchrun") or f"{sys.executable} -m torch.distributed.run"
+    proc = subprocess.Popen([*torchrun.split(), "--standalone", "--nproc_per_node", "2", "train.py", "--config",
+                             str(cfg), "--output_dir", str(out)], cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    log, deadline = out / "metrics.jsonl", time.monotonic() + 240
+    while not (log.exists() and log.read_text().count("\n") >= 3):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-3000:]
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, stderr = proc.communicate(timeout=240)
+
+    step = metrics(out)[-1]["step"]
+    lines = [ln for ln in stderr.splitlines() if ln.startswith("train.py: interrupted")]
+    assert lines == [f"train.py: interrupted; checkpoint saved in {out}/checkpoints/step_{step}; resume with: "
+                     f"torchrun --standalone --nproc_per_node 2 train.py --config {cfg} --output_dir {out} "
+                     "--resume_from_checkpoint latest"], stderr[-3000:]
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == [f"step_{step}"]
+    assert json.loads((out / f"checkpoints/step_{step}/data_state.json").read_text())["step"] == step
