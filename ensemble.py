@@ -307,6 +307,7 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
     import train  # the single run's pieces: loss, model card, tokenizer choice
 
     cfg = train_config.load_config(args)
+    train.configure_console(args.log_level, True)
     train_config.resolve_batch(cfg, 1)
     accum = cfg["gradient_accumulation_steps"]
     _check(cfg, seeds, args)
@@ -350,9 +351,11 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
     micro = cfg["per_device_train_batch_size"]
     train_set = train_data.PackedBlocks(cfg["data"], "train", cfg["val_every"], tokenizer, cfg["block_size"])
     batches = iter(torch.utils.data.DataLoader(train_set, batch_size=micro))
-    val_batches = [b.to(device) for b in val.split(train.eval_batch_size(cfg))]
+    val_batches = [b.to(device) for b in val.split(micro)]  # train.py's validation batches
 
-    print(f"ensemble of {len(seeds)} seeds ({type(ensemble).__name__}), {device}, into {out}/seed_*", flush=True)
+    train.log.info(f"train.py: {Path(cfg['model_name_or_path']).name}, {counts.total:,} parameters, seeds "
+                   f"{','.join(map(str, seeds))} as one ensemble ({type(ensemble).__name__}), {device}, "
+                   f"{cfg['max_steps']} steps; output in {out}/seed_*")
     tokens_per_step = cfg["total_train_batch_size"] * cfg["block_size"]
     K, last = len(seeds), cfg["max_steps"]
     window, window_steps = torch.zeros(2, K, device=device), 0
@@ -392,7 +395,7 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
             val_losses = ensemble.val_losses(val_batches).tolist()
             for k, row in enumerate(rows):
                 row |= {"val_loss": val_losses[k], "val_ppl": math.exp(val_losses[k]), "tokens": step * tokens_per_step}
-            print(f"step {step}/{last}: val_loss " + " ".join(f"{v:.4f}" for v in val_losses), flush=True)
+            train.log.info(f"step {step}/{last}: validation loss " + " ".join(f"{v:.4f}" for v in val_losses))
         for d, row in zip(dirs, rows, strict=True):
             if row:
                 with (d / "metrics.jsonl").open("a") as f:
@@ -408,6 +411,7 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
             model.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
             card.save(tmp / "README.md")
-    print(f"{K} seeds x {last} steps in {seconds:.1f} s: {K * last * tokens_per_step / seconds:,.0f} tokens/s "
-          f"summed; final validation loss " + " ".join(f"{v:.4f}" for v in val_losses), flush=True)
+    train.log.log(train.SUMMARY, f"train.py: done in {seconds:.0f} s: {K} seeds x {last} steps, "
+                                 f"{K * last * tokens_per_step / seconds:,.0f} tokens/s summed; validation loss "
+                                 + " ".join(f"{v:.4f}" for v in val_losses) + f"; models in {out}/seed_*/final")
     return out

@@ -524,7 +524,8 @@ def train(interrupt: Interrupt) -> Path:
     train_set = train_data.PackedBlocks(cfg["data"], "train", cfg["val_every"], tokenizer,
                                         cfg["block_size"], start=tuple(start["pos"]))
     train_loader = torch.utils.data.DataLoader(train_set, batch_size=cfg["per_device_train_batch_size"])
-    # Validation in training micro-batches: larger ones took the same CPU time (BENCHMARKS.md, section 6).
+    # Validation in training micro-batches: four times larger ones were not consistently faster (BENCHMARKS.md,
+    # section 6).
     val_loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(val),
                                              batch_size=cfg["per_device_train_batch_size"])
     model, optimizer, scheduler, train_loader, val_loader = accelerator.prepare(

@@ -7,6 +7,8 @@ machine's load hits every row alike:
 * **bare step**: one training step of each headline model (``hub_configs/spen-w32``, ``gpt2-w32``; batch 16 x
   128, random tokens): forward, the training objective, backward, clipping, AdamW: what no loop can beat;
 * **ensemble step**: the same step for K seeds at once (``ensemble.py``), with each engine;
+* **validation**: one validation of the YAML's blocks (no gradients), in training micro-batches (as train.py
+  runs it) and in batches four times larger (its ``s_per_step`` is seconds per validation);
 * **data**: drawing one step's batch from train.py's data pipeline (embedded corpus, packed blocks);
 * **train.py**: ``train.main`` end to end on the model's YAML (its logging and evaluation cadence), single seed
   and ``--seeds`` (K seeds). Runs of two lengths: the difference is the loop's cost per step (data, step,
@@ -114,6 +116,23 @@ def ensemble_step(arch: str, seeds: list[int], engine: str, repeats: int) -> dic
 
     t = cpu_timed(step, repeats)  # the warm-up creates the AdamW state
     return {"tokens_per_step": len(seeds) * blocks[:, 1:].numel(), **t.as_dict(), "samples": t.samples}
+
+
+def validation(arch: str, batch_sizes: list[int], repeats: int) -> dict[int, float]:
+    """CPU seconds of one validation (the YAML's max_eval_samples blocks, no gradients) at each forward batch size."""
+    import train
+
+    cfg = _settings(arch)
+    model = _models(arch, [0])[0].eval()
+    blocks = torch.randint(0, 1024, (cfg["max_eval_samples"], cfg["block_size"] + 1),
+                           generator=torch.Generator().manual_seed(0))
+
+    @torch.no_grad()
+    def once(size: int) -> None:
+        for b in blocks.split(size):
+            train.lm_loss(model, b, "none")
+
+    return {size: cpu_timed(lambda size=size: once(size), repeats, warmup=1).median for size in batch_sizes}
 
 
 def data_pipeline(arch: str, steps: int, tokenizer: str) -> dict[str, Any]:
@@ -233,6 +252,12 @@ def run(seeds: int, repeats: int, short: int, long: int, data_steps: int, engine
             for engine in engines:
                 ens = ensemble_step(arch, list(range(seeds)), engine, repeats)
                 arch_rows.append(row(f"ensemble step ({engine})", ens["median_s"], seeds))
+            # Validation as train.py runs it (training micro-batches), and in larger batches.
+            sizes = [cfg["per_device_train_batch_size"], 4 * cfg["per_device_train_batch_size"]]
+            for size, seconds in validation(arch, sizes, max(1, repeats // 2)).items():
+                arch_rows.append({"arch": arch, "what": f"validation, {size} blocks per forward",
+                                  "s_per_step": seconds, "tokens_per_s": cfg["max_eval_samples"] * cfg["block_size"]
+                                  / seconds})
             data = data_pipeline(arch, data_steps, str(tokenizer))
             arch_rows.append({"arch": arch, "what": "data pipeline", "s_per_step": data["s_per_step"],
                               "tokens_per_s": tokens / data["s_per_step"]})

@@ -6,11 +6,12 @@ faster on one thread per core than on two threads in one process (docs/notes/iss
 runs need no communication. A run's numbers do not depend on the process it ran in (its seed fixes its
 initialisation, the data order is fixed by the data).
 
-Runs that differ only by their seed, each writing ``<folder>/seed_<seed>`` of one folder, train as one ensemble
-(``train.py --seeds``, ensemble.py): one process, one start-up and one data stream for all of them, and each
-seed's folder and numbers those of its own run. :func:`jobs` decides the grouping (in chunks that keep every
-worker busy). Each job's console output (progress, Accelerate's messages) goes to ``<log_dir>/<name>.log`` so
-that parallel jobs do not interleave on the terminal.
+Runs that differ only by their seed, each writing ``<folder>/seed_<seed>`` of one folder, can train as one
+ensemble (``train.py --seeds``, ensemble.py): one process, one start-up and one data stream for all of them, and
+each seed's folder and numbers those of its own run. :func:`jobs` decides the grouping (in chunks that keep every
+worker busy); :func:`train_runs` groups by default where it pays (with a GPU). Each job's console output
+(progress, Accelerate's messages) goes to ``<log_dir>/<name>.log`` so that parallel jobs do not interleave on the
+terminal.
 """
 
 from __future__ import annotations
@@ -153,14 +154,18 @@ def _train(argv: tuple[str, ...], log: str, threads: int | None) -> None:
 
 
 def train_runs(runs: Sequence[Run], log_dir: Path, workers: int = 1, desc: str = "train.py runs",
-               ensemble: bool = True) -> list[Job]:
+               ensemble: bool | None = None) -> list[Job]:
     """Execute every run (``train.main(argv)``), ``workers`` processes at a time; return the jobs that ran.
 
-    Runs that differ only by seed (each writing ``<folder>/seed_<seed>``) train as ensembles (:func:`jobs`;
-    ``ensemble=False``: every run alone); their folders and numbers are the runs' own either way. ``workers ==
-    1`` runs in this process (with the caller's torch threads); more use spawned processes of one torch thread
-    each. A run with bad settings or data stops the batch with :class:`UsageError` naming the command line; the
-    other runs' folders are left as they are (the caller builds everything under a temporary folder).
+    With ``ensemble``, runs that differ only by seed (each writing ``<folder>/seed_<seed>``) train as ensembles
+    (:func:`jobs`); their folders and numbers are the runs' own either way. ``None`` (the default) groups them
+    where that pays: with a GPU, whose small-model steps the stacked engine shares. On the CPU an ensemble's step
+    costs what its seeds' steps cost one after another and it saves only the start-up (~1 CPU-second a run;
+    BENCHMARKS.md, section 6), less than a worker left idle by a large group loses, so every run trains alone.
+
+    ``workers == 1`` runs in this process (with the caller's torch threads); more use spawned processes of one
+    torch thread each. A run with bad settings or data stops the batch with :class:`UsageError` naming the command
+    line; the other runs' folders are left as they are (the caller builds everything under a temporary folder).
     """
     import train_config
     import train_data
@@ -170,6 +175,10 @@ def train_runs(runs: Sequence[Run], log_dir: Path, workers: int = 1, desc: str =
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise ValueError(f"run names must be unique, got {names}")
+    if ensemble is None:
+        import torch
+
+        ensemble = torch.cuda.is_available()
     todo = jobs(runs, workers, ensemble)
     log_dir.mkdir(parents=True, exist_ok=True)
     logs = {j.name: str(log_dir / f"{j.name.replace('/', '_')}.log") for j in todo}

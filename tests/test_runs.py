@@ -56,7 +56,7 @@ def test_train_runs_gives_each_seed_its_single_runs_numbers(tmp_path):
         return [Run(f"seed_{s}", ("--config", cfg, "--output_dir", folder / f"seed_{s}", "--seed", s)) for s in (0, 1)]
 
     together, alone = runs(tmp_path / "together"), runs(tmp_path / "alone")
-    ran = train_runs(together, tmp_path / "logs", workers=1)
+    ran = train_runs(together, tmp_path / "logs", workers=1, ensemble=True)
     assert [len(j.runs) for j in ran] == [2]
     assert (tmp_path / "logs" / "seeds_0_1.log").is_file()
     assert [len(j.runs) for j in train_runs(alone, tmp_path / "logs_alone", workers=1, ensemble=False)] == [1, 1]
@@ -69,3 +69,18 @@ def test_train_runs_gives_each_seed_its_single_runs_numbers(tmp_path):
                     assert abs(g[key] - r[key]) <= 1e-4 * abs(r[key])
         assert read_metrics(a.output_dir / "metrics.jsonl")["val_loss"]
         assert (a.output_dir / "final" / "model.safetensors").is_file()
+
+
+def test_by_default_runs_are_grouped_only_with_a_gpu(tmp_path, monkeypatch):
+    import torch
+
+    import eval.runs as runs_module
+
+    seen = []
+    monkeypatch.setattr(runs_module, "_train", lambda argv, log, threads: seen.append(argv))
+    runs = [_run(f"a/seed_{s}", str(tmp_path / "a"), s) for s in (0, 1)]
+    for gpu, expected in ((False, 2), (True, 1)):
+        seen.clear()
+        monkeypatch.setattr(torch.cuda, "is_available", lambda gpu=gpu: gpu)
+        train_runs(runs, tmp_path / "logs", workers=1)
+        assert len(seen) == expected
