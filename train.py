@@ -4,23 +4,30 @@
     python train.py --config hub_configs/spen-tiny/train.yaml                      # CPU, seconds
     torchrun --nproc_per_node 2 train.py --config hub_configs/gpt2-tiny/train.yaml # 2 CPU processes (gloo)
 
-The YAML names the model config (a hub_configs/ folder) and the hyperparameters; flags override it.
-The settings (every YAML key, the flags, checkpoint discovery) live in train_config.py; the corpus (documents,
-tokenizer, packed blocks) in ema_boundary/corpus.py; this file is the loop. Output folder: final/ (model +
-tokenizer + model card), checkpoints/step_N/, tokenizer/, metrics.jsonl, train_config.json.
-`--push_to_hub [--hub_model_id NAME]` uploads final/ to the Hugging Face hub once it is complete.
+The YAML names the model config (a hub_configs/ folder) and the hyperparameters; flags of the same names override
+it. The settings (every YAML key, the flags, the output folder's rules, checkpoint discovery) live in
+train_config.py; the corpus (documents, tokenizer, packed blocks) in ema_boundary/corpus.py; this file is the
+loop. Output folder: final/ (model + tokenizer + model card), checkpoints/step_N/, tokenizer/, metrics.jsonl,
+train_config.json. An earlier run in the output folder resumes from its newest checkpoint; Ctrl-C saves one and
+prints the command that resumes. `--push_to_hub [--hub_model_id NAME]` checks the hub before training and uploads
+final/ once it is complete.
 See docs/training.md.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
+import os
 import shlex
 import shutil
+import signal
 import sys
+import threading
 import time
 import zlib
+from datetime import timedelta
 from pathlib import Path
 
 import torch
@@ -28,16 +35,22 @@ import torch.nn.functional as F
 from accelerate import Accelerator, PartialState
 from accelerate.state import AcceleratorState, GradientState
 from accelerate.tracking import GeneralTracker
-from accelerate.utils import is_tensorboard_available, set_seed
-from huggingface_hub import HfApi
+from accelerate.utils import broadcast_object_list, is_tensorboard_available, set_seed
+from huggingface_hub import EvalResult, HfApi, ModelCard, ModelCardData
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, PreTrainedConfig, get_scheduler
 
 import train_config
 from ema_boundary import corpus
+from ema_boundary.cli import EXIT_INTERRUPTED, first_line
 from ema_boundary.corpus import DataError
 from ema_boundary.io import atomic_dir, publish_dir, write_json, write_text
+from ema_boundary.params import ParameterCounts, parameter_counts
 from train_config import EXIT_BAD_INPUT, EXIT_PUSH_FAILED, ConfigError
+
+log = logging.getLogger("train")  # train.py's own messages: start, progress, validation, summary (--log_level)
+SUMMARY = 25  # between INFO and WARNING: the last line, shown at --log_level warning too
+LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": SUMMARY, "error": logging.ERROR}
 
 
 class JSONLTracker(GeneralTracker):
@@ -64,7 +77,7 @@ def build_optimizer(model: torch.nn.Module, cfg: dict, fused: bool) -> torch.opt
     params = [p for p in model.parameters() if p.requires_grad]
     groups = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": cfg["weight_decay"]},
               {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
-    return torch.optim.AdamW(groups, lr=cfg["lr"], betas=tuple(cfg["betas"]), fused=fused)
+    return torch.optim.AdamW(groups, lr=cfg["learning_rate"], betas=(cfg["adam_beta1"], cfg["adam_beta2"]), fused=fused)
 
 
 def lm_loss(model: torch.nn.Module, blocks: torch.Tensor, reduction: str = "mean") -> torch.Tensor:
@@ -125,41 +138,80 @@ def save_checkpoint(accelerator: Accelerator, out: Path, step: int, state: dict,
     accelerator.wait_for_everyone()
 
 
-def model_card(cfg: dict, model_config: PreTrainedConfig, n_params: int, step: int, data_pos: list[int],
-               train_docs: int, val_loss: float, command: str, tokenizer_name: str) -> str:
-    """final/README.md: what was trained, on what, for how long, how well, and the command that did it.
+# The hub's ids for the data sources that are hub datasets; the card's `datasets` lists them.
+HUB_DATASETS = {corpus.C4: "allenai/c4"}
+CARD_LICENSE = "apache-2.0"  # the project's license, which the modeling code shipped beside the weights carries
+
+
+def model_card(cfg: dict, model_config: PreTrainedConfig, counts: ParameterCounts, step: int, data_pos: list[int],
+               train_docs: int, val_loss: float, command: str, tokenizer_name: str, name: str,
+               location: str) -> ModelCard:
+    """final/README.md as the Hub reads it: metadata (license, language, library, pipeline, tags, datasets, a
+    model-index with the validation loss and perplexity), the regime, the command, and a python block that loads
+    the model from ``location`` (the folder, or the hub repository it is pushed to) and generates. ``name`` is
+    the model's name (the repository id, or the output folder's name).
 
     ``data_pos`` is the data position after the last step (epoch, document, token offset); ``train_docs`` the
     number of training documents (0 for streamed C4, which is not counted).
     """
     kind = model_config.model_type
-    tokens = step * cfg["batch_size"] * cfg["block_size"]
-    datasets = "datasets: [allenai/c4]\n" if cfg["data"] == [corpus.C4] else ""
-    epoch, doc = data_pos[0], data_pos[1]
+    tokens = step * cfg["total_train_batch_size"] * cfg["block_size"]
+    data, epoch, doc = cfg["data"], data_pos[0], data_pos[1]
     if train_docs:  # passes done, plus the share of the training documents read in the current one
         passes = f"{epoch + doc / train_docs:.3g} (passes over the {train_docs:,} training documents)"
     else:
         passes = f"{epoch} complete passes (streamed, not counted)" if epoch else "under one (streamed)"
+    hub_ids = [HUB_DATASETS[d] for d in data if d in HUB_DATASETS]
+    if hub_ids:
+        dataset = {"dataset_type": hub_ids[0], "dataset_name": "C4 (en)", "dataset_config": "en"}
+    elif data[0] in corpus.EMBEDDED_SOURCES:
+        dataset = {"dataset_type": "embedded", "dataset_name": f"{data[0]} corpus (every {cfg['val_every']}th "
+                                                              "document held out)"}
+    else:
+        dataset = {"dataset_type": "text", "dataset_name": ", ".join(Path(d).name for d in data)}
+    results = [EvalResult(task_type="text-generation", task_name="Causal language modeling", dataset_split="validation",
+                          metric_type=metric, metric_name=label, metric_value=round(value, 4), **dataset)
+               for metric, label, value in (("loss", "validation loss (nats per token)", val_loss),
+                                            ("perplexity", "validation perplexity", math.exp(val_loss)))]
+    english = data[0] in (corpus.C4, *corpus.EMBEDDED_SOURCES)  # local files: their language is unknown
+    meta = ModelCardData(license=CARD_LICENSE, language="en" if english else None, library_name="transformers",
+                         pipeline_tag="text-generation", tags=["ema-boundary", "causal-lm", kind],
+                         datasets=hub_ids or None, model_name=name, eval_results=results)
     # SPEN's modeling code ships beside the weights (auto_map in config.json); GPT-2 is transformers' own.
     remote = ", trust_remote_code=True" if kind == "spen" else ""
-    return f"""---
-library_name: transformers
-pipeline_tag: text-generation
-tags: [ema-boundary, causal-lm, {kind}]
-{datasets}---
-# {Path(cfg['model_config']).name}
+    prompt = "The for statement" if data[0] in corpus.EMBEDDED_SOURCES else "The"
+    return ModelCard(f"""---
+{meta.to_yaml()}
+---
+# {name}
 
-Trained with `train.py` of the ema-boundary project ("EMA Is Not All You Need", arXiv 2604.08556).
+A {kind} language model trained from scratch with `train.py` of the ema-boundary project ("EMA Is Not All You
+Need", arXiv 2604.08556).
 
-- model: {kind}, `{cfg['model_config']}`, {n_params:,} parameters
-- data: {corpus.short_name(cfg['data'])}
+```python
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+path = {json.dumps(location)}
+tokenizer = AutoTokenizer.from_pretrained(path{remote})
+model = AutoModelForCausalLM.from_pretrained(path{remote})
+inputs = tokenizer({json.dumps(prompt)}, return_tensors="pt")
+output = model.generate(**inputs, max_new_tokens=20, do_sample=False, pad_token_id=tokenizer.eos_token_id)
+print(tokenizer.decode(output[0]))
+```
+
+## Regime
+
+- model: {kind}, `{Path(cfg['model_name_or_path']).name}`, {counts.total:,} parameters \
+({counts.non_embedding:,} non-embedding)
+- data: {corpus.short_name(data)}
 - tokenizer: {tokenizer_name}
-- tokens seen: {tokens:,} ({step} steps x {cfg['batch_size']} sequences x {cfg['block_size']} tokens), \
-{tokens / n_params:.3g} per parameter
+- tokens seen: {tokens:,} ({step} steps x {cfg['total_train_batch_size']} sequences x {cfg['block_size']} tokens), \
+{tokens / counts.total:.3g} per parameter
 - epochs: {passes}
-- final validation loss: {val_loss:.4f}, perplexity {math.exp(val_loss):.2f} ({cfg['eval_blocks']} sequences)
-- optimizer: AdamW, peak lr {cfg['lr']:g}, {cfg['warmup_steps']} warmup steps, cosine decay to \
-{cfg['min_lr_ratio']:g} x lr, weight decay {cfg['weight_decay']:g}; seed {cfg['seed']}
+- final validation loss: {val_loss:.4f}, perplexity {math.exp(val_loss):.2f} ({cfg['max_eval_samples']} sequences)
+- optimizer: AdamW, peak learning rate {cfg['learning_rate']:g}, {cfg['warmup_steps']} warmup steps, cosine decay \
+to {cfg['min_lr_ratio']:g} x the peak, weight decay {cfg['weight_decay']:g}, betas ({cfg['adam_beta1']:g}, \
+{cfg['adam_beta2']:g}); seed {cfg['seed']}
 - mixed precision: {cfg['mixed_precision']}
 
 Command:
@@ -167,13 +219,10 @@ Command:
 ```
 {command}
 ```
-
-Load it with `AutoModelForCausalLM.from_pretrained(<this repository or folder>{remote})` and
-`AutoTokenizer.from_pretrained(<the same>)`.
-"""
+""")
 
 
-def join_processes(cfg: dict, config_path: str) -> tuple[bool, int, int]:
+def join_processes(cfg: dict) -> tuple[bool, int, int]:
     """Fresh Accelerate state in this process's group: (cpu, processes, gradient accumulation steps)."""
     # Accelerate's state is a per-process singleton: forget an earlier in-process run's settings (mixed
     # precision, accumulation) so that other modules can call main() again with other ones.
@@ -183,19 +232,15 @@ def join_processes(cfg: dict, config_path: str) -> tuple[bool, int, int]:
     # CPU; otherwise every process would train alone.
     cpu = not torch.cuda.is_available()
     world = PartialState(cpu=cpu).num_processes  # joins the process group of torchrun / accelerate launch
-    micro = cfg["micro_batch_size"]
-    if cfg["batch_size"] % (micro * world):
-        raise ConfigError(f"{config_path}: batch_size {cfg['batch_size']} is not a multiple of "
-                          f"micro_batch_size {micro} x {world} processes")
-    return cpu, world, cfg["batch_size"] // (micro * world)
+    return cpu, world, train_config.resolve_batch(cfg, world)
 
 
 def tokenizer_for_run(cfg: dict, vocab_size: int, run_dir: Path, saved: dict | None):
     """A resumed run's own tokenizer, else the configured one (or a BPE trained on the data); and its name."""
     if saved and (run_dir / "tokenizer").is_dir():
         return AutoTokenizer.from_pretrained(run_dir / "tokenizer"), saved["tokenizer_used"]
-    return corpus.load_tokenizer(cfg["tokenizer"], cfg["data"], cfg["val_every"], vocab_size,
-                                     cfg["bpe_train_docs"], cfg["model_config"])
+    return corpus.load_tokenizer(cfg["tokenizer_name"], cfg["data"], cfg["val_every"], vocab_size,
+                                     cfg["bpe_train_docs"], cfg["model_name_or_path"])
 
 
 def make_accelerator(cfg: dict, out: Path, accum: int, cpu: bool) -> Accelerator:
@@ -205,40 +250,66 @@ def make_accelerator(cfg: dict, out: Path, accum: int, cpu: bool) -> Accelerator
     return Accelerator(
         cpu=cpu, mixed_precision=cfg["mixed_precision"], gradient_accumulation_steps=accum,
         log_with=[JSONLTracker(out / "metrics.jsonl"), *extra], project_dir=str(out),
-        step_scheduler_with_optimizer=False, dynamo_backend="inductor" if cfg["compile"] else "no")
+        step_scheduler_with_optimizer=False, dynamo_backend="inductor" if cfg["torch_compile"] else "no")
 
 
 def prepare_output(accelerator: Accelerator, out: Path, cfg: dict, tokenizer, tokenizer_name: str,
-                   start_step: int) -> None:
-    """The output folder before the first step: tokenizer and settings saved, leftovers of a killed run gone."""
+                   start_step: int, overwrite: bool, command: list[str]) -> None:
+    """The output folder before the first step: an earlier run cleared (--overwrite_output_dir), the marker,
+    tokenizer and settings saved, leftovers of a killed run gone."""
     if accelerator.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
+        if overwrite:
+            train_config.clear_run(out)
+        train_config.write_marker(out, command)
         tokenizer.save_pretrained(out / "tokenizer")
         write_json(out / "train_config.json", {**cfg, "tokenizer_used": tokenizer_name})
         for tmp in [*(out / "checkpoints").glob(".tmp_step_*"), *out.glob(".final.tmp-*")]:  # a crash mid-save
             shutil.rmtree(tmp)
         # A killed run may have logged steps after its last checkpoint: they are redone, so drop them.
-        log = out / "metrics.jsonl"
-        if log.exists():
-            kept = [ln for ln in log.read_text().splitlines() if json.loads(ln)["step"] <= start_step]
-            write_text(log, "".join(ln + "\n" for ln in kept))
+        metrics = out / "metrics.jsonl"
+        if metrics.exists():
+            kept = [ln for ln in metrics.read_text().splitlines() if json.loads(ln)["step"] <= start_step]
+            write_text(metrics, "".join(ln + "\n" for ln in kept))
     accelerator.wait_for_everyone()
 
 
-def save_final(accelerator: Accelerator, model: torch.nn.Module, tokenizer, out: Path, card: str) -> Path:
+def save_final(accelerator: Accelerator, model: torch.nn.Module, tokenizer, out: Path, card: ModelCard) -> Path:
     """final/: model (safetensors, config with auto_map, modeling files), tokenizer and model card, atomically."""
     state_dict = accelerator.get_state_dict(model)  # every process takes part (FSDP gathers the shards)
     if accelerator.is_main_process:
         with atomic_dir(out / "final") as tmp:
             accelerator.unwrap_model(model).save_pretrained(tmp, state_dict=state_dict)
             tokenizer.save_pretrained(tmp)
-            (tmp / "README.md").write_text(card)
+            card.save(tmp / "README.md")
     accelerator.wait_for_everyone()
     return out / "final"
 
 
 class PushError(Exception):
     """The push of a complete final/ to the hub failed: one line naming the repository and the reason."""
+
+
+def check_hub(repo_id: str) -> str:
+    """Before training: the hub accepts the token and has (or now creates) the repository; its full id.
+
+    On the main process only; the others learn the outcome from it (a ConfigError on every process).
+    """
+    error, full_id = None, repo_id
+    if PartialState().is_main_process:
+        try:
+            api = HfApi()
+            api.whoami()  # the credentials, apart from the repository: the error then says which failed
+            full_id = api.create_repo(repo_id, exist_ok=True).repo_id
+        # Whatever huggingface_hub raises here (offline mode, network, no or bad token, a namespace the token
+        # may not write) means the same to the user: no run can be pushed, so none starts.
+        except Exception as e:
+            error = (f"--push_to_hub: the hub refused {repo_id}: {first_line(e)} (nothing was trained; log in "
+                     "with `hf auth login` or set HF_TOKEN, or train without --push_to_hub)")
+    error, full_id = broadcast_object_list([error, full_id])
+    if error:
+        raise ConfigError(error)
+    return full_id
 
 
 def push_to_hub(folder: Path, repo_id: str, message: str) -> str:
@@ -256,39 +327,194 @@ def push_to_hub(folder: Path, repo_id: str, message: str) -> str:
     return str(url)
 
 
+# ------------------------------------------------------------------------------------------ the console
+class _ConsoleHandler(logging.Handler):
+    """train.py's messages: info on stdout, warnings on stderr, looked up at each message (redirect_stdout works)."""
+
+    bar: tqdm | None = None  # the progress bar on a terminal, if one is shown: messages go above it
+
+    def emit(self, record: logging.LogRecord) -> None:
+        stream = sys.stderr if record.levelno >= logging.WARNING else sys.stdout
+        text = self.format(record)
+        if stream.isatty() and _ConsoleHandler.bar is not None:
+            _ConsoleHandler.bar.write(text, file=stream)  # above the progress bar, not through it
+        else:
+            print(text, file=stream, flush=True)
+
+
+class _SharedTensorNote(logging.Filter):
+    """Drop Accelerate's "Removed shared tensor" warning at every checkpoint: SPEN and GPT-2 tie the LM head to
+    the token embedding, safetensors stores the shared matrix once, and loading the checkpoint ties it again
+    (tests/test_train_resume.py resumes to the same losses)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Removed shared tensor" not in record.getMessage()
+
+
+def configure_console(level: str, main_process: bool) -> None:
+    """--log_level: train.py's own messages at ``level`` on the main process; the libraries' only at debug."""
+    import datasets
+    import huggingface_hub
+    import transformers
+
+    if not any(isinstance(h, _ConsoleHandler) for h in log.handlers):
+        handler = _ConsoleHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(handler)
+        log.propagate = False
+        logging.getLogger("accelerate.utils.other").addFilter(_SharedTensorNote())
+    log.setLevel(LEVELS[level] if main_process else logging.ERROR)
+    if level == "debug":
+        transformers.logging.set_verbosity_info()
+        transformers.logging.enable_progress_bar()
+        datasets.enable_progress_bars()
+        huggingface_hub.utils.enable_progress_bars()
+    else:  # "Writing model shards", "Map", download bars: noise around train.py's own progress
+        transformers.logging.set_verbosity_error()
+        transformers.logging.disable_progress_bar()
+        datasets.disable_progress_bars()
+        huggingface_hub.utils.disable_progress_bars()
+
+
+def warn_about_schedule(cfg: dict) -> None:
+    """Settings that run but are probably not what was meant."""
+    if cfg["warmup_steps"] >= cfg["max_steps"]:
+        log.warning(f"train.py: warning: warmup_steps {cfg['warmup_steps']} >= max_steps {cfg['max_steps']}: the "
+                    "learning rate rises for the whole run and never reaches its peak or decays")
+
+
+# ------------------------------------------------------------------------------------------ Ctrl-C
+class Interrupted(Exception):
+    """Ctrl-C: the message is one line saying what was saved and the command that resumes."""
+
+
+class Interrupt:
+    """Ctrl-C (SIGINT) during training as a request: the step in progress finishes, a checkpoint is saved, and
+    the run stops with the command that resumes it. Before the first step, or a second Ctrl-C, stops at once."""
+
+    def __init__(self, argv: list[str]):
+        self.argv, self.requested, self.armed = argv, False, False
+        self.out: Path | None = None
+        self.processes, self.main = 1, True
+        self._previous = None
+
+    def __enter__(self) -> Interrupt:
+        if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def _handle(self, signum, frame) -> None:
+        if not self.armed or self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        log.warning("train.py: Ctrl-C: saving a checkpoint after this step (Ctrl-C again to stop without it)")
+
+    def stop_now(self, accelerator: Accelerator) -> bool:
+        """Whether any process was interrupted (all processes agree, so that they save the same step)."""
+        if self.processes == 1:
+            return self.requested
+        flag = torch.tensor(float(self.requested), device=accelerator.device)
+        return bool(accelerator.reduce(flag, "sum").item())
+
+    def resume_command(self) -> str:
+        """The command line that continues this run from its newest checkpoint."""
+        args, skip = [], False
+        for arg in self.argv:  # the same run, minus what would start it over or point elsewhere
+            if skip:
+                skip = False
+            elif arg in ("--resume_from_checkpoint", "--resume-from-checkpoint"):
+                skip = True
+            elif arg != "--overwrite_output_dir" and not arg.startswith("--resume_from_checkpoint="):
+                args.append(arg)
+        script = sys.argv[0] if Path(sys.argv[0]).name == "train.py" else "train.py"
+        if self.processes == 1:
+            launcher = ["python"]
+        elif any(k.startswith("ACCELERATE_") for k in os.environ):  # accelerate launch sets its settings so
+            launcher = ["accelerate", "launch", "--num_processes", str(self.processes)]
+        else:  # torchrun (one machine; a multi-node run needs its rendezvous flags again)
+            launcher = ["torchrun", "--standalone", "--nproc_per_node", str(self.processes)]
+        return shlex.join([*launcher, script, *args, "--resume_from_checkpoint", "latest"])
+
+    def message(self, saved: Path | None) -> str:
+        """What the main process prints (other processes print nothing: the empty string)."""
+        if not self.main:
+            return ""
+        if self.out is None:
+            return "train.py: interrupted before training started; nothing was written"
+        if saved is not None:
+            return f"train.py: interrupted; checkpoint saved in {saved}; resume with: {self.resume_command()}"
+        done = [d for d in (self.out / "checkpoints").glob("step_*") if (d / "data_state.json").is_file()]
+        if not done:
+            return "train.py: interrupted before the first checkpoint; nothing to resume"
+        latest = max(done, key=lambda d: int(d.name.split("_")[1]))
+        return f"train.py: interrupted; the newest checkpoint is {latest}; resume with: {self.resume_command()}"
+
+
 # ------------------------------------------------------------------------------------------ main
 def main(argv: list[str] | None = None) -> Path:
     """Train as the command line says and return the output folder. Bad input raises ConfigError or DataError
-    before anything is written; a failed --push_to_hub raises PushError once final/ is complete."""
+    before anything is written; a failed --push_to_hub raises PushError once final/ is complete; Ctrl-C raises
+    Interrupted once a checkpoint is saved."""
+    interrupt = Interrupt(list(sys.argv[1:] if argv is None else argv))
+    with interrupt:
+        try:
+            return train(interrupt)
+        except KeyboardInterrupt:
+            raise Interrupted(interrupt.message(None)) from None
+
+
+def train(interrupt: Interrupt) -> Path:
+    """The run of ``interrupt.argv`` (see :func:`main`)."""
+    argv = interrupt.argv
+    started = time.perf_counter()
     args = train_config.parse_args(argv)
+    if args.seeds is not None:  # several seeds as one ensemble in this process: ensemble.py
+        import ensemble
+
+        return ensemble.train_seeds(args, argv, args.seeds, args.ensemble_engine)
     cfg = train_config.load_config(args)
     out = Path(cfg["output_dir"])
+    earlier = train_config.check_output(out, args.overwrite_output_dir)
     repo_id = train_config.hub_repo_id(args, out)
-    cpu, world, accum = join_processes(cfg, args.config)
+    cpu, world, accum = join_processes(cfg)
+    configure_console(args.log_level, PartialState().is_main_process)
 
     # Everything that can fail on bad input, before the first write to `out`.
-    ckpt = train_config.find_checkpoint(out, args.resume_from_checkpoint)
+    ckpt = train_config.find_checkpoint(out, args.resume_from_checkpoint, earlier, args.overwrite_output_dir)
     run_dir, saved = train_config.check_resume(ckpt, out, cfg)
     n_docs = corpus.check_data(cfg["data"], cfg["val_every"])
     import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
 
-    model_cfg = AutoConfig.from_pretrained(cfg["model_config"])
+    model_cfg = AutoConfig.from_pretrained(cfg["model_name_or_path"])
     tokenizer, tokenizer_name = tokenizer_for_run(cfg, model_cfg.vocab_size, run_dir, saved)
     val = corpus.validation_blocks(cfg["data"], cfg["val_every"], tokenizer, cfg["block_size"],
-                                       cfg["eval_blocks"])
+                                       cfg["max_eval_samples"])
     if cfg["report_to"] == "tensorboard" and not is_tensorboard_available():
         raise ConfigError(f"{args.config}: report_to tensorboard, but tensorboard is not installed")
+    if repo_id:
+        repo_id = check_hub(repo_id)
+    warn_about_schedule(cfg)  # the input is good: now what may not be what was meant
 
     accelerator = make_accelerator(cfg, out, accum, cpu)
-    accelerator.print(f"{accelerator.distributed_type.value} x {world} processes, {accelerator.device}, "
-                      f"mixed precision {cfg['mixed_precision']}, gradient accumulation {accum}")
+    interrupt.out, interrupt.processes, interrupt.main = out, world, accelerator.is_main_process
     start = json.loads((ckpt / "data_state.json").read_text()) if ckpt else {"step": 0, "pos": [0, 0, 0]}
-    prepare_output(accelerator, out, cfg, tokenizer, tokenizer_name, start["step"])
+    prepare_output(accelerator, out, cfg, tokenizer, tokenizer_name, start["step"], args.overwrite_output_dir,
+                   ["train.py", *argv])
     accelerator.init_trackers("train", config={k: str(v) for k, v in cfg.items()})
 
     set_seed(cfg["seed"])
     model = AutoModelForCausalLM.from_config(model_cfg)
-    n_params = sum(p.numel() for p in model.parameters())  # before FSDP shards them; tied weights once
+    counts = parameter_counts(model)  # before FSDP shards them; tied weights once
+    where = f"{accelerator.distributed_type.value} x {world} processes" if world > 1 else "1 process"
+    log.info(f"train.py: {Path(cfg['model_name_or_path']).name}, {counts.total:,} parameters "
+             f"({counts.non_embedding:,} non-embedding); {cfg['max_steps']} steps x {cfg['total_train_batch_size']} "
+             f"sequences x {cfg['block_size']} tokens; {accelerator.device}, {where}, gradient accumulation {accum}, "
+             f"mixed precision {cfg['mixed_precision']}; output {out}")
+
     optimizer = build_optimizer(model, cfg, fused=accelerator.device.type == "cuda")
     scheduler = get_scheduler("cosine_with_min_lr", optimizer, num_warmup_steps=cfg["warmup_steps"],
                               num_training_steps=cfg["max_steps"],
@@ -298,28 +524,35 @@ def main(argv: list[str] | None = None) -> Path:
     # from process 0, so the stream is read and tokenized once and every process gets its own rows.
     train_set = corpus.PackedBlocks(cfg["data"], "train", cfg["val_every"], tokenizer,
                                         cfg["block_size"], start=tuple(start["pos"]))
-    train_loader = torch.utils.data.DataLoader(train_set, batch_size=cfg["micro_batch_size"])
-    val_loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(val), batch_size=cfg["micro_batch_size"])
+    train_loader = torch.utils.data.DataLoader(train_set, batch_size=cfg["per_device_train_batch_size"])
+    # Validation in training micro-batches: four times larger ones were not consistently faster (BENCHMARKS.md,
+    # section 6).
+    val_loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(val),
+                                             batch_size=cfg["per_device_train_batch_size"])
     model, optimizer, scheduler, train_loader, val_loader = accelerator.prepare(
         model, optimizer, scheduler, train_loader, val_loader)
     if ckpt:
         accelerator.load_state(str(ckpt))  # model, optimizer, scheduler, RNG
-        accelerator.print(f"resumed from {ckpt} at step {start['step']}")
+        log.info(f"train.py: resumed from {ckpt} at step {start['step']}")
 
-    tokens_per_step = cfg["batch_size"] * cfg["block_size"]
+    tokens_per_step = cfg["total_train_batch_size"] * cfg["block_size"]
     weight = prediction_loss_weight(model)  # SPEN's predictor trains on CE + weight * P; GPT-2: 0
     batches = iter(train_loader)
     step, last, pos = start["step"], cfg["max_steps"], start["pos"]
     val_loss = float("nan")
-    bar = tqdm(total=last, initial=step, disable=not accelerator.is_local_main_process, dynamic_ncols=True)
+    # Progress: a bar on a terminal; log lines (below) when the output goes to a file or pipe.
+    show_bar = accelerator.is_local_main_process and sys.stderr.isatty() and log.isEnabledFor(logging.INFO)
+    bar = tqdm(total=last, initial=step, disable=not show_bar, dynamic_ncols=True)
+    _ConsoleHandler.bar = bar if show_bar else None
     # Training losses summed since the last log: [next-token CE, prediction loss], and the step count. The logged
     # `loss` is their mean over the steps since the previous log (as transformers' Trainer logs it), so that
     # it reads beside `val_loss`; a resume at a multiple of log_every gives the same numbers as one run.
     window, window_steps = torch.zeros(2, device=accelerator.device), 0
+    interrupt.armed = True  # Ctrl-C now finishes the step and saves it
     while step < last:
         step += 1
-        log_now = step % cfg["log_every"] == 0 or step == last
-        save_now = step % cfg["save_every"] == 0 or step == last
+        log_now = step % cfg["logging_steps"] == 0 or step == last
+        save_now = step % cfg["save_steps"] == 0 or step == last
         t0, crc = time.perf_counter(), 0
         for _ in range(accum):
             batch = next(batches)
@@ -333,8 +566,8 @@ def main(argv: list[str] | None = None) -> Path:
             window += torch.stack([ce.detach(), pred.float()]) / accum
             if log_now:  # a fingerprint of the rows in global order: resumed runs must see the same ones
                 crc = zlib.crc32(accelerator.gather(batch["input_ids"]).cpu().numpy().tobytes(), crc)
-        if cfg["grad_clip"]:
-            accelerator.clip_grad_norm_(model.parameters(), cfg["grad_clip"])
+        if cfg["max_grad_norm"]:
+            accelerator.clip_grad_norm_(model.parameters(), cfg["max_grad_norm"])
         optimizer.step()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
@@ -354,32 +587,50 @@ def main(argv: list[str] | None = None) -> Path:
             if weight:  # SPEN: the prediction loss and the objective it trains on, beside the next-token loss
                 metrics |= {"prediction_loss": pred, "objective": loss + weight * pred}
             bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{tok_s:,.0f}", lr=f"{lr:.2e}")
-        if step % cfg["eval_every"] == 0 or step == last:
+            if not show_bar:
+                log.info(f"step {step}/{last}: loss {loss:.4f}, learning rate {lr:.2e}, {tok_s:,.0f} tokens/s")
+        if step % cfg["eval_steps"] == 0 or step == last:
             val_loss = evaluate(model, val_loader, accelerator)
             metrics |= {"val_loss": val_loss, "val_ppl": math.exp(val_loss), "tokens": step * tokens_per_step}
+            log.info(f"step {step}/{last}: validation loss {val_loss:.4f}, perplexity {math.exp(val_loss):.2f}")
         if metrics:
             accelerator.log(metrics, step=step)
         if save_now:
             state = {"step": step, "pos": pos, "tokens": step * tokens_per_step}
-            save_checkpoint(accelerator, out, step, state, cfg["keep_checkpoints"])
+            save_checkpoint(accelerator, out, step, state, cfg["save_total_limit"])
+        if interrupt.stop_now(accelerator):  # Ctrl-C: keep the finished step in a checkpoint and stop
+            if not save_now:
+                pos = accelerator.gather(batch["pos"])[-1].tolist()
+                state = {"step": step, "pos": pos, "tokens": step * tokens_per_step}
+                save_checkpoint(accelerator, out, step, state, cfg["save_total_limit"])
+            bar.close()
+            raise Interrupted(interrupt.message(out / "checkpoints" / f"step_{step}"))
+    interrupt.armed = False  # from here on, Ctrl-C stops at once: the last step's checkpoint is saved
     bar.close()
+    _ConsoleHandler.bar = None
 
     if math.isnan(val_loss):  # resumed at max_steps: nothing ran, but the card needs the loss
         val_loss = evaluate(model, val_loader, accelerator)
-    command = "train.py " + shlex.join(sys.argv[1:] if argv is None else argv)
+    command = "train.py " + shlex.join(argv)
     # Validation takes every val_every-th document of local or embedded data, from the first.
     train_docs = n_docs - ((n_docs - 1) // cfg["val_every"] + 1) if n_docs else 0
+    location = repo_id or str((out / "final").resolve())  # where the card's code loads the model from
     final = save_final(accelerator, model, tokenizer, out, model_card(
-        cfg, model_cfg, n_params, step, pos, train_docs, val_loss, command, tokenizer_name))
+        cfg, model_cfg, counts, step, pos, train_docs, val_loss, command, tokenizer_name, repo_id or out.resolve().name,
+        location))
     accelerator.end_training()  # closes the trackers and the process group
+    elapsed = timedelta(seconds=round(time.perf_counter() - started))
+    log.log(SUMMARY, f"train.py: done in {elapsed}: {step} steps, {step * tokens_per_step:,} tokens; validation "
+                     f"loss {val_loss:.4f}, perplexity {math.exp(val_loss):.2f}; model in {final}")
     if repo_id and accelerator.is_main_process:
         url = push_to_hub(final, repo_id, f"train.py: {step} steps, validation loss {val_loss:.4f}")
-        print(f"pushed {final} to {url}")
+        log.log(SUMMARY, f"train.py: pushed {final} to {url}")
     return out
 
 
 def cli(argv: list[str] | None = None) -> int:
-    """train.py as a command: bad input and a failed push are one line on stderr and their own exit status."""
+    """train.py as a command: bad input, a failed push and Ctrl-C are one line on stderr and their own exit
+    status (train_config.EXIT_*)."""
     try:
         main(argv)
     except (ConfigError, DataError) as e:
@@ -388,6 +639,10 @@ def cli(argv: list[str] | None = None) -> int:
     except PushError as e:
         print(f"train.py: error: {e}", file=sys.stderr)
         return EXIT_PUSH_FAILED
+    except Interrupted as e:
+        if str(e):  # the main process's line (the others stay silent)
+            print(e, file=sys.stderr)
+        return EXIT_INTERRUPTED
     return 0
 
 

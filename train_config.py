@@ -1,17 +1,30 @@
 """The training configuration, apart from the loop (as nanoGPT keeps its configurator apart).
 
-Every setting lives in :data:`SETTINGS` with its default and meaning (``train.py --help`` prints the
-table, so it is the documentation). A run's settings are a training YAML (``hub_configs/*/train.yaml``)
-with command-line flags on top; :func:`load_config` reads and checks both, and :func:`find_checkpoint`
-and :func:`check_resume` decide where a run continues. Bad settings raise :class:`ConfigError` with one
-line naming the file (and line) or flag; nothing has been written by then.
+Every setting lives in :data:`SETTINGS`, one table: its default, meaning and older names. The table is both
+the YAML schema (``hub_configs/*/train.yaml``) and the command line (every key is a flag of the same name,
+in transformers' example-script spelling: ``--learning_rate``, ``--per_device_train_batch_size``...);
+``train.py --help`` prints it. A run's settings are the defaults, then the YAML, then the flags;
+:func:`read_yaml` reads and checks them. :func:`check_output` and :func:`find_checkpoint` decide where a run
+writes and where it continues. Bad settings raise :class:`ConfigError` with one line naming the file (and
+line) or flag; nothing has been written by then.
+
+The batch: ``total_train_batch_size`` sequences per optimizer step over all processes is the recipe (it fixes
+the data stream, so a run is the same on 1 or 8 GPUs); ``per_device_train_batch_size`` is how many of them
+one process runs per forward pass; gradient accumulation makes up the rest:
+``total = per_device x gradient_accumulation_steps x processes``. Give ``gradient_accumulation_steps`` to
+fix the accumulation instead (transformers' way); the total then follows from it. Where both are given at
+the same level (both in the YAML or both as flags) they must agree; a flag wins over the YAML.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import re
+import shutil
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,104 +32,219 @@ import yaml
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 
 from ema_boundary import corpus
-from ema_boundary.io import OutputError, check_output_dir
+from ema_boundary.cli import EXIT_INTERRUPTED, EXIT_UPLOAD_FAILED, EXIT_USAGE, HelpFormatter, UsageError, UsageParser
+from ema_boundary.io import MARKER, OutputError, check_output_dir, output_owner, write_json
 
 REPO = Path(__file__).resolve().parent
+TOOL = "train.py"  # the name in the output folder's marker file
 
-# Every YAML key: default and meaning.
-SETTINGS: dict[str, tuple[object, str]] = {
-    "model_config": (None, "model config folder, e.g. hub_configs/spen-130m (required)"),
-    "data": ("embedded", "'c4' (streamed), 'embedded' (Python's help topics + standard-library docstrings; "
-                         "'embedded:pydoc' or 'embedded:stdlib' for one part) or local files (a list)"),
-    "tokenizer": (None, "hub name or folder; null (or unavailable): train a byte-level BPE on the data"),
-    "output_dir": (None, "output folder (default: outputs/<model config name>)"),
-    "block_size": (1024, "tokens per sequence"),
-    "batch_size": (512, "sequences per optimizer step, all processes together"),
-    "micro_batch_size": (16, "sequences per process per forward pass (gradient accumulation does the rest)"),
-    "max_steps": (5000, "optimizer steps"),
-    "lr": (6e-4, "peak learning rate"),
-    "min_lr_ratio": (0.1, "final learning rate as a fraction of lr (cosine decay)"),
-    "warmup_steps": (200, "linear warmup steps"),
-    "weight_decay": (0.1, "AdamW weight decay for matrices and embeddings (not biases, not norms)"),
-    "betas": ([0.9, 0.95], "AdamW betas"),
-    "grad_clip": (1.0, "clip the global gradient norm to this (0: no clipping)"),
-    "mixed_precision": ("no", "'bf16', 'fp16' or 'no' (Accelerate mixed precision)"),
-    "compile": (False, "torch.compile the model (through Accelerate's dynamo backend)"),
-    "log_every": (10, "write metrics every N steps"),
-    "eval_every": (250, "validation loss every N steps (and at the end)"),
-    "eval_blocks": (200, "validation sequences (fixed: the first ones of the validation split)"),
-    "save_every": (500, "checkpoint every N steps (and at the end)"),
-    "keep_checkpoints": (2, "how many recent checkpoints to keep"),
-    "val_every": (100, "local/embedded data: every N-th document is held out for validation"),
-    "bpe_train_docs": (100000, "documents used to train the BPE tokenizer when one is trained"),
-    "seed": (1337, "seed for initialisation (the data order is fixed by the data)"),
-    "report_to": ("none", "extra tracker: 'tensorboard', 'wandb' or 'none' (metrics.jsonl always)"),
+
+@dataclass(frozen=True)
+class Setting:
+    """One training setting: a YAML key and the flag ``--<key>``."""
+
+    default: Any
+    help: str
+    old: tuple[str, ...] = ()  # earlier names, still accepted as YAML keys and flags
+    type: type | None = None  # when the default (None) does not tell
+
+
+# Every setting, in the order --help lists them. Names follow transformers' TrainingArguments and run_clm.py
+# where they have one; the rest (data, val_every, ...) are this project's.
+SETTINGS: dict[str, Setting] = {
+    "model_name_or_path": Setting(None, "model config: a folder with config.json, e.g. hub_configs/spen-130m; the "
+                                        "model is trained from scratch (required)", ("model_config", "config_name"),
+                                  str),
+    "data": Setting("embedded", "'c4' (streamed), 'embedded' (Python's help topics + standard-library docstrings; "
+                                "'embedded:pydoc' or 'embedded:stdlib' for one part) or local .txt/.jsonl/.parquet "
+                                "files"),
+    "tokenizer_name": Setting(None, "hub name or folder; unset (or unavailable): a byte-level BPE trained on the data",
+                              ("tokenizer",), str),
+    "output_dir": Setting(None, "output folder (unset: outputs/<model config folder name>)", (), str),
+    "block_size": Setting(1024, "tokens per sequence"),
+    "total_train_batch_size": Setting(512, "sequences per optimizer step, all processes together",
+                                      ("batch_size",)),
+    "per_device_train_batch_size": Setting(16, "sequences per process per forward pass (gradient accumulation "
+                                               "makes up the total)", ("micro_batch_size",)),
+    "gradient_accumulation_steps": Setting(None, "forward passes per optimizer step and process (unset: "
+                                                 "total / (per_device x processes); set: fixes the total)", (), int),
+    "max_steps": Setting(5000, "optimizer steps"),
+    "learning_rate": Setting(6e-4, "peak learning rate", ("lr",)),
+    "min_lr_ratio": Setting(0.1, "final learning rate as a fraction of the peak (cosine decay)"),
+    "warmup_steps": Setting(200, "linear warmup steps"),
+    "weight_decay": Setting(0.1, "AdamW weight decay for matrices and embeddings (not biases, not norms)"),
+    "adam_beta1": Setting(0.9, "AdamW beta1 (YAML: also `betas: [beta1, beta2]`)"),
+    "adam_beta2": Setting(0.95, "AdamW beta2"),
+    "max_grad_norm": Setting(1.0, "clip the global gradient norm to this (0: no clipping)", ("grad_clip",)),
+    "mixed_precision": Setting("no", "'bf16', 'fp16' or 'no' (Accelerate mixed precision)"),
+    "torch_compile": Setting(False, "torch.compile the model (through Accelerate's dynamo backend)", ("compile",)),
+    "logging_steps": Setting(10, "log the training loss every N steps", ("log_every",)),
+    "eval_steps": Setting(250, "validation loss every N steps (and at the end)", ("eval_every",)),
+    "max_eval_samples": Setting(200, "validation sequences (fixed: the first ones of the validation split)",
+                                ("eval_blocks",)),
+    "save_steps": Setting(500, "checkpoint every N steps (and at the end)", ("save_every",)),
+    "save_total_limit": Setting(2, "how many recent checkpoints to keep", ("keep_checkpoints",)),
+    "val_every": Setting(100, "local/embedded data: every N-th document is held out for validation"),
+    "bpe_train_docs": Setting(100000, "documents used to train the BPE tokenizer when one is trained"),
+    "seed": Setting(1337, "seed for initialisation (the data order is fixed by the data)"),
+    "report_to": Setting("none", "extra tracker: 'tensorboard', 'wandb' or 'none' (metrics.jsonl always)"),
 }
+OLD_NAMES: dict[str, str] = {old: key for key, s in SETTINGS.items() for old in s.old}
 # Settings a resumed run must share with the run that wrote its checkpoint: they fix the data stream.
-RESUME_INVARIANTS = ("model_config", "data", "block_size", "batch_size", "val_every")
-# Flags that override the YAML key of the same name.
-FLAG_OVERRIDES = ("output_dir", "data", "tokenizer", "max_steps", "lr", "seed", "report_to")
+RESUME_INVARIANTS = ("model_name_or_path", "data", "block_size", "total_train_batch_size", "val_every")
+# Every setting is also a flag of the same name (kept under this name for callers that list the flags).
+FLAG_OVERRIDES = tuple(SETTINGS)
+# What train.py writes in its output folder: the only entries --overwrite_output_dir removes.
+RUN_FILES = (MARKER, "checkpoints", "final", "tokenizer", "metrics.jsonl", "train_config.json")
 
 # What a setting may be beyond its type: the checks of read_yaml, with the words of its error message.
-POSITIVE = ("block_size", "batch_size", "micro_batch_size", "max_steps", "log_every", "eval_every", "eval_blocks",
-            "save_every", "keep_checkpoints", "val_every", "bpe_train_docs")
+POSITIVE = ("block_size", "total_train_batch_size", "per_device_train_batch_size", "gradient_accumulation_steps",
+            "max_steps", "logging_steps", "eval_steps", "max_eval_samples", "save_steps", "save_total_limit",
+            "val_every", "bpe_train_docs")
 CHOICES = {"mixed_precision": ("no", "bf16", "fp16"), "report_to": ("none", "tensorboard", "wandb")}
 BOUNDS: dict[str, tuple[Callable[[Any], bool], str]] = {
-    "lr": (lambda v: 0 < v < float("inf"), "a positive number"),
+    "learning_rate": (lambda v: 0 < v < float("inf"), "a positive number"),
     "min_lr_ratio": (lambda v: 0 <= v <= 1, "a number in [0, 1]"),
     "warmup_steps": (lambda v: v >= 0, "a non-negative integer"),
     "weight_decay": (lambda v: 0 <= v < float("inf"), "a non-negative number"),
-    "grad_clip": (lambda v: 0 <= v < float("inf"), "a non-negative number (0: no clipping)"),
+    "adam_beta1": (lambda v: 0 <= v < 1, "a number in [0, 1)"),
+    "adam_beta2": (lambda v: 0 <= v < 1, "a number in [0, 1)"),
+    "max_grad_norm": (lambda v: 0 <= v < float("inf"), "a non-negative number (0: no clipping)"),
     "seed": (lambda v: 0 <= v < 2**32, "an integer in [0, 2**32)"),
-    "betas": (lambda v: len(v) == 2 and all(isinstance(b, (int, float)) and not isinstance(b, bool) and 0 <= b < 1
-                                            for b in v), "two numbers in [0, 1)"),
     **{k: (lambda v: v >= 1, "a positive integer") for k in POSITIVE},
     **{k: (lambda v, c=c: v in c, "one of " + ", ".join(map(repr, c))) for k, c in CHOICES.items()},
 }
 
-__all__ = ["SETTINGS", "EXIT_BAD_INPUT", "EXIT_PUSH_FAILED", "ConfigError", "parse_args", "load_config", "read_yaml",
-           "resolve_model_config", "hub_repo_id", "find_checkpoint", "check_resume"]
+__all__ = ["SETTINGS", "OLD_NAMES", "EXIT_BAD_INPUT", "EXIT_PUSH_FAILED", "EXIT_INTERRUPTED", "ConfigError",
+           "parse_args", "overrides", "load_config", "read_yaml", "resolve_model_config", "resolve_batch",
+           "hub_repo_id", "check_output", "find_checkpoint", "check_resume", "clear_run", "write_marker"]
 
-# Exit statuses of train.py (argparse's own usage errors exit with 2).
-EXIT_BAD_INPUT = 1  # bad settings or data: nothing written
-EXIT_PUSH_FAILED = 3  # trained, final/ complete on disk, but the push to the hub failed
+# Exit statuses of train.py (ema_boundary.cli's, as every command of the project).
+EXIT_BAD_INPUT = EXIT_USAGE  # 2: bad command line, settings, data or output folder: nothing written
+EXIT_PUSH_FAILED = EXIT_UPLOAD_FAILED  # 3: trained, final/ complete on disk, but the push to the hub failed
 
 
-class ConfigError(Exception):
+class ConfigError(UsageError):
     """A bad setting: the message is one line naming the file (and line) or flag; nothing is written yet."""
 
 
+# ------------------------------------------------------------------------------------------ command line
+class _SettingsHelpFormatter(HelpFormatter):
+    """Each flag under its current name only (older names stay accepted, unlisted); defaults as written."""
+
+    def _format_action_invocation(self, action: argparse.Action) -> str:
+        if not action.option_strings or action.dest == "help":
+            return super()._format_action_invocation(action)
+        first = action.option_strings[0]
+        if action.nargs == 0:
+            return first
+        return f"{first} {self._format_args(action, self._get_default_metavar_for_optional(action))}"
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        # Settings carry their own "(default: ...)": their argparse default is None (unset: the YAML decides).
+        return action.help if "(default:" in (action.help or "") else super()._get_help_string(action)
+
+
+class _Parser(UsageParser):
+    """Errors name a flag by its current name alone, not with every older spelling (``--max_steps/--max-steps``)."""
+
+    def error(self, message: str) -> None:
+        super().error(re.sub(r"^argument (--[\w-]+)(?:/--[\w-]+)+:", r"argument \1:", message))
+
+
+def _bool(value: str) -> bool:
+    """An argparse ``type`` for ``--flag [true|false]`` (as transformers' HfArgumentParser reads booleans)."""
+    if value.lower() in ("true", "yes", "1"):
+        return True
+    if value.lower() in ("false", "no", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {value!r}")
+
+
+def _shown(value: Any) -> str:
+    return "unset" if value is None else str(value)
+
+
+def _seed_list(value: str) -> list[int]:
+    """``--seeds 0,1,2`` -> ``[0, 1, 2]``: distinct integers in [0, 2**32)."""
+    try:
+        seeds = [int(v) for v in value.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {value!r}") from None
+    if any(not 0 <= s < 2**32 for s in seeds) or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"expected distinct integers in [0, 2**32), got {value!r}")
+    return seeds
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """train.py's command line (``--help`` lists every flag and YAML key)."""
-    keys = "\n".join(f"  {k:<17} {str(v[0]):<12} {v[1]}" for k, v in SETTINGS.items())
-    p = argparse.ArgumentParser(
-        prog="train.py", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Train SPEN or the GPT-2 baseline (Accelerate; DDP/FSDP via `accelerate launch`).",
-        epilog=f"YAML keys (key, default, meaning):\n{keys}\n\n"
-               f"Exit status: 0 done; {EXIT_BAD_INPUT} bad settings or data (nothing written); 2 bad command line; "
-               f"{EXIT_PUSH_FAILED} trained and\nfinal/ saved, but --push_to_hub failed.\n\n"
+    """train.py's command line: every setting of :data:`SETTINGS` as a flag, and the flags of a run."""
+    olds = ", ".join(f"--{old}" for old in OLD_NAMES)
+    p = _Parser(
+        prog="train.py", formatter_class=_SettingsHelpFormatter,
+        description="Train SPEN or the GPT-2 baseline (Accelerate; DDP/FSDP via `accelerate launch`).\n\n"
+                    "Settings come from the defaults shown, then the --config YAML (whose keys are the setting "
+                    "names below), then the flags.",
+        epilog=f"Older names still accepted, as flags and YAML keys: {olds}.\n\n"
+               f"Exit status: 0 done; {EXIT_BAD_INPUT} bad command line, settings, data or output folder (one "
+               f"line, nothing written); {EXIT_PUSH_FAILED} trained and final/ saved, but --push_to_hub failed; "
+               f"{EXIT_INTERRUPTED} interrupted (Ctrl-C; a checkpoint is saved and the resume command printed).\n"
                "Full-scale recipe and pushing to the hub: docs/training.md")
-    p.add_argument("--config", required=True, help="training YAML, e.g. hub_configs/spen-130m/train.yaml")
-    p.add_argument("--output_dir", help="output folder (overrides the YAML)")
-    p.add_argument("--data", nargs="+", metavar="PATH",
-                   help="'c4', 'embedded', or local .txt/.jsonl/.parquet files (overrides the YAML)")
-    p.add_argument("--tokenizer", metavar="NAME_OR_DIR", help="hub name or folder (overrides the YAML)")
-    p.add_argument("--max_steps", type=int, help="optimizer steps (overrides the YAML)")
-    p.add_argument("--lr", type=float, help="peak learning rate (overrides the YAML), e.g. one point of a grid")
-    p.add_argument("--seed", type=int, help="initialisation seed (overrides the YAML)")
-    p.add_argument("--resume_from_checkpoint", metavar="latest|DIR",
-                   help="'latest' (newest checkpoint in the output folder; start fresh if none) or a folder")
-    p.add_argument("--report_to", choices=["tensorboard", "wandb", "none"], help="extra tracker")
-    p.add_argument("--push_to_hub", action="store_true",
-                   help="after training, upload final/ (weights, config with auto_map, modeling files, tokenizer, "
-                        f"model card) to the Hugging Face hub, from the main process; exit status {EXIT_PUSH_FAILED} "
-                        "if that fails (final/ stays complete). Needs `hf auth login` or HF_TOKEN")
-    p.add_argument("--hub_model_id", metavar="[NAMESPACE/]NAME",
-                   help="the hub repository for --push_to_hub (created if missing; default: the output folder's "
-                        "name, in the token's namespace)")
+    run = p.add_argument_group("run")
+    run.add_argument("--config", metavar="YAML", help="training YAML, e.g. hub_configs/spen-130m/train.yaml "
+                                                      "(default: none, the flags alone describe the run)")
+    run.add_argument("--overwrite_output_dir", action="store_true",
+                     help="replace train.py's earlier run in --output_dir instead of resuming it (a folder that is "
+                          "not train.py's output is never replaced; files train.py did not write are kept)")
+    run.add_argument("--resume_from_checkpoint", metavar="latest|DIR",
+                     help="'latest' (the newest checkpoint in --output_dir; start fresh if none) or a checkpoint "
+                          "folder (default: an earlier run in --output_dir resumes from its newest checkpoint)")
+    run.add_argument("--push_to_hub", action="store_true",
+                     help="upload final/ (weights, config with auto_map, modeling files, tokenizer, model card) to "
+                          "the Hugging Face hub after training; the hub login and the repository are checked before "
+                          f"training starts. Exit status {EXIT_PUSH_FAILED} if the final upload fails (final/ stays "
+                          "complete). Needs `hf auth login` or HF_TOKEN")
+    run.add_argument("--hub_model_id", metavar="[NAMESPACE/]NAME",
+                     help="the hub repository for --push_to_hub, created if missing (default: the output folder's "
+                          "name, in the token's namespace)")
+    run.add_argument("--log_level", "--verbosity", choices=("debug", "info", "warning", "error"), default="info",
+                     help="info: a start line, progress (a bar on a terminal, log lines otherwise), validation "
+                          "losses and the summary; warning: the summary and warnings only; debug: also the "
+                          "libraries' own messages and progress bars")
+    run.add_argument("--seeds", type=_seed_list, metavar="N,N,...",
+                     help="train these seeds together, as one ensemble in this process, into <output_dir>/seed_<n>/ "
+                          "(each folder what `--seed n` would write there, without intermediate checkpoints); "
+                          "replaces --seed (default: one run of --seed)")
+    run.add_argument("--ensemble_engine", choices=("auto", "stacked", "sequential"), default="auto",
+                     help="how --seeds computes: 'stacked' runs the seeds as one batched model (vmap), "
+                          "'sequential' one after another on each shared batch; 'auto': stacked on CUDA, "
+                          "sequential on the CPU (faster there, BENCHMARKS.md)")
+
+    settings = p.add_argument_group("settings (YAML keys)")
+    for key, s in SETTINGS.items():
+        # The older names, and the spellings with hyphens (--max-steps), are accepted but not listed.
+        names = list(dict.fromkeys(f"--{n}" for name in (key, *s.old) for n in (name, name.replace("_", "-"))))
+        help_text = f"{s.help} (default: {_shown(s.default)})"
+        if key == "data":
+            settings.add_argument(*names, dest=key, nargs="+", metavar="SOURCE", help=help_text)
+        elif isinstance(s.default, bool):
+            settings.add_argument(*names, dest=key, nargs="?", const=True, type=_bool, metavar="true|false",
+                                  help=help_text)
+        elif key in CHOICES:
+            settings.add_argument(*names, dest=key, choices=CHOICES[key], help=help_text)
+        else:
+            kind = s.type or type(s.default)
+            metavar = {"model_name_or_path": "DIR", "tokenizer_name": "NAME_OR_DIR", "output_dir": "DIR"}.get(
+                key, {int: "N", float: "X"}.get(kind))
+            settings.add_argument(*names, dest=key, type=kind, metavar=metavar, help=help_text)
     return p.parse_args(argv)
 
 
+def overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings given as flags (None: not given)."""
+    return {key: getattr(args, key) for key in SETTINGS}
+
+
+# ------------------------------------------------------------------------------------------ settings
 def resolve_model_config(name: str) -> str:
     """A model config folder as given, or, when relative and absent, inside this repository.
 
@@ -131,13 +259,8 @@ def resolve_model_config(name: str) -> str:
     return name
 
 
-def read_yaml(path: str | Path, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Every setting: the defaults, then the YAML at ``path``, then ``overrides`` (flags); checked.
-
-    Errors name the file and line. ``model_config`` is resolved (see :func:`resolve_model_config`)
-    and must hold a config.json; ``data`` becomes a list of sources.
-    """
-    path = Path(path)
+def _read_mapping(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
+    """The YAML file's settings and the line of each key."""
     if not path.is_file():
         raise ConfigError(f"{path}: no such file")
     try:
@@ -152,35 +275,85 @@ def read_yaml(path: str | Path, overrides: dict[str, Any] | None = None) -> dict
         raise ConfigError(f"{where}: invalid YAML ({getattr(e, 'problem', None) or e})") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of settings")
-    lines = {k.value: k.start_mark.line + 1 for k, _ in node.value}
-    cfg = {k: v[0] for k, v in SETTINGS.items()}
-    for key, value in raw.items():
-        if key not in SETTINGS:
-            raise ConfigError(f"{path}:{lines[key]}: unknown setting {key!r} (see train.py --help)")
-        default = SETTINGS[key][0]
-        if isinstance(default, float) and isinstance(value, (int, str)) and not isinstance(value, bool):
-            try:  # YAML 1.1 reads 3e-4 (no dot) as a string, and 1 as an int
-                value = float(value)
-            except ValueError:
-                pass
-        if key == "data" and isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            pass  # several local files
-        elif not (default is None or value is None or isinstance(value, type(default))):
-            raise ConfigError(f"{path}:{lines[key]}: {key} must be {type(default).__name__}, got {value!r}")
-        cfg[key] = value
-    flags = {k: v for k, v in (overrides or {}).items() if v is not None}
-    cfg.update(flags)
+    return raw, {k.value: k.start_mark.line + 1 for k, _ in node.value}
+
+
+def _typed(key: str, value: Any) -> Any:
+    """``value`` converted to the setting's type where YAML reads it otherwise; unchanged if it is not one."""
+    default = SETTINGS[key].default
+    if isinstance(default, float) and isinstance(value, (int, str)) and not isinstance(value, bool):
+        try:  # YAML 1.1 reads 3e-4 (no dot) as a string, and 1 as an int
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+def _type_ok(key: str, value: Any) -> bool:
+    s = SETTINGS[key]
+    if value is None:
+        return s.default is None or key == "tokenizer_name"
+    if key == "data":
+        return isinstance(value, str) or (isinstance(value, list) and value and all(isinstance(v, str) for v in value))
+    kind = s.type or type(s.default)
+    return isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
+
+
+def read_yaml(path: str | Path | None, flags: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every setting: the defaults, then the YAML at ``path`` (if any), then ``flags`` (None: not given); checked.
+
+    YAML keys may use the older names (:data:`OLD_NAMES`; ``betas: [b1, b2]`` for the two Adam betas). Errors
+    name the file and line, or the flag. ``model_name_or_path`` is resolved (see :func:`resolve_model_config`)
+    and must hold a config.json; ``data`` becomes a list of sources.
+    """
+    cfg = {k: s.default for k, s in SETTINGS.items()}
+    where: dict[str, str] = {}  # where each setting that is not a default was given: "file:line" or "--flag"
+    spelled: dict[str, str] = {}  # the name it was given under (an older one, in an older YAML)
+    level: dict[str, int] = {}  # 1: the YAML, 2: a flag
+    source = str(path) if path is not None else "the command line"
+    if path is not None:
+        path = Path(path)
+        raw, lines = _read_mapping(path)
+        for name, value in raw.items():
+            at = f"{path}:{lines[name]}"
+            if name == "betas":  # the older spelling of the two Adam betas, one list
+                if not (isinstance(value, list) and len(value) == 2):
+                    raise ConfigError(f"{at}: betas must be two numbers in [0, 1), got {value!r}")
+                pairs = list(zip(("adam_beta1", "adam_beta2"), value, strict=True))
+            elif name in SETTINGS or name in OLD_NAMES:
+                pairs = [(OLD_NAMES.get(name, name), value)]
+            else:
+                raise ConfigError(f"{at}: unknown setting {name!r} (see train.py --help)")
+            for key, v in pairs:
+                if key in where:
+                    raise ConfigError(f"{at}: {name} sets {key} again (already set at {where[key]})")
+                v = _typed(key, v)
+                if not _type_ok(key, v):
+                    kind = (SETTINGS[key].type or type(SETTINGS[key].default)).__name__
+                    raise ConfigError(f"{at}: {name} must be {'str' if key == 'data' else kind}, got {v!r}")
+                cfg[key], where[key], spelled[key], level[key] = v, at, name, 1
+    for key, value in (flags or {}).items():
+        if value is not None:
+            cfg[key], where[key], spelled[key], level[key] = value, f"--{key}", key, 2
     for key, (ok, allowed) in BOUNDS.items():
         if cfg[key] is not None and not ok(cfg[key]):
-            where = f"--{key}" if key in flags else f"{path}:{lines[key]}" if key in lines else str(path)
-            raise ConfigError(f"{where}: {key} must be {allowed}, got {cfg[key]!r}")
-    if not cfg["model_config"]:
-        raise ConfigError(f"{path}: model_config is missing")
-    cfg["model_config"] = resolve_model_config(cfg["model_config"])
-    model_json = Path(cfg["model_config"]) / "config.json"
-    where = f"{path}:{lines['model_config']}" if "model_config" in lines else str(path)
+            raise ConfigError(f"{where.get(key, source)}: {spelled.get(key, key)} must be {allowed}, got {cfg[key]!r}")
+
+    # The batch: the later of total and accumulation decides (see the module docstring); at one level, both.
+    if cfg["gradient_accumulation_steps"] is not None:
+        total, accum = level.get("total_train_batch_size", 0), level["gradient_accumulation_steps"]
+        if total < accum:
+            cfg["total_train_batch_size"] = None  # follows from the accumulation (resolve_batch)
+        elif total > accum:
+            cfg["gradient_accumulation_steps"] = None
+
+    if not cfg["model_name_or_path"]:
+        raise ConfigError(f"{source}: model_name_or_path is missing (a model config folder, e.g. "
+                          "hub_configs/spen-tiny; in the YAML or as --model_name_or_path)")
+    cfg["model_name_or_path"] = resolve_model_config(cfg["model_name_or_path"])
+    model_json = Path(cfg["model_name_or_path"]) / "config.json"
     if not model_json.is_file():
-        raise ConfigError(f"{where}: {model_json}: no such file")
+        raise ConfigError(f"{where['model_name_or_path']}: {model_json}: no such file")
     try:
         model_type = json.loads(model_json.read_bytes()).get("model_type")
     except (ValueError, AttributeError) as e:  # not JSON, not UTF-8, or not a JSON object
@@ -191,18 +364,30 @@ def read_yaml(path: str | Path, overrides: dict[str, Any] | None = None) -> dict
         cfg["data"] = corpus.parse_data(cfg["data"])
     except corpus.DataError as e:
         raise ConfigError(str(e)) from None
-    cfg["output_dir"] = cfg["output_dir"] or f"outputs/{Path(cfg['model_config']).name}"
+    cfg["output_dir"] = cfg["output_dir"] or f"outputs/{Path(cfg['model_name_or_path']).name}"
     return cfg
+
+
+def resolve_batch(cfg: dict[str, Any], processes: int) -> int:
+    """Fill in the total batch or the accumulation for ``processes`` processes; return the accumulation."""
+    micro, total, accum = (cfg["per_device_train_batch_size"], cfg["total_train_batch_size"],
+                           cfg["gradient_accumulation_steps"])
+    if total is None:
+        cfg["total_train_batch_size"] = micro * accum * processes
+    elif accum is None:
+        if total % (micro * processes):
+            raise ConfigError(f"total_train_batch_size {total} is not a multiple of per_device_train_batch_size "
+                              f"{micro} x {processes} processes")
+        cfg["gradient_accumulation_steps"] = total // (micro * processes)
+    elif total != micro * accum * processes:
+        raise ConfigError(f"total_train_batch_size {total} is not per_device_train_batch_size {micro} x "
+                          f"gradient_accumulation_steps {accum} x {processes} processes; set only one of the two")
+    return cfg["gradient_accumulation_steps"]
 
 
 def load_config(args: argparse.Namespace) -> dict[str, Any]:
-    """The settings of the run ``args`` describes: its YAML with the flags on top; its output folder writable."""
-    cfg = read_yaml(args.config, {key: getattr(args, key) for key in FLAG_OVERRIDES})
-    try:
-        check_output_dir(cfg["output_dir"])
-    except OutputError as e:
-        raise ConfigError(f"output_dir {e}") from None
-    return cfg
+    """The settings of the run ``args`` describes: its YAML (if any) with the flags on top."""
+    return read_yaml(args.config, overrides(args))
 
 
 def hub_repo_id(args: argparse.Namespace, output_dir: str | Path) -> str | None:
@@ -227,19 +412,49 @@ def hub_repo_id(args: argparse.Namespace, output_dir: str | Path) -> str | None:
     return repo_id
 
 
-def find_checkpoint(out: Path, resume: str | None) -> Path | None:
-    """The checkpoint to resume from. Only renamed (complete) `step_N` folders count."""
-    if resume is None:
-        if (out / "checkpoints").exists() or (out / "metrics.jsonl").exists():
-            raise ConfigError(f"{out}: already holds a run; pass --resume_from_checkpoint latest or another "
-                              "--output_dir")
+# ------------------------------------------------------------------------------------------ output folder
+def _earlier_run(out: Path) -> bool:
+    """Whether ``out`` holds train.py's output: its marker, or (written before markers) a checkpoints/ folder."""
+    owner = output_owner(out)
+    return owner == TOOL or (owner is None and (out / "checkpoints").is_dir())
+
+
+def check_output(out: Path, overwrite: bool) -> bool:
+    """Refuse an output folder train.py may not write (one line); return whether it holds an earlier run.
+
+    Refused: a file; the working folder, its parents, a repository root; a non-empty folder that is not
+    train.py's output. A folder of train.py's own is resumed, or replaced with ``overwrite``.
+    """
+    earlier = out.is_dir() and _earlier_run(out)
+    # A run from before the marker existed has none: its ownership is its checkpoints/ (checked above).
+    tool = TOOL if not earlier or output_owner(out) == TOOL else None
+    try:
+        check_output_dir(out, tool=tool, overwrite=True)
+    except OutputError as e:
+        raise ConfigError(str(e)) from None
+    return earlier
+
+
+def find_checkpoint(out: Path, resume: str | None, earlier: bool, overwrite: bool) -> Path | None:
+    """The checkpoint to resume from (None: a fresh start). Only renamed (complete) `step_N` folders count.
+
+    As transformers' example scripts do, an earlier run in ``out`` resumes from its newest checkpoint unless
+    ``overwrite`` asks to start over; a finished run without checkpoints is not replaced without it.
+    """
+    if overwrite:
+        if resume is not None:
+            raise ConfigError("--overwrite_output_dir starts over and --resume_from_checkpoint continues; pass one")
         return None
-    if resume != "latest":
+    if resume is not None and resume != "latest":
         if not (Path(resume) / "data_state.json").is_file():
             raise ConfigError(f"{resume}: not a complete checkpoint (no data_state.json)")
         return Path(resume)
     done = [d for d in (out / "checkpoints").glob("step_*") if (d / "data_state.json").is_file()]
-    return max(done, key=lambda d: int(d.name.split("_")[1]), default=None)
+    latest = max(done, key=lambda d: int(d.name.split("_")[1]), default=None)
+    if latest is None and earlier and (out / "final").exists():
+        raise ConfigError(f"{out}: holds a finished train.py run without checkpoints; pass --overwrite_output_dir "
+                          "to replace it, or choose another --output_dir")
+    return latest
 
 
 def check_resume(ckpt: Path | None, out: Path, cfg: dict[str, Any]) -> tuple[Path, dict[str, Any] | None]:
@@ -251,8 +466,24 @@ def check_resume(ckpt: Path | None, out: Path, cfg: dict[str, Any]) -> tuple[Pat
     saved_path = run_dir / "train_config.json"
     if not saved_path.is_file():
         return run_dir, None
-    saved = json.loads(saved_path.read_text())
-    changed = [k for k in RESUME_INVARIANTS if saved[k] != cfg[k]]
+    saved = {OLD_NAMES.get(k, k): v for k, v in json.loads(saved_path.read_text()).items()}  # older runs' names
+    changed = [k for k in RESUME_INVARIANTS if saved.get(k) != cfg[k]]
     if changed:
         raise ConfigError(f"{saved_path}: the run to resume used another {', '.join(changed)}")
     return run_dir, saved
+
+
+def clear_run(out: Path) -> None:
+    """Remove an earlier run's files from ``out`` (--overwrite_output_dir): only what train.py writes there."""
+    for name in RUN_FILES:
+        path = out / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+
+
+def write_marker(out: Path, command: list[str]) -> None:
+    """Mark ``out`` as train.py's output (ema_boundary.io's marker format): resumable, replaceable on request."""
+    write_json(out / MARKER, {"tool": TOOL, "command": command,
+                              "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")})

@@ -1,9 +1,12 @@
-"""Run the benchmarks, print their tables, write one JSON file.
+"""Run the benchmarks, print their tables, write them with the raw results into one folder.
 
-    python -m benchmarks.run --out results.json              # the CPU suite (~10 min on 2 cores)
-    python -m benchmarks.run --quick --out quick.json        # smoke run, about a minute
-    python -m benchmarks.run --only traces,decode --out x.json
-    python -m benchmarks.run --device cuda --out gpu.json    # the GPU suite (benchmarks/gpu.sh)
+    python -m benchmarks.run --output_dir bench/                       # the CPU suite (~15 min on 2 cores)
+    python -m benchmarks.run --quick --output_dir bench-quick/          # smoke run, about a minute
+    python -m benchmarks.run --only throughput --threads 1 --output_dir bench/   # training throughput, ~3 min
+    python -m benchmarks.run --device cuda --output_dir gpu/            # the GPU suite (benchmarks/gpu.sh)
+
+The folder gets results.json (every number, the command and the machine) and tables.md (the tables printed).
+``--out FILE.json`` (the older form) writes the JSON alone to that file.
 
 Every ratio in a table (SPEN over GPT-2, fast path over the reference, operator over copy) is
 measured within the same run, side by side, so machine-wide noise hits both sides alike.
@@ -23,10 +26,10 @@ import torch
 from ema_boundary.cli import UsageParser, positive_int
 from ema_boundary.io import write_text
 
-from . import bench_decode, bench_ffn, bench_spcn, bench_traces, bench_train, tables
+from . import bench_decode, bench_ffn, bench_spcn, bench_throughput, bench_traces, bench_train, tables
 from .common import machine
 
-BENCHMARKS = ("traces", "chunks", "train", "decode", "spcn", "ffn")
+BENCHMARKS = ("traces", "chunks", "train", "decode", "spcn", "ffn", "throughput")
 SPEN_130M = {"width": 768, "depth": 12, "heads": 12, "vocab": 50257}
 
 # Suites. "cpu": full-size decoding (cheap per token), but training at a reduced size: a
@@ -43,6 +46,8 @@ SUITES: dict[str, dict[str, Any]] = {
         "spcn": {"n_sentences": 64, "repeats": 1, "probe_epochs": 5},
         "ffn": {"size": {"width": 32, "depth": 1, "heads": 2, "ffn": 128, "vocab": 256}, "batch": 2, "seq_len": 32,
                 "mask_shapes": [[64, 128, 8]], "repeats": 1},
+        "throughput": {"seeds": 2, "repeats": 1, "short": 2, "long": 4, "data_steps": 5,
+                       "engines": ["sequential", "stacked"]},
     },
     "cpu": {
         "traces": {"sizes": [1e5, 1e6, 1e7, 1e8], "dtypes": ["fp32", "bf16"], "repeats": 3},
@@ -56,6 +61,10 @@ SUITES: dict[str, dict[str, Any]] = {
         # tiny and the 130M FFN shapes (k = 6% of the width).
         "ffn": {"size": {"width": 64, "depth": 2, "heads": 4, "ffn": 256, "vocab": 1024}, "batch": 8, "seq_len": 128,
                 "mask_shapes": [[1024, 256, 15], [4096, 256, 15], [2048, 2048, 123]], "repeats": 10},
+        # The report's headline pair at its shape; train.py runs of 3 and 68 steps: the 65 steps between them
+        # hold one evaluation, as the YAMLs' eval_steps (65) do.
+        "throughput": {"seeds": 5, "repeats": 5, "short": 3, "long": 68, "data_steps": 100,
+                       "engines": ["sequential", "stacked"]},
     },
     "gpu": {
         "traces": {"sizes": [1e5, 1e6, 1e7, 1e8], "dtypes": ["fp32", "bf16"], "repeats": 10},
@@ -79,18 +88,40 @@ def _only(value: str) -> list[str]:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = UsageParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
-    p.add_argument("--out", required=True, type=Path, help="JSON file to write")
+    p.add_argument("--output_dir", type=Path, metavar="DIR",
+                   help="folder for results.json and tables.md (created; files of the same names replaced)")
+    p.add_argument("--out", type=Path, metavar="FILE.json",
+                   help="the older form: write the JSON results alone to this file (one of the two is required)")
     p.add_argument("--quick", action="store_true", help="tiny sizes, one or two repeats: a smoke run")
     p.add_argument("--only", type=_only, default=list(BENCHMARKS), help=f"comma-separated subset of {BENCHMARKS}")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cuda runs the GPU suite")
-    p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (default: torch's)")
-    p.add_argument("--repeats", type=positive_int, default=None, help="override every benchmark's repeats")
+    p.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads (unset: torch's default)")
+    p.add_argument("--repeats", type=positive_int, default=None,
+                   help="override every benchmark's repeats (unset: the suite's)")
     args = p.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("argument --device: cuda requested but torch.cuda.is_available() is False")
-    if args.out.is_dir() or not args.out.parent.exists():
+    if (args.output_dir is None) == (args.out is None):
+        p.error("argument --output_dir: give --output_dir DIR (or the older --out FILE.json), one of the two")
+    if args.out is not None and (args.out.is_dir() or not args.out.parent.exists()):
         p.error(f"argument --out: {str(args.out)!r} is not a writable file path")
+    if args.output_dir is not None:
+        if args.output_dir.exists() and not args.output_dir.is_dir():
+            p.error(f"argument --output_dir: {str(args.output_dir)!r} exists and is not a folder")
+        if not args.output_dir.parent.exists():
+            p.error(f"argument --output_dir: the parent of {str(args.output_dir)!r} does not exist")
     return args
+
+
+def _write(args: argparse.Namespace, report: dict[str, Any], rendered: list[str]) -> None:
+    text = json.dumps(report, indent=1, allow_nan=False) + "\n"
+    if args.out is not None:
+        write_text(args.out, text)
+        return
+    args.output_dir.mkdir(exist_ok=True)
+    write_text(args.output_dir / "results.json", text)
+    write_text(args.output_dir / "tables.md", f"`{report['command']}` ({report['suite']} suite, "
+                                              f"{report['started_utc']})\n\n" + "\n".join(rendered))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
                                              max_cache_bytes=c.get("max_cache_bytes", 4e9)),
         "spcn": lambda c: bench_spcn.run(c["n_sentences"], c["repeats"], c["probe_epochs"]),
         "ffn": lambda c: bench_ffn.run(c["size"], c["batch"], c["seq_len"], c["mask_shapes"], c["repeats"]),
+        "throughput": lambda c: bench_throughput.run(c["seeds"], c["repeats"], c["short"], c["long"], c["data_steps"],
+                                                     c["engines"], c.get("end_to_end", True)),
     }  # fmt: skip
     renderers = tables.RENDER
     report: dict[str, Any] = {
@@ -119,8 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "results": {},
     }
+    rendered: list[str] = []
     for name in args.only:
-        if name not in suite:  # the ffn benchmark is CPU-only
+        if name not in suite:  # the ffn and throughput benchmarks are CPU-only
             print(f"{name}: not in the {suite_name} suite, skipped", flush=True)
             continue
         cfg = dict(suite[name])
@@ -133,10 +167,11 @@ def main(argv: list[str] | None = None) -> int:
         result["seconds"] = time.perf_counter() - t0
         result["settings"] = cfg
         report["results"][name] = result
-        print(renderers[name](result), flush=True)
+        rendered.append(renderers[name](result))
+        print(rendered[-1], flush=True)
         # Written after every benchmark: a long run that dies still leaves what it measured.
-        write_text(args.out, json.dumps(report, indent=1, allow_nan=False) + "\n")
-    print(f"wrote {args.out}")
+        _write(args, report, rendered)
+    print(f"wrote {args.out or args.output_dir}")
     return 0
 
 

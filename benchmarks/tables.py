@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import bench_decode, bench_ffn, bench_spcn, bench_traces, bench_train
+from . import bench_decode, bench_ffn, bench_spcn, bench_throughput, bench_traces, bench_train
 
 RENDER = {
     "traces": bench_traces.render,
@@ -15,6 +15,7 @@ RENDER = {
     "decode": bench_decode.render,
     "spcn": bench_spcn.render,
     "ffn": bench_ffn.render,
+    "throughput": bench_throughput.render,
 }
 
 

@@ -71,7 +71,7 @@ def _read_train_yaml(config: Path) -> dict[str, Any]:
         cfg = train_config.read_yaml(config)
     except train_config.ConfigError as e:
         raise UsageError(f"--config {e}") from None
-    model_json = Path(cfg["model_config"]) / "config.json"
+    model_json = Path(cfg["model_name_or_path"]) / "config.json"
     if json.loads(model_json.read_text()).get("model_type") != "spen":
         raise UsageError(f"--config {config}: model_config {model_json} is not a SPEN config "
                          "(the ablation swaps SPEN's predictor or trace)")
@@ -182,15 +182,15 @@ def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variant
     if reference not in chosen:
         raise UsageError(f"--reference {reference!r} is not among the arms {list(chosen)}")
     check_output_dir(out_dir, tool=TOOL, overwrite=overwrite)
-    base_model = json.loads((Path(cfg["model_config"]) / "config.json").read_text())
+    base_model = json.loads((Path(cfg["model_name_or_path"]) / "config.json").read_text())
     steps = max_steps or cfg["max_steps"]
     seed_list = [(cfg["seed"] if seed is None else seed) + i for i in range(seeds)]
     data = list(data) if data else cfg["data"]
-    tokens = steps * cfg["batch_size"] * cfg["block_size"]
+    tokens = steps * cfg["total_train_batch_size"] * cfg["block_size"]
 
     result: dict[str, Any] = {
-        "axis": axis, "config": str(config), "model_config": cfg["model_config"], "max_steps": steps,
-        "tokens": tokens, "lr": lr or cfg["lr"], "seeds": seed_list, "data": data, "design": DESIGN,
+        "axis": axis, "config": str(config), "model_config": cfg["model_name_or_path"], "max_steps": steps,
+        "tokens": tokens, "lr": lr or cfg["learning_rate"], "seeds": seed_list, "data": data, "design": DESIGN,
         "reference": reference, "equivalence_margin": margin, "variants": {},
     }
     # A failed ablation keeps its folder (every run's log) as NAME.failed, named in the error.
@@ -202,12 +202,12 @@ def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variant
             vdir = tmp / "configs" / name
             vdir.mkdir(parents=True)
             write_json(vdir / "config.json", {**base_model, **fields})
-            vcfg = {**cfg, "model_config": str(vdir.resolve()), "max_steps": steps, "lr": lr or cfg["lr"],
-                    "data": data,
+            vcfg = {**cfg, "model_name_or_path": str(vdir.resolve()), "max_steps": steps,
+                    "learning_rate": lr or cfg["learning_rate"], "data": data,
                     # More validation and logging points for the curves; neither draws random numbers, so the
                     # training trajectory is the one the YAML alone would give.
-                    "eval_every": max(1, steps // CURVE_POINTS), "log_every": max(1, steps // (4 * CURVE_POINTS)),
-                    "save_every": steps, "keep_checkpoints": 1}
+                    "eval_steps": max(1, steps // CURVE_POINTS),
+                    "logging_steps": max(1, steps // (4 * CURVE_POINTS)), "save_steps": steps, "save_total_limit": 1}
             vcfg.pop("output_dir", None)
             (vdir / "train.yaml").write_text(yaml.safe_dump(vcfg, sort_keys=False))
             for seed in seed_list:
@@ -264,10 +264,10 @@ def build_tokenizer(cfg: dict[str, Any], data: list[str], folder: Path) -> Path:
     """The YAML's tokenizer (or a BPE trained on the data), saved once for every run of the ablation."""
     from ema_boundary import corpus
 
-    vocab = json.loads((Path(cfg["model_config"]) / "config.json").read_text())["vocab_size"]
+    vocab = json.loads((Path(cfg["model_name_or_path"]) / "config.json").read_text())["vocab_size"]
     try:
-        tok, _ = corpus.load_tokenizer(cfg["tokenizer"], data, cfg["val_every"], vocab, cfg["bpe_train_docs"],
-                                           cfg["model_config"])
+        tok, _ = corpus.load_tokenizer(cfg["tokenizer_name"], data, cfg["val_every"], vocab, cfg["bpe_train_docs"],
+                                           cfg["model_name_or_path"])
     except corpus.DataError as e:
         raise UsageError(f"train.py: {e}") from None
     tok.save_pretrained(folder)

@@ -159,7 +159,7 @@ def probe_ids(folder: str, vocab_size: int, num_sequences: int, seq_len: int, se
     if any((Path(folder) / f).is_file() for f in TOKENIZER_FILES):
         from transformers import AutoTokenizer
 
-        from train_data import EMBEDDED_PYDOC, embedded_documents
+        from ema_boundary.corpus import EMBEDDED_PYDOC, embedded_documents
 
         tokenizer = AutoTokenizer.from_pretrained(folder)
         tokens = tokenizer("\n\n".join(embedded_documents(EMBEDDED_PYDOC)), return_tensors="pt").input_ids[0]

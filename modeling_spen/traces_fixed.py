@@ -73,7 +73,10 @@ class _FixedRateEMA(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, x: torch.Tensor, alpha: torch.Tensor, h0: torch.Tensor | None, chunk: int) -> torch.Tensor:
+    def forward(x: torch.Tensor, alpha: torch.Tensor, h0: torch.Tensor | None,
+                chunk: int) -> tuple[torch.Tensor, torch.Tensor]:
+        # Returns the traces and the adjoint's matrix, which backward needs: built once here beside the
+        # forward's, instead of again in backward (setup_context sees no local of forward).
         B, T, D = x.shape
         S = alpha.shape[0]
         C = min(chunk, T)
@@ -88,12 +91,34 @@ class _FixedRateEMA(torch.autograd.Function):
             xa[:, :c].copy_(x[:, t0 : t0 + c])
             torch.matmul(fwd[: c * S], xa, out=out[:, t0 : t0 + c].view(B, c * S, D))
             xa[:, C:].copy_(out[:, t0 + c - 1])
-        ctx.save_for_backward(alpha)
-        ctx.bwd, ctx.chunk, ctx.x_dtype, ctx.has_h0 = bwd, C, x.dtype, h0 is not None
-        return out
+        return out, bwd
 
     @staticmethod
-    def backward(ctx, grad_out: torch.Tensor):
+    def setup_context(ctx, inputs: tuple, output: tuple[torch.Tensor, torch.Tensor]) -> None:
+        # The setup_context form is what torch.func transforms (vmap: train.py --seeds) require.
+        x, alpha, h0, chunk = inputs
+        out, bwd = output
+        ctx.mark_non_differentiable(bwd)
+        ctx.save_for_backward(alpha)
+        ctx.bwd, ctx.chunk, ctx.x_dtype, ctx.has_h0 = bwd, min(chunk, x.shape[1]), x.dtype, h0 is not None
+
+    @staticmethod
+    def vmap(info, in_dims: tuple, x: torch.Tensor, alpha: torch.Tensor, h0: torch.Tensor | None, chunk: int):
+        # Under vmap (an ensemble of models, one per seed) the mapped dimension folds into the batch: every
+        # row runs the same filter, so one call serves all models. The rates are the same for every model.
+        if in_dims[1] is not None:
+            raise NotImplementedError("vmap over the fixed rates is not supported: they are the same for every model")
+        n = info.batch_size
+
+        def fold(t: torch.Tensor, dim: int | None) -> torch.Tensor:
+            t = t.movedim(dim, 0) if dim is not None else t.expand(n, *t.shape)
+            return t.flatten(0, 1)
+
+        out, bwd = _FixedRateEMA.apply(fold(x, in_dims[0]), alpha, None if h0 is None else fold(h0, in_dims[2]), chunk)
+        return (out.unflatten(0, (n, -1)), bwd), (0, None)
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor, _grad_bwd: None):
         (alpha,) = ctx.saved_tensors
         bwd, C = ctx.bwd, ctx.chunk
         B, T, S, D = grad_out.shape
@@ -124,4 +149,4 @@ def ema_traces_fixed(
 
     Computed and returned in ``alpha``'s dtype (float32 or float64); ``h0`` must have that dtype too.
     """
-    return _FixedRateEMA.apply(x, alpha, h0, chunk)
+    return _FixedRateEMA.apply(x, alpha, h0, chunk)[0]

@@ -85,19 +85,19 @@ def _text(path: Path, text: str) -> Path:
 
 ROWS: dict[str, Row] = {
     # train.py: settings, data, model config, output folder
-    "train: missing YAML": Row(lambda t: _train(t, config=t / "none.yaml"), "none.yaml: no such file", 1),
-    "train: binary YAML": Row(lambda t: _train(t, config=_binary(t / "bin.yaml")), "bin.yaml", 1),
-    "train: wrong type": Row(lambda t: _train(t, config=write_config(t / "c.yaml", lr="fast")), "lr must be float", 1),
-    "train: out of range": Row(lambda t: _train(t, "--max_steps", "0"), "--max_steps: max_steps must be a positive", 1),
+    "train: missing YAML": Row(lambda t: _train(t, config=t / "none.yaml"), "none.yaml: no such file", 2),
+    "train: binary YAML": Row(lambda t: _train(t, config=_binary(t / "bin.yaml")), "bin.yaml", 2),
+    "train: wrong type": Row(lambda t: _train(t, config=write_config(t / "c.yaml", lr="fast")), "lr must be float", 2),
+    "train: out of range": Row(lambda t: _train(t, "--max_steps", "0"), "--max_steps: max_steps must be a positive", 2),
     "train: empty data file": Row(lambda t: _train(t, "--data", str(_text(t / "e.txt", ""))),
-                                  "e.txt: file is empty", 1),
+                                  "e.txt: file is empty", 2),
     "train: binary data file": Row(lambda t: _train(t, "--data", str(_binary(t / "b.txt"))),
-                                   "b.txt:2: invalid UTF-8", 1),
+                                   "b.txt:2: invalid UTF-8", 2),
     "train: config.json not JSON": Row(lambda t: _train(t, config=_bad_model_config(t)),
-                                       "config.json: not a model config", 1),
+                                       "config.json: not a model config", 2),
     "train: output path is a file": Row(lambda t: _train(t, "--output_dir", str(_text(t / "f", "x"))),
-                                        "exists and is not a folder", 1, out="f/final"),
-    "train: unwritable folder": Row(lambda t: _train(t, "--output_dir", str(UNWRITABLE)), "cannot write in /proc", 1,
+                                        "exists and is not a folder", 2, out="f/final"),
+    "train: unwritable folder": Row(lambda t: _train(t, "--output_dir", str(UNWRITABLE)), "cannot write in /proc", 2,
                                     out=str(UNWRITABLE)),
     # python -m grammar_probe build | run
     "grammar build: output path is a file": Row(

@@ -62,8 +62,8 @@ def test_predictor_ablation_writes_every_file_and_field(tmp_path):
             # (It ran inside the temporary folder that became `out`.)
             ran = json.loads(re.sub(r"\.abl\.tmp-[^/]+", "abl", (run_dir / "train_config.json").read_text()))
             again = _settings_of(run["command"])
-            assert {k: again[k] for k in ("model_config", "lr", "seed", "max_steps", "data", "tokenizer")} == {
-                k: ran[k] for k in ("model_config", "lr", "seed", "max_steps", "data", "tokenizer")}
+            keys = ("model_name_or_path", "learning_rate", "seed", "max_steps", "data", "tokenizer_name")
+            assert {k: again[k] for k in keys} == {k: ran[k] for k in keys}
             assert again["output_dir"] == str(run_dir)
     # Same data and tokenizer for every run.
     tokenizers = {(out / r["run_dir"] / "tokenizer" / "tokenizer.json").read_text()

@@ -1,7 +1,8 @@
-"""train.py --push_to_hub / --hub_model_id: the flags, the repo id rule, an offline push, what is uploaded.
+"""train.py --push_to_hub / --hub_model_id: the flags, the repo id rule, the hub checked before training, a
+failed final upload, what is uploaded.
 
-Nothing reaches the hub: tests/conftest.py sets HF_HUB_OFFLINE=1, and where a push must succeed
-huggingface_hub's HfApi is replaced by a fake that copies the folder it is asked to upload.
+Nothing reaches the hub: tests/conftest.py sets HF_HUB_OFFLINE=1, and where the hub must answer, huggingface_hub's
+HfApi is replaced by a fake that accepts the token and copies the folder it is asked to upload.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ def one_thread():
 
 
 def _two_step_config(tmp_path: Path) -> Path:
-    return write_config(tmp_path / "train.yaml", model_config=SPEN_TINY, max_steps=2, save_every=2, eval_every=2,
-                        tokenizer=tokenizer_dir())
+    return write_config(tmp_path / "train.yaml", model_name_or_path=SPEN_TINY, max_steps=2, warmup_steps=1,
+                        save_steps=2, eval_steps=2, tokenizer_name=tokenizer_dir())
 
 
 class FakeHfApi:
@@ -49,6 +50,10 @@ class FakeHfApi:
 
     calls: list[tuple[str, dict]] = []
     uploaded: Path | None = None
+
+    def whoami(self):
+        FakeHfApi.calls.append(("whoami", {}))
+        return {"name": "tester"}
 
     def create_repo(self, repo_id: str, **kwargs):
         FakeHfApi.calls.append(("create_repo", {"repo_id": repo_id, **kwargs}))
@@ -68,7 +73,7 @@ def test_help_lists_the_push_flags_and_exit_statuses(capsys):
     assert e.value.code == 0
     text = capsys.readouterr().out
     assert "--push_to_hub" in text and "--hub_model_id" in text
-    assert f"{EXIT_PUSH_FAILED} trained and" in text and f"{EXIT_BAD_INPUT} bad settings" in text
+    assert f"{EXIT_PUSH_FAILED} trained and final/ saved" in text and f"{EXIT_BAD_INPUT} bad command line" in text
 
 
 @pytest.mark.parametrize(
@@ -101,33 +106,35 @@ def test_repo_id_defaults_to_the_output_folder_name():
     assert train_config.hub_repo_id(train_config.parse_args(["--config", "x.yaml"]), Path("out")) is None
 
 
-def test_model_card_epochs_and_c4_header(tmp_path):
-    cfg = train_config.read_yaml(write_config(tmp_path / "train.yaml", model_config=SPEN_TINY))
-    spen = train.AutoConfig.from_pretrained(SPEN_TINY)
-    card = train.model_card(cfg, spen, 200_000, 16, [2, 100, 7], 400, 4.5, "train.py --config x", "bpe")
-    assert "- epochs: 2.25 (passes over the 400 training documents)" in card
-    assert "tokens seen: 8,192 (16 steps x 8 sequences x 64 tokens), 0.041 per parameter" in card
-    assert "datasets:" not in card and "trust_remote_code=True" in card
-    c4 = train.model_card(cfg | {"data": ["c4"]}, spen, 200_000, 16, [0, 900, 7], 0, 4.5, "train.py", "gpt2")
-    assert "- epochs: under one (streamed)" in c4 and "datasets: [allenai/c4]\n---" in c4
-    gpt2 = train.AutoConfig.from_pretrained(ROOT / "hub_configs/gpt2-tiny")
-    assert "trust_remote_code" not in train.model_card(cfg, gpt2, 1, 1, [0, 0, 0], 9, 1.0, "train.py", "bpe")
-
-
-def test_offline_push_fails_in_one_line_after_final_is_complete(tmp_path):
-    # The real command and the real huggingface_hub, offline: the push must fail fast, not hang.
+def test_offline_hub_fails_in_one_line_before_training(tmp_path):
+    # The real command and the real huggingface_hub, offline: the check before training fails fast, nothing is written.
     cfg = _two_step_config(tmp_path)
     out = tmp_path / "out"
     result = subprocess.run(
         [sys.executable, "train.py", "--config", str(cfg), "--output_dir", str(out), "--push_to_hub",
          "--hub_model_id", "someone/spen-offline"],
-        cwd=ROOT, env={**ENV, "HF_HUB_OFFLINE": "1"}, capture_output=True, text=True, timeout=600)
-    assert result.returncode == EXIT_PUSH_FAILED, result.stderr[-3000:]
-    errors = [line for line in result.stderr.splitlines() if "error" in line.lower()]
-    assert errors == [result.stderr.splitlines()[-1]] and "Traceback" not in result.stderr, result.stderr[-3000:]
-    line = errors[0]
-    assert line.startswith(f"train.py: error: pushing {out}/final to the hub as someone/spen-offline failed: ")
-    assert "offline mode is enabled" in line and f"hf upload someone/spen-offline {out}/final" in line
+        cwd=ROOT, env={**ENV, "HF_HUB_OFFLINE": "1", "HF_TOKEN": "hf_not_a_token"}, capture_output=True, text=True,
+        timeout=600)
+    assert result.returncode == EXIT_BAD_INPUT, result.stderr[-3000:]
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.stderr.startswith("train.py: error: --push_to_hub: the hub refused someone/spen-offline: ")
+    assert "offline mode is enabled" in result.stderr and "nothing was trained" in result.stderr
+    assert not out.exists()
+
+
+def test_failed_final_upload_is_one_line_and_final_stays_complete(tmp_path, monkeypatch, capsys):
+    class UploadFails(FakeHfApi):
+        def upload_folder(self, **kwargs):
+            raise ConnectionError("connection reset by peer\nmore detail")
+
+    cfg = _two_step_config(tmp_path)
+    out = tmp_path / "out"
+    FakeHfApi.calls = []
+    monkeypatch.setattr(train, "HfApi", UploadFails)
+    assert train.cli(["--config", str(cfg), "--output_dir", str(out), "--push_to_hub", "--hub_model_id", "me/x"]) == 3
+    err = capsys.readouterr().err
+    assert err == (f"train.py: error: pushing {out}/final to the hub as me/x failed: connection reset by peer "
+                   f"(final/ is complete; retry with: hf upload me/x {out}/final)\n")
     assert EXPECTED_FILES <= {p.name for p in (out / "final").iterdir()}
     assert not list(out.glob(".final.tmp-*"))
 
@@ -139,8 +146,10 @@ def test_uploaded_folder_is_complete_and_loads_in_a_fresh_process(tmp_path, monk
     monkeypatch.setattr(train, "HfApi", FakeHfApi)
     assert train.cli(["--config", str(cfg), "--output_dir", str(out), "--push_to_hub"]) == 0
 
-    # The repo id is the output folder's name; the whole, finished final/ is uploaded.
-    (_, create), (_, upload) = FakeHfApi.calls
+    # The hub is asked first (token, repository); the repo id is the output folder's name; the whole, finished
+    # final/ is uploaded.
+    assert [call for call, _ in FakeHfApi.calls] == ["whoami", "create_repo", "create_repo", "upload_folder"]
+    (_, _), (_, create), (_, _), (_, upload) = FakeHfApi.calls
     assert create == {"repo_id": "spen-push-test", "exist_ok": True}
     assert upload["repo_id"] == "tester/spen-push-test" and Path(upload["folder_path"]) == out / "final"
     assert upload["commit_message"].startswith("train.py: 2 steps, validation loss ")
@@ -159,7 +168,8 @@ def test_uploaded_folder_is_complete_and_loads_in_a_fresh_process(tmp_path, monk
         train.AutoConfig.from_pretrained(SPEN_TINY)).parameters())
     for fact in ("data: embedded corpus", f"{n_params:,} parameters", "tokens seen: 1,024 (2 steps x 8 sequences",
                  f"{1024 / n_params:.3g} per parameter", f"final validation loss: {val_loss:.4f}",
-                 f"train.py --config {cfg} --output_dir {out} --push_to_hub", "trust_remote_code=True"):
+                 f"train.py --config {cfg} --output_dir {out} --push_to_hub", "trust_remote_code=True",
+                 'path = "tester/spen-push-test"'):
         assert fact in card, fact
     assert re.search(r"- epochs: [\d.]+ \(passes over the [\d,]+ training documents\)", card), card
 
@@ -194,12 +204,15 @@ def test_two_processes_push_once_from_the_main_process(tmp_path):
         from huggingface_hub import RepoUrl
 
         class Api:
+            def whoami(self):
+                self._log("whoami")
+                return {{"name": "tester"}}
             def _log(self, call, **kwargs):
                 with open({str(log)!r}, "a") as f:
                     f.write(json.dumps({{"call": call, "rank": os.environ["RANK"], **kwargs}}) + "\\n")
             def create_repo(self, repo_id, **kwargs):
                 self._log("create_repo", repo_id=repo_id)
-                return RepoUrl("https://huggingface.co/tester/" + repo_id)
+                return RepoUrl("https://huggingface.co/" + (repo_id if "/" in repo_id else "tester/" + repo_id))
             def upload_folder(self, repo_id, folder_path, **kwargs):
                 self._log("upload_folder", complete=os.path.isfile(os.path.join(folder_path, "model.safetensors")))
 
@@ -212,5 +225,6 @@ def test_two_processes_push_once_from_the_main_process(tmp_path):
     assert result.returncode == 0, result.stderr[-4000:]
     assert "MULTI_CPU x 2 processes" in result.stdout + result.stderr
     calls = [json.loads(line) for line in log.read_text().splitlines()]
-    assert calls == [{"call": "create_repo", "rank": "0", "repo_id": "two"},
+    assert calls == [{"call": "whoami", "rank": "0"}, {"call": "create_repo", "rank": "0", "repo_id": "two"},
+                     {"call": "create_repo", "rank": "0", "repo_id": "tester/two"},
                      {"call": "upload_folder", "rank": "0", "complete": True}]

@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
+import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
 import train
 import train_config
 from ema_boundary import corpus
-from tests.train_testkit import ROOT, metrics, run_python, tokenizer_dir, write_config
+from ema_boundary.io import MARKER
+from ema_boundary.params import ParameterCounts
+from tests.train_testkit import ROOT, metrics, run_cmd, tokenizer_dir, write_config
 
 
 @pytest.fixture(autouse=True)
@@ -29,17 +36,18 @@ def test_help_documents_every_flag_and_setting(capsys):
         train.main(["--help"])
     assert e.value.code == 0
     text = capsys.readouterr().out
-    for flag in ("--config", "--output_dir", "--data", "--tokenizer", "--max_steps", "--seed",
-                 "--resume_from_checkpoint", "--report_to"):
+    for flag in ("--config", "--output_dir", "--overwrite_output_dir", "--data", "--tokenizer_name", "--max_steps",
+                 "--learning_rate", "--per_device_train_batch_size", "--seed", "--resume_from_checkpoint",
+                 "--report_to", "--log_level"):
         assert flag in text
     for key in train_config.SETTINGS:
-        assert f"  {key} " in text
+        assert f"  --{key} " in text
 
 
 @pytest.mark.parametrize("model", ["gpt2-tiny", "spen-tiny"])
 def test_loss_falls_checkpoint_and_final_reloads(tmp_path, model):
-    cfg = write_config(tmp_path / "train.yaml", model_config=str(ROOT / "hub_configs" / model), max_steps=24,
-                       save_every=12, eval_every=24)
+    cfg = write_config(tmp_path / "train.yaml", model_name_or_path=str(ROOT / "hub_configs" / model), max_steps=24,
+                       save_steps=12, eval_steps=24)
     out = train.main(["--config", str(cfg), "--output_dir", str(tmp_path / "out")])
 
     log = metrics(out)
@@ -57,17 +65,49 @@ def test_loss_falls_checkpoint_and_final_reloads(tmp_path, model):
 
     card = (out / "final/README.md").read_text()
     assert f"tokens seen: {24 * 8 * 64:,}" in card and "perplexity" in card and "train.py --config" in card
-    # A fresh process that never imported modeling_spen: the saved folder must stand on its own.
-    check = run_python(
-        "import sys, torch; from transformers import AutoModelForCausalLM, AutoTokenizer\n"
-        "m = AutoModelForCausalLM.from_pretrained(sys.argv[1], trust_remote_code=True)\n"
-        "t = AutoTokenizer.from_pretrained(sys.argv[1])\n"
-        "ids = t('The for statement', return_tensors='pt').input_ids\n"
-        "g = m.generate(ids, max_new_tokens=8, do_sample=False, pad_token_id=t.eos_token_id)\n"
-        "assert g.shape[1] > ids.shape[1], g.shape\n"
-        "print('GENERATED', repr(t.decode(g[0])))\n", str(out / "final"))
+    # The card's python block, as written, in a fresh process elsewhere, with nothing of the project importable
+    # and no terminal to answer a trust prompt: it loads the folder and generates.
+    code = re.findall(r"```python\n(.*?)```", card, re.S)
+    assert len(code) == 1 and str((out / "final").resolve()) in code[0]
+    check_generated = '\nassert output.shape[1] == inputs["input_ids"].shape[1] + 20, output.shape\n'
+    check = subprocess.run([sys.executable, "-c", code[0] + check_generated], cwd=tmp_path, stdin=subprocess.DEVNULL,
+                           timeout=300, capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": "", "HF_HUB_OFFLINE": "1",
+                                "TRANSFORMERS_VERBOSITY": "info"})
     assert check.returncode == 0, check.stderr[-3000:]
-    assert "GENERATED" in check.stdout
+    assert "Do you wish to run the custom code" not in check.stdout + check.stderr
+    assert check.stdout.startswith("The for statement")
+
+
+def test_model_card_metadata_is_what_the_hub_reads(tmp_path):
+    from huggingface_hub import ModelCard
+
+    cfg = train_config.read_yaml(write_config(tmp_path / "train.yaml",
+                                              model_name_or_path=str(ROOT / "hub_configs/spen-tiny")))
+    spen = AutoConfig.from_pretrained(ROOT / "hub_configs/spen-tiny")
+    counts = ParameterCounts(total=200_000, embedding=50_000)
+    card = train.model_card(cfg, spen, counts, 16, [2, 100, 7], 400, 4.5, "train.py --config x", "bpe", "my-run",
+                            "/somewhere/final")
+    data = ModelCard(str(card)).data.to_dict()  # parsed back as the hub parses it
+    assert data["license"] == "apache-2.0" and data["language"] == "en" and data["library_name"] == "transformers"
+    assert data["pipeline_tag"] == "text-generation" and "spen" in data["tags"] and "datasets" not in data
+    (index,) = data["model-index"]
+    assert index["name"] == "my-run"
+    metrics = {m["type"]: m["value"] for m in index["results"][0]["metrics"]}
+    assert metrics == {"loss": 4.5, "perplexity": round(math.exp(4.5), 4)}
+    text = str(card)
+    assert "200,000 parameters (150,000 non-embedding)" in text
+    assert "- epochs: 2.25 (passes over the 400 training documents)" in text
+    assert "tokens seen: 8,192 (16 steps x 8 sequences x 64 tokens), 0.041 per parameter" in text
+    assert 'path = "/somewhere/final"' in text and text.count("trust_remote_code=True") == 2
+
+    c4 = ModelCard(str(train.model_card(cfg | {"data": ["c4"]}, spen, counts, 16, [0, 900, 7], 0, 4.5, "train.py",
+                                        "gpt2", "me/spen", "me/spen"))).data.to_dict()
+    assert c4["datasets"] == ["allenai/c4"] and c4["model-index"][0]["results"][0]["dataset"]["type"] == "allenai/c4"
+    gpt2 = AutoConfig.from_pretrained(ROOT / "hub_configs/gpt2-tiny")
+    local = str(train.model_card(cfg | {"data": ["notes.txt"]}, gpt2, counts, 1, [0, 0, 0], 9, 1.0, "train.py", "bpe",
+                                 "x", "/x/final"))
+    assert "language" not in ModelCard(local).data.to_dict() and "trust_remote_code" not in local
 
 
 @pytest.mark.parametrize("spen, gpt2", [("spen-130m", "gpt2-small"), ("spen-tiny", "gpt2-tiny")])
@@ -75,7 +115,7 @@ def test_shipped_configs_load_and_differ_only_in_the_model(spen, gpt2, monkeypat
     monkeypatch.chdir(ROOT)
     cfgs = [train_config.load_config(train_config.parse_args(["--config", f"hub_configs/{name}/train.yaml"]))
             for name in (spen, gpt2)]
-    assert [cfg.pop("model_config") for cfg in cfgs] == [f"hub_configs/{spen}", f"hub_configs/{gpt2}"]
+    assert [cfg.pop("model_name_or_path") for cfg in cfgs] == [f"hub_configs/{spen}", f"hub_configs/{gpt2}"]
     for cfg in cfgs:
         cfg.pop("output_dir")
     assert cfgs[0] == cfgs[1]  # same data, tokenizer, batch, schedule: a fair comparison
@@ -84,8 +124,8 @@ def test_shipped_configs_load_and_differ_only_in_the_model(spen, gpt2, monkeypat
 @pytest.mark.parametrize("model", ["gpt2-tiny", "spen-tiny"])
 def test_bf16_mixed_precision_runs(tmp_path, model):
     # CPU autocast stands in for the GPU here: the same Accelerate flag and code path, not the same kernels.
-    cfg = write_config(tmp_path / "train.yaml", model_config=str(ROOT / "hub_configs" / model),
-                       mixed_precision="bf16", max_steps=3, save_every=3, eval_every=3, tokenizer=tokenizer_dir())
+    cfg = write_config(tmp_path / "train.yaml", model_name_or_path=str(ROOT / "hub_configs" / model),
+                       mixed_precision="bf16", max_steps=3, save_steps=3, eval_steps=3, tokenizer_name=tokenizer_dir())
     log = metrics(train.main(["--config", str(cfg), "--output_dir", str(tmp_path / "out")]))
     assert all(math.isfinite(m["loss"]) for m in log) and math.isfinite(log[-1]["val_loss"])
     assert log[0]["loss"] == pytest.approx(6.93, abs=0.1)
@@ -100,8 +140,8 @@ def test_shipped_model_config_resolves_from_any_working_directory(tmp_path, monk
 
 def test_spen_trains_its_predictor_and_gpt2_is_unaffected(tmp_path):
     """SPEN's objective is CE + weight * P: its prediction loss falls; validation stays the next-token loss."""
-    spen = write_config(tmp_path / "spen.yaml", model_config=str(ROOT / "hub_configs/spen-tiny"), max_steps=30,
-                        save_every=30, eval_every=30, tokenizer=tokenizer_dir())
+    spen = write_config(tmp_path / "spen.yaml", model_name_or_path=str(ROOT / "hub_configs/spen-tiny"), max_steps=30,
+                        save_steps=30, eval_steps=30, tokenizer_name=tokenizer_dir())
     log = metrics(train.main(["--config", str(spen), "--output_dir", str(tmp_path / "spen")]))
     weight = json.loads((ROOT / "hub_configs/spen-tiny/config.json").read_text()).get("prediction_loss_weight", 1.0)
     assert weight > 0
@@ -116,10 +156,72 @@ def test_spen_trains_its_predictor_and_gpt2_is_unaffected(tmp_path):
     model = AutoModelForCausalLM.from_pretrained(final, trust_remote_code=True).eval()
     cfg = train_config.read_yaml(spen)
     val = corpus.validation_blocks(cfg["data"], cfg["val_every"], AutoTokenizer.from_pretrained(final),
-                                       cfg["block_size"], cfg["eval_blocks"])
+                                       cfg["block_size"], cfg["max_eval_samples"])
     with torch.no_grad():
         assert train.lm_loss(model, val).item() == pytest.approx(log[-1]["val_loss"], abs=1e-4)
 
-    gpt2 = write_config(tmp_path / "gpt2.yaml", max_steps=3, save_every=3, eval_every=3, tokenizer=tokenizer_dir())
+    gpt2 = write_config(tmp_path / "gpt2.yaml", max_steps=3, save_steps=3, eval_steps=3, tokenizer_name=tokenizer_dir())
     log = metrics(train.main(["--config", str(gpt2), "--output_dir", str(tmp_path / "gpt2")]))
     assert not any("prediction_loss" in m or "objective" in m for m in log)
+
+
+def test_console_to_a_file_is_log_lines_then_one_summary(tmp_path):
+    # Output to pipes, as to a log file: progress as lines, the libraries' noise gone, one summary line at the end.
+    cfg = write_config(tmp_path / "train.yaml", max_steps=4, warmup_steps=6, logging_steps=2, eval_steps=4,
+                       save_steps=2, tokenizer_name=tokenizer_dir())
+    out = tmp_path / "out"
+    run = run_cmd([sys.executable, "train.py", "--config", str(cfg), "--output_dir", str(out)])
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    assert re.fullmatch(r"train\.py: gpt2-tiny, [\d,]+ parameters \([\d,]+ non-embedding\); 4 steps x 8 sequences x "
+                        rf"64 tokens; cpu, 1 process, gradient accumulation 2, mixed precision no; output {out}",
+                        lines[0]), lines[0]
+    assert [ln.split(":")[0] for ln in lines[1:-1]] == ["step 2/4", "step 4/4", "step 4/4"]
+    assert re.fullmatch(r"step 2/4: loss [\d.]+, learning rate [\d.e+-]+, [\d,]+ tokens/s", lines[1])
+    log = metrics(out)
+    assert lines[3] == f"step 4/4: validation loss {log[-1]['val_loss']:.4f}, perplexity {log[-1]['val_ppl']:.2f}"
+    assert re.fullmatch(rf"train\.py: done in 0:\d\d:\d\d: 4 steps, 2,048 tokens; validation loss "
+                        rf"{log[-1]['val_loss']:.4f}, perplexity {log[-1]['val_ppl']:.2f}; model in {out}/final",
+                        lines[-1]), lines[-1]
+    # stderr: the one warning this run deserves; no tied-weights note, no process-count line, no progress bars.
+    assert run.stderr == ("train.py: warning: warmup_steps 6 >= max_steps 4: the learning rate rises for the whole "
+                          "run and never reaches its peak or decays\n")
+
+    quiet = run_cmd([sys.executable, "train.py", "--config", str(cfg), "--output_dir", str(tmp_path / "quiet"),
+                     "--warmup_steps", "1", "--log_level", "warning"])
+    assert quiet.returncode == 0 and quiet.stderr == "", quiet.stderr[-3000:]
+    assert len(quiet.stdout.splitlines()) == 1 and quiet.stdout.startswith("train.py: done in ")
+
+
+def test_an_earlier_run_resumes_or_is_replaced_and_user_files_stay(tmp_path, capsys):
+    cfg = write_config(tmp_path / "train.yaml", max_steps=4, save_steps=2, eval_steps=4,
+                       tokenizer_name=tokenizer_dir())
+    out = tmp_path / "out"
+    argv = ["--config", str(cfg), "--output_dir", str(out)]
+    train.main(argv)
+    marker = json.loads((out / MARKER).read_text())
+    assert marker["tool"] == "train.py" and marker["command"] == ["train.py", *argv]
+    (out / "notes.txt").write_text("mine")
+
+    # The same command with more steps: the run continues from its newest checkpoint (as transformers' scripts do).
+    capsys.readouterr()
+    train.main([*argv, "--max_steps", "6"])
+    assert f"resumed from {out}/checkpoints/step_4 at step 4" in capsys.readouterr().out
+    assert [m["step"] for m in metrics(out)] == list(range(1, 7))
+
+    # --overwrite_output_dir starts over: the earlier run's files go, the user's stay.
+    train.main([*argv, "--max_steps", "2", "--overwrite_output_dir"])
+    assert [m["step"] for m in metrics(out)] == [1, 2]
+    assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_2"]
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_push_check_and_output_check_come_before_any_work(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    cfg = write_config(tmp_path / "train.yaml", max_steps=2)
+    for folder in (".", ".."):
+        assert train.cli(["--config", str(cfg), "--output_dir", folder]) == 2
+        err = capsys.readouterr().err
+        assert err == (f"train.py: error: {folder}: is the working folder or one of its parents; choose a new "
+                       "--output_dir\n"), err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["train.yaml"]

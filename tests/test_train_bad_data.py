@@ -12,6 +12,7 @@ import pytest
 import train
 import train_config
 from ema_boundary import corpus
+from ema_boundary.io import MARKER
 from tests.train_testkit import ROOT, run_cmd, write_config
 
 
@@ -50,7 +51,7 @@ CASES = {
                           "{tmp}/big_tokenizer: tokenizer vocabulary of 2000 tokens exceeds the model's "
                           f"vocab_size 1024 ({ROOT}/hub_configs/gpt2-tiny/config.json)"),
     "unknown setting": (["--config", "{tmp}/typo.yaml"],
-                        "{tmp}/typo.yaml:3: unknown setting 'learning_rate'"),
+                        "{tmp}/typo.yaml:3: unknown setting 'learning_rat'"),
     "missing config": (["--config", "{tmp}/none.yaml"], "{tmp}/none.yaml: no such file"),
 }
 
@@ -68,13 +69,13 @@ def test_bad_input_one_line_nothing_written(tmp_path, case, big_tokenizer, capsy
     (tmp_path / "big_tokenizer").symlink_to(big_tokenizer)
     cfg = write_config(tmp_path / "train.yaml")
     (tmp_path / "typo.yaml").write_text(f"model_config: {ROOT}/hub_configs/gpt2-tiny\nmax_steps: 2\n"
-                                        "learning_rate: 0.1\n")
+                                        "learning_rat: 0.1\n")
     flags, expected = CASES[case]
     flags = [f.format(tmp=tmp_path) for f in flags]
     argv = ["--config", str(cfg), *flags, "--output_dir", str(tmp_path / "out")]
     monkeypatch.setattr(sys, "argv", ["train.py", *argv])
 
-    assert train.cli() == 1
+    assert train.cli() == train_config.EXIT_BAD_INPUT == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "Traceback" not in err, err
     assert err.startswith(f"train.py: error: {expected.format(tmp=tmp_path)}"), err
@@ -85,19 +86,22 @@ def test_command_line_error_has_no_traceback(tmp_path):
     cfg = write_config(tmp_path / "train.yaml")
     result = run_cmd([sys.executable, "train.py", "--config", str(cfg), "--data",
                       str(tmp_path / "nowhere.jsonl"), "--output_dir", str(tmp_path / "out")])
-    assert result.returncode == 1
+    assert result.returncode == 2
     assert result.stderr == f"train.py: error: {tmp_path}/nowhere.jsonl: no such file\n"
     assert not (tmp_path / "out").exists()
 
 
-def test_existing_run_is_not_overwritten(tmp_path, capsys, monkeypatch):
+def test_a_folder_that_is_not_train_py_output_is_refused(tmp_path, capsys, monkeypatch):
     out = tmp_path / "out"
-    (out / "checkpoints").mkdir(parents=True)
+    out.mkdir()
+    (out / "precious.txt").write_text("mine")
     cfg = write_config(tmp_path / "train.yaml")
-    monkeypatch.setattr(sys, "argv", ["train.py", "--config", str(cfg), "--output_dir", str(out)])
-    assert train.cli() == 1
-    assert "already holds a run; pass --resume_from_checkpoint latest" in capsys.readouterr().err
-    assert [p.name for p in out.iterdir()] == ["checkpoints"]
+    for extra in ([], ["--overwrite_output_dir"]):
+        monkeypatch.setattr(sys, "argv", ["train.py", "--config", str(cfg), "--output_dir", str(out), *extra])
+        assert train.cli() == 2
+        assert capsys.readouterr().err == (f"train.py: error: {out}: exists, is not empty and is not an output of "
+                                           "train.py; nothing was written (choose a new or empty --output_dir)\n")
+    assert [p.name for p in out.iterdir()] == ["precious.txt"] and (out / "precious.txt").read_text() == "mine"
 
 
 def test_resume_with_other_data_settings_is_refused(tmp_path, capsys, monkeypatch):
@@ -106,9 +110,10 @@ def test_resume_with_other_data_settings_is_refused(tmp_path, capsys, monkeypatc
     cfg = write_config(tmp_path / "train.yaml")
     saved = train_config.load_config(train_config.parse_args(["--config", str(cfg)])) | {"block_size": 32}
     (out / "train_config.json").write_text(json.dumps(saved))
+    train_config.write_marker(out, ["train.py"])  # an earlier run of train.py, killed before its first checkpoint
     monkeypatch.setattr(sys, "argv", ["train.py", "--config", str(cfg), "--output_dir", str(out),
                                       "--resume_from_checkpoint", "latest"])
-    assert train.cli() == 1
+    assert train.cli() == 2
     assert capsys.readouterr().err == (f"train.py: error: {out}/train_config.json: the run to resume used "
                                        "another block_size\n")
-    assert [p.name for p in out.iterdir()] == ["train_config.json"]
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, "train_config.json"]

@@ -1,28 +1,77 @@
-"""train_config: the YAML + flags of a run, checked apart from the training loop."""
+"""train_config: the YAML + flags of a run, the output folder's rules and checkpoint discovery, apart from the loop."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 
 import pytest
 
 import train_config
 from ema_boundary import corpus
+from ema_boundary.io import MARKER
 from tests.train_testkit import ROOT
 
 
 def _yaml(tmp_path, text: str):
     path = tmp_path / "train.yaml"
-    path.write_text(f"model_config: {ROOT}/hub_configs/spen-tiny\n" + text)
+    path.write_text(f"model_name_or_path: {ROOT}/hub_configs/spen-tiny\n" + text)
     return path
 
 
+def _flags(*argv: str) -> dict:
+    return train_config.overrides(train_config.parse_args(list(argv)))
+
+
 def test_defaults_yaml_then_flags(tmp_path) -> None:
-    cfg = train_config.read_yaml(_yaml(tmp_path, "lr: 3e-4\nmax_steps: 7\n"), {"max_steps": 9, "seed": None})
-    assert cfg["lr"] == 3e-4 and isinstance(cfg["lr"], float)  # YAML 1.1 reads 3e-4 as a string
+    cfg = train_config.read_yaml(_yaml(tmp_path, "learning_rate: 3e-4\nmax_steps: 7\n"), {"max_steps": 9, "seed": None})
+    assert cfg["learning_rate"] == 3e-4 and isinstance(cfg["learning_rate"], float)  # YAML 1.1: 3e-4 is a string
     assert cfg["max_steps"] == 9  # the flag wins; a flag left unset (None) does not
-    assert cfg["seed"] == train_config.SETTINGS["seed"][0]
+    assert cfg["seed"] == train_config.SETTINGS["seed"].default
     assert cfg["data"] == ["embedded"] and cfg["output_dir"] == "outputs/spen-tiny"
+
+
+def test_every_setting_is_a_flag_of_the_same_name(tmp_path) -> None:
+    values = {"model_name_or_path": str(ROOT / "hub_configs/gpt2-tiny"), "data": ["a.txt", "b.txt"],
+              "tokenizer_name": "gpt2", "output_dir": "o", "learning_rate": 0.5, "mixed_precision": "bf16",
+              "report_to": "wandb", "torch_compile": True, "gradient_accumulation_steps": 3}
+    for key, setting in train_config.SETTINGS.items():
+        value = values.get(key, setting.default)
+        if isinstance(value, float) and key not in values:
+            value = value / 2 if value else 0.5
+        elif isinstance(value, int) and not isinstance(value, bool):
+            value += 1
+        argv = [f"--{key}", *(value if isinstance(value, list) else [str(value)])]
+        assert _flags(*argv)[key] == value, key
+
+
+@pytest.mark.parametrize("argv, key, value", [
+    (["--lr", "0.01"], "learning_rate", 0.01),
+    (["--max-steps", "3"], "max_steps", 3),
+    (["--micro_batch_size", "2"], "per_device_train_batch_size", 2),
+    (["--batch_size", "64"], "total_train_batch_size", 64),
+    (["--tokenizer", "gpt2"], "tokenizer_name", "gpt2"),
+    (["--model_config", "x"], "model_name_or_path", "x"),
+    (["--grad_clip", "0.5"], "max_grad_norm", 0.5),
+    (["--save-steps", "7"], "save_steps", 7),
+    (["--torch_compile"], "torch_compile", True),
+    (["--torch_compile", "false"], "torch_compile", False),
+])
+def test_older_spellings_are_aliases(argv, key, value) -> None:
+    assert _flags(*argv)[key] == value
+
+
+def test_older_yaml_keys_are_aliases(tmp_path) -> None:
+    path = tmp_path / "old.yaml"
+    path.write_text(f"model_config: {ROOT}/hub_configs/gpt2-tiny\nlr: 1.0e-3\nbatch_size: 32\nmicro_batch_size: 8\n"
+                    "betas: [0.8, 0.9]\ngrad_clip: 0.5\nlog_every: 3\neval_every: 4\neval_blocks: 5\nsave_every: 6\n"
+                    "keep_checkpoints: 1\ncompile: false\ntokenizer: null\n")
+    cfg = train_config.read_yaml(path)
+    assert (cfg["learning_rate"], cfg["total_train_batch_size"], cfg["per_device_train_batch_size"]) == (1e-3, 32, 8)
+    assert (cfg["adam_beta1"], cfg["adam_beta2"], cfg["max_grad_norm"]) == (0.8, 0.9, 0.5)
+    assert (cfg["logging_steps"], cfg["eval_steps"], cfg["max_eval_samples"], cfg["save_steps"]) == (3, 4, 5, 6)
+    assert cfg["save_total_limit"] == 1 and cfg["model_name_or_path"].endswith("gpt2-tiny")
 
 
 def test_data_may_list_several_files(tmp_path) -> None:
@@ -30,17 +79,31 @@ def test_data_may_list_several_files(tmp_path) -> None:
     assert cfg["data"] == ["a.txt", "b.jsonl"]
 
 
+def test_flags_alone_describe_a_run() -> None:
+    cfg = train_config.load_config(train_config.parse_args(["--model_name_or_path", "hub_configs/gpt2-tiny",
+                                                            "--max_steps", "4"]))
+    assert cfg["max_steps"] == 4 and (ROOT / "hub_configs/gpt2-tiny").samefile(cfg["model_name_or_path"])
+    with pytest.raises(train_config.ConfigError, match="^the command line: model_name_or_path is missing"):
+        train_config.load_config(train_config.parse_args(["--max_steps", "4"]))
+
+
 @pytest.mark.parametrize("text, message", [
     ("data: [1, 2]\n", ":2: data must be str"),
     ("data: [embedded, c4]\n", "cannot be mixed"),
     ("max_steps: many\n", ":2: max_steps must be int"),
-    ("learning_rate: 0.1\n", ":2: unknown setting 'learning_rate'"),
+    ("learning_rat: 0.1\n", ":2: unknown setting 'learning_rat'"),
     ("lr: [0.1\n", "invalid YAML"),
     ("lr: -0.001\n", ":2: lr must be a positive number, got -0.001"),
+    ("learning_rate: 0\n", ":2: learning_rate must be a positive number"),
+    ("lr: 0.1\nlearning_rate: 0.2\n", ":3: learning_rate sets learning_rate again (already set at"),
     ("block_size: 0\n", ":2: block_size must be a positive integer"),
-    ("betas: [0.9, 1.5]\n", ":2: betas must be two numbers in [0, 1)"),
+    ("betas: [0.9, 1.5]\n", ":2: betas must be a number in [0, 1), got 1.5"),
+    ("betas: 0.9\n", ":2: betas must be two numbers in [0, 1)"),
+    ("adam_beta2: 1.0\n", ":2: adam_beta2 must be a number in [0, 1)"),
     ("mixed_precision: fp8\n", ":2: mixed_precision must be one of 'no', 'bf16', 'fp16'"),
     ("min_lr_ratio: 2.0\n", ":2: min_lr_ratio must be a number in [0, 1]"),
+    ("torch_compile: 1\n", ":2: torch_compile must be bool"),
+    ("gradient_accumulation_steps: 0\n", ":2: gradient_accumulation_steps must be a positive integer"),
 ])
 def test_bad_settings_are_config_errors_naming_the_line(tmp_path, text: str, message: str) -> None:
     with pytest.raises(train_config.ConfigError, match=re.escape(message)) as err:
@@ -52,22 +115,146 @@ def test_bad_settings_are_config_errors_naming_the_line(tmp_path, text: str, mes
 def test_a_bad_flag_is_named_as_the_flag(tmp_path) -> None:
     with pytest.raises(train_config.ConfigError, match=r"^--max_steps: max_steps must be a positive integer, got 0$"):
         train_config.read_yaml(_yaml(tmp_path, "max_steps: 10\n"), {"max_steps": 0})
+    path = _yaml(tmp_path, "lr: 3e-4\n")
+    assert train_config.read_yaml(path, _flags("--lr", "1e-2"))["learning_rate"] == 1e-2
+    with pytest.raises(train_config.ConfigError, match="^--learning_rate: learning_rate must be a positive number"):
+        train_config.read_yaml(path, _flags("--learning_rate", "-1"))
+
+
+def test_a_bad_command_line_exits_2_in_one_line(capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        train_config.parse_args(["--max_steps", "many"])
+    assert e.value.code == train_config.EXIT_BAD_INPUT == 2
+    assert capsys.readouterr().err == "train.py: error: argument --max_steps: invalid int value: 'many'\n"
+    with pytest.raises(SystemExit):
+        train_config.parse_args(["--lr", "fast"])
+    assert capsys.readouterr().err == "train.py: error: argument --learning_rate: invalid float value: 'fast'\n"
+
+
+@pytest.mark.parametrize("yaml_text, flags, processes, total, accum", [
+    ("total_train_batch_size: 32\nper_device_train_batch_size: 8\n", (), 1, 32, 4),  # the recipe's total
+    ("total_train_batch_size: 32\nper_device_train_batch_size: 8\n", (), 2, 32, 2),  # the same on 2 processes
+    ("total_train_batch_size: 32\nper_device_train_batch_size: 8\n", ("--gradient_accumulation_steps", "2"), 1,
+     16, 2),  # a flag fixes the accumulation: the total follows
+    ("gradient_accumulation_steps: 2\nper_device_train_batch_size: 8\n", (), 3, 48, 2),
+    ("gradient_accumulation_steps: 2\nper_device_train_batch_size: 8\n", ("--total_train_batch_size", "32"), 1,
+     32, 4),  # a flag fixes the total: the accumulation follows
+    ("total_train_batch_size: 16\ngradient_accumulation_steps: 2\nper_device_train_batch_size: 8\n", (), 1, 16, 2),
+])
+def test_batch_total_and_accumulation(tmp_path, yaml_text, flags, processes, total, accum) -> None:
+    cfg = train_config.read_yaml(_yaml(tmp_path, yaml_text), _flags(*flags))
+    assert train_config.resolve_batch(cfg, processes) == accum
+    assert cfg["total_train_batch_size"] == total and cfg["gradient_accumulation_steps"] == accum
+
+
+@pytest.mark.parametrize("yaml_text, processes, message", [
+    ("total_train_batch_size: 16\ngradient_accumulation_steps: 4\nper_device_train_batch_size: 8\n", 1,
+     "total_train_batch_size 16 is not per_device_train_batch_size 8 x gradient_accumulation_steps 4 x 1 processes"),
+    ("total_train_batch_size: 20\nper_device_train_batch_size: 8\n", 1,
+     "total_train_batch_size 20 is not a multiple of per_device_train_batch_size 8 x 1 processes"),
+])
+def test_batch_that_does_not_add_up_is_refused(tmp_path, yaml_text, processes, message) -> None:
+    cfg = train_config.read_yaml(_yaml(tmp_path, yaml_text))
+    with pytest.raises(train_config.ConfigError, match=re.escape(message)):
+        train_config.resolve_batch(cfg, processes)
 
 
 def test_resume_refuses_another_data_stream(tmp_path) -> None:
     cfg = train_config.read_yaml(_yaml(tmp_path, ""))
     out = tmp_path / "run"
     out.mkdir()
-    (out / "train_config.json").write_text(__import__("json").dumps({**cfg, "val_every": 3}))
+    (out / "train_config.json").write_text(json.dumps({**cfg, "val_every": 3}))
     with pytest.raises(train_config.ConfigError, match="the run to resume used another val_every"):
         train_config.check_resume(None, out, cfg)
     assert train_config.check_resume(None, tmp_path / "fresh", cfg) == (tmp_path / "fresh", None)
+    # A run saved under the older names is read under the current ones.
+    old = {"model_config": cfg["model_name_or_path"], "data": cfg["data"], "block_size": cfg["block_size"],
+           "batch_size": cfg["total_train_batch_size"], "val_every": cfg["val_every"], "lr": 1.0}
+    (out / "train_config.json").write_text(json.dumps(old))
+    assert train_config.check_resume(None, out, cfg)[1]["learning_rate"] == 1.0
 
 
-def test_lr_flag_overrides_and_is_checked(tmp_path):
-    path = _yaml(tmp_path, "lr: 3e-4\n")
-    assert train_config.read_yaml(path, {"lr": 1e-2})["lr"] == 1e-2
-    with pytest.raises(train_config.ConfigError, match="^--lr: lr must be a positive number"):
-        train_config.read_yaml(path, {"lr": -1.0})
-    with pytest.raises(train_config.ConfigError, match=r":2: lr must be a positive number"):
-        train_config.read_yaml(_yaml(tmp_path, "lr: 0\n"))
+def _run_folder(out, marker: bool = True, step: int | None = 3):
+    out.mkdir(parents=True)
+    (out / "train_config.json").write_text("{}")
+    if marker:
+        (out / MARKER).write_text(json.dumps({"tool": "train.py"}))
+    if step is not None:
+        (out / "checkpoints" / f"step_{step}").mkdir(parents=True)
+        (out / "checkpoints" / f"step_{step}" / "data_state.json").write_text("{}")
+    return out
+
+
+def test_output_folder_rules(tmp_path, monkeypatch) -> None:
+    assert train_config.check_output(tmp_path / "new", overwrite=False) is False
+    (tmp_path / "empty").mkdir()
+    assert train_config.check_output(tmp_path / "empty", overwrite=False) is False
+    assert train_config.check_output(_run_folder(tmp_path / "own"), overwrite=False) is True
+    assert train_config.check_output(_run_folder(tmp_path / "legacy", marker=False), overwrite=False) is True
+
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "precious.txt").write_text("mine")
+    for overwrite in (False, True):
+        with pytest.raises(train_config.ConfigError, match=f"^{foreign}: exists, is not empty and is not an output "
+                                                           "of train.py"):
+            train_config.check_output(foreign, overwrite)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / MARKER).write_text(json.dumps({"tool": "grammar_probe build"}))
+    with pytest.raises(train_config.ConfigError, match="holds an output of grammar_probe build, not of train.py"):
+        train_config.check_output(other, True)
+
+    monkeypatch.chdir(tmp_path / "own")
+    for where in (".", "..", str(ROOT)):
+        with pytest.raises(train_config.ConfigError, match="is the working folder or one of its parents|is a "
+                                                           "repository root"):
+            train_config.check_output(train_config.Path(where), True)
+    assert (foreign / "precious.txt").read_text() == "mine"
+
+
+def test_checkpoint_discovery(tmp_path) -> None:
+    own = _run_folder(tmp_path / "own", step=3)
+    (own / "checkpoints" / ".tmp_step_6").mkdir()  # a save that did not finish does not count
+    assert train_config.find_checkpoint(own, None, True, False) == own / "checkpoints/step_3"  # resumes by itself
+    assert train_config.find_checkpoint(own, "latest", True, False) == own / "checkpoints/step_3"
+    assert train_config.find_checkpoint(own, None, True, True) is None  # --overwrite_output_dir: starts over
+    with pytest.raises(train_config.ConfigError, match="--overwrite_output_dir starts over and "
+                                                       "--resume_from_checkpoint continues; pass one"):
+        train_config.find_checkpoint(own, "latest", True, True)
+    with pytest.raises(train_config.ConfigError, match="not a complete checkpoint"):
+        train_config.find_checkpoint(own, str(own / "checkpoints/.tmp_step_6"), True, False)
+
+    finished = _run_folder(tmp_path / "finished", step=None)
+    (finished / "final").mkdir()
+    with pytest.raises(train_config.ConfigError, match="holds a finished train.py run without checkpoints; pass "
+                                                       "--overwrite_output_dir"):
+        train_config.find_checkpoint(finished, None, True, False)
+    assert train_config.find_checkpoint(tmp_path / "new", None, False, False) is None
+
+
+def test_clear_run_removes_only_what_train_py_writes(tmp_path) -> None:
+    out = _run_folder(tmp_path / "own")
+    for name in ("final", "tokenizer"):
+        (out / name).mkdir()
+    (out / "metrics.jsonl").write_text("")
+    (out / "notes.txt").write_text("mine")
+    os.symlink(tmp_path, out / "link")
+    train_config.clear_run(out)
+    assert sorted(p.name for p in out.iterdir()) == ["link", "notes.txt"]
+
+
+def test_help_shows_every_setting_with_its_default_and_no_internals(capsys) -> None:
+    with pytest.raises(SystemExit) as e:
+        train_config.parse_args(["--help"])
+    assert e.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for key, setting in train_config.SETTINGS.items():
+        shown = "unset" if setting.default is None else str(setting.default)
+        assert re.search(rf"--{key} .*?\(default: {re.escape(shown)}\)", text), key
+    for flag in ("--config", "--output_dir", "--overwrite_output_dir", "--resume_from_checkpoint", "--push_to_hub",
+                 "--hub_model_id", "--log_level", "--learning_rate", "--per_device_train_batch_size"):
+        assert flag in text
+    assert "Exit status: 0 done; 2 bad command line" in text and "130 interrupted" in text
+    for internal in ("train_config", "SETTINGS", "docs/notes", "issue", "(default: None)"):
+        assert internal not in text, internal

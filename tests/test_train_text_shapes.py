@@ -101,7 +101,7 @@ def write_shape(tmp_path, name: str, seed: int = 0) -> tuple[str, str, list[str]
 
 
 def two_steps(tmp_path, data: list[str]) -> None:
-    cfg = write_config(tmp_path / "train.yaml", max_steps=2, eval_every=2, save_every=2)
+    cfg = write_config(tmp_path / "train.yaml", max_steps=2, eval_steps=2, save_steps=2)
     out = train.main(["--config", str(cfg), "--data", *data, "--output_dir", str(tmp_path / "out")])
     log = metrics(out)
     assert [m["step"] for m in log] == [1, 2] and math.isfinite(log[-1]["val_loss"])

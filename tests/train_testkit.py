@@ -18,20 +18,20 @@ if str(ROOT) not in sys.path:
 
 # Tiny and quick: 8 sequences of 64 tokens per step, every step logged, a checkpoint every 3 steps.
 TINY = {
-    "model_config": str(ROOT / "hub_configs/gpt2-tiny"),
+    "model_name_or_path": str(ROOT / "hub_configs/gpt2-tiny"),
     "data": "embedded",
-    "tokenizer": None,
+    "tokenizer_name": None,
     "block_size": 64,
-    "batch_size": 8,
-    "micro_batch_size": 4,
+    "total_train_batch_size": 8,
+    "per_device_train_batch_size": 4,
     "max_steps": 16,
-    "lr": 3e-3,
-    "warmup_steps": 2,
-    "log_every": 1,
-    "eval_every": 8,
-    "eval_blocks": 8,
-    "save_every": 3,
-    "keep_checkpoints": 2,
+    "learning_rate": 3e-3,
+    "warmup_steps": 1,
+    "logging_steps": 1,
+    "eval_steps": 8,
+    "max_eval_samples": 8,
+    "save_steps": 3,
+    "save_total_limit": 2,
     "val_every": 10,
 }
 # One thread per process: identical arithmetic in-process and in subprocesses, and no oversubscription
@@ -50,7 +50,11 @@ def tokenizer_dir() -> str:
 
 
 def write_config(path: Path, **overrides) -> Path:
-    path.write_text(yaml.safe_dump({**TINY, **overrides}))
+    """A YAML of TINY with ``overrides``, each under the name it is given (an older name replaces the current one)."""
+    import train_config
+
+    replaced = {train_config.OLD_NAMES.get(k, k) for k in overrides}
+    path.write_text(yaml.safe_dump({**{k: v for k, v in TINY.items() if k not in replaced}, **overrides}))
     return path
 
 

@@ -123,7 +123,7 @@ def build_tokenizer(work: Path, plan: Plan) -> Path:
     from eval.ablation import build_tokenizer as build
 
     cfg = _yaml(plan, "spen")
-    vocab = {w: json.loads((Path(_yaml(plan, w)["model_config"]) / "config.json").read_text())["vocab_size"]
+    vocab = {w: json.loads((Path(_yaml(plan, w)["model_name_or_path"]) / "config.json").read_text())["vocab_size"]
              for w in ARCHITECTURES}
     if len(set(vocab.values())) != 1:
         raise UsageError(f"{plan.path}: the two architectures' vocabularies differ ({vocab}); "
@@ -152,7 +152,7 @@ def language_model(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any]:
 
     def run(which: str, lr: float, seed: int) -> Run:
         out = work / "language_model" / which / f"lr_{lr:g}" / f"seed_{seed}"
-        argv = ["--config", plan.yaml_path(which), "--output_dir", out, "--seed", seed, "--lr", lr,
+        argv = ["--config", plan.yaml_path(which), "--output_dir", out, "--seed", seed, "--learning_rate", lr,
                 "--tokenizer", tokenizer, "--data", *plan.data,
                 *(["--max_steps", lm.max_steps] if lm.max_steps else [])]
         return Run(f"{which}/lr_{lr:g}/seed_{seed}", tuple(argv))
@@ -181,7 +181,7 @@ def language_model(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any]:
                                  "command": next(x for x in grid if x.name == f"{w}/lr_{lr:g}/seed_{seed0}").command}
                      for lr in lm.lr_grid},
             "parameters": param_count(Path(by_seed[str(seed0)]["final_dir"])),
-            "steps": steps, "train_tokens": steps * cfgs[w]["batch_size"] * cfgs[w]["block_size"],
+            "steps": steps, "train_tokens": steps * cfgs[w]["total_train_batch_size"] * cfgs[w]["block_size"],
             "runs": by_seed,
         }
     return result
@@ -206,7 +206,7 @@ def ngram_reference(plan: Plan, tokenizer: Path, train_tokens: int) -> dict[str,
         if plan.corpus == "c4" and len(stream) >= train_tokens:
             exhausted = False
             break
-    val = corpus.validation_blocks(plan.data, cfg["val_every"], tok, cfg["block_size"], cfg["eval_blocks"])
+    val = corpus.validation_blocks(plan.data, cfg["val_every"], tok, cfg["block_size"], cfg["max_eval_samples"])
     result = ngram_perplexities(stream[:train_tokens], val, len(tok))
     # The training split's size in tokens (None when it is larger than what the runs read: a streamed corpus).
     result["train_split_tokens"] = len(stream) if exhausted else None
