@@ -59,6 +59,8 @@ FIRST, REPEAT = 0, 1  # class codes; an AR hit at distance d is AR0 + floor(log2
 AR0 = 2
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "spiece.model")
 SPLITS = ("validation", "train", "all")
+# A bootstrap over fewer documents than this gives an interval that only looks narrow: none is reported.
+MIN_DOCUMENTS = 5
 
 
 class GapInputError(UsageError):
@@ -320,6 +322,8 @@ def _bootstrap(docs: np.ndarray, diff: np.ndarray, mask: np.ndarray, weights: np
     n_docs = weights.shape[1]
     sums = np.bincount(docs[mask], weights=diff[mask], minlength=n_docs)
     counts = np.bincount(docs[mask], minlength=n_docs).astype(np.float64)
+    if (counts > 0).sum() < MIN_DOCUMENTS:
+        return [math.nan, math.nan]
     num, den = weights @ sums, weights @ counts
     means = np.divide(num, den, out=np.full_like(num, np.nan), where=den > 0)
     if np.isnan(means).all():
@@ -332,7 +336,8 @@ def summarize(masks: dict[str, np.ndarray], loss_a: np.ndarray, loss_b: np.ndarr
     """One row per mask: tokens, each model's mean loss, B - A with its 95% interval, the share of the gap.
 
     ``loss_a``/``loss_b`` are ``(seeds, N)``: with one seed the interval is a bootstrap over documents
-    (``bootstrap`` resamples, the same resamples for every row); with more, a t interval over the per-seed
+    (``bootstrap`` resamples, the same resamples for every row; none for a class found in fewer than
+    ``MIN_DOCUMENTS`` documents); with more, a t interval over the per-seed
     differences (paired by seed).
     """
     from ema_boundary.stats import mean_ci
@@ -346,7 +351,8 @@ def summarize(masks: dict[str, np.ndarray], loss_a: np.ndarray, loss_b: np.ndarr
     rows = []
     for name, mask in masks.items():
         count = int(mask.sum())
-        row: dict[str, Any] = {"class": name, "tokens": count, "share_of_tokens": count / n}
+        row: dict[str, Any] = {"class": name, "tokens": count, "share_of_tokens": count / n,
+                               "documents": len(np.unique(docs[mask]))}
         if count == 0:
             rows.append({**row, "loss_a": None, "loss_b": None, "difference": None, "ci95": None,
                          "share_of_gap": 0.0})
@@ -426,7 +432,7 @@ def run_gap(sides: Sequence[Side], tokens: Tokens, tokenizer_vocab: int, block_s
 
 
 def render_figure(result: dict[str, Any], path: Path) -> None:
-    """Left: B - A per class with its interval (token share on each bar). Right: each model's loss by position."""
+    """Left: B - A per class with its interval (token share in the label). Right: each model's loss by position."""
     plt = pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.2))
     a, b = result["models"]["a"]["label"], result["models"]["b"]["label"]
@@ -437,14 +443,11 @@ def render_figure(result: dict[str, Any], path: Path) -> None:
     hi = [r["ci95"][1] - r["difference"] if r["ci95"] and not math.isnan(r["ci95"][1]) else 0 for r in rows]
     left.bar(x, diffs, yerr=[lo, hi], color=["#888" if r["class"] in ("first", "repeat") else "#c44" for r in rows],
              capsize=3)
-    for xi, r in zip(x, rows, strict=True):
-        left.annotate(f"{100 * r['share_of_tokens']:.0f}%", (xi, 0), ha="center", va="bottom" if r["difference"] < 0
-                      else "top", fontsize=7, xytext=(0, -2 if r["difference"] >= 0 else 2), textcoords="offset points")
     left.axhline(0, color="k", lw=0.8)
     left.axhline(result["total"]["difference"], color="#448", ls="--", lw=1, label="all tokens")
-    left.set_xticks(x, [r["class"] for r in rows], rotation=45, ha="right")
+    left.set_xticks(x, [f"{r['class']} ({100 * r['share_of_tokens']:.0f}%)" for r in rows], rotation=45, ha="right")
     left.set_ylabel(f"loss {b} - {a} (nats)")
-    left.set_title("gap per class (labels: share of tokens)")
+    left.set_title("gap per class (share of tokens), 95% intervals")
     left.legend(fontsize=8)
     pos = [r for r in result["positions"] if r["tokens"]]
     px = np.arange(len(pos))

@@ -91,7 +91,8 @@ def test_blocks_are_train_py_validation_blocks_and_every_target_is_classified(tm
     expected = train_data.validation_blocks([str(text)], 3, tok, 16, n_blocks=1000)
     assert torch.equal(torch.stack(tokens.blocks[: len(expected)]), expected)  # then the shorter last block
     n_targets = sum(len(b) - 1 for b in tokens.blocks)
-    assert len(tokens.cls) == len(tokens.doc) == len(tokens.pos) == n_targets == 4 * 61 - 1  # 60 words + EOS each; the first is no target
+    # 60 words + EOS per document; the first token of all is no target
+    assert len(tokens.cls) == len(tokens.doc) == len(tokens.pos) == n_targets == 4 * 61 - 1
     assert tokens.documents == 4 and np.all(np.diff(tokens.doc) >= 0)
     assert tokens.cls[:15].tolist() == gap_classes(tokens.blocks[0])[1:].tolist()[:15]
     assert tokens.pos.min() == 1 and tokens.pos.max() == 16
@@ -133,6 +134,9 @@ def test_summarize_on_known_answers() -> None:
                       docs)[0]  # differences 0.4, 0.5, 0.6
     assert seeds["difference"] == pytest.approx(0.5) and seeds["loss_b_per_seed"][2] == pytest.approx(a.mean() + 0.6)
     assert seeds["ci95"][0] < 0.5 < seeds["ci95"][1]
+    # A class found in fewer than MIN_DOCUMENTS documents gets no bootstrap interval, however narrow it would look.
+    rare = summarize({"rare": docs < 4}, a[None], b[None], docs)[0]
+    assert rare["documents"] == 4 and all(np.isnan(rare["ci95"]))
 
 
 # ---------------------------------------------------------------------------------------------
