@@ -317,18 +317,31 @@ def token_losses(model: torch.nn.Module, blocks: Sequence[torch.Tensor], batch_s
 # ---------------------------------------------------------------------------------------------
 
 
-def _bootstrap(docs: np.ndarray, diff: np.ndarray, mask: np.ndarray, weights: np.ndarray) -> list[float]:
-    """95% percentile interval of the class mean of ``diff`` over documents resampled by ``weights`` (R, D)."""
+def _resampled_means(docs: np.ndarray, diff: np.ndarray, mask: np.ndarray, weights: np.ndarray) -> np.ndarray | None:
+    """The class mean of ``diff`` under each resample of documents (``weights`` (R, D): how often each
+    document is drawn); None for a class found in fewer than ``MIN_DOCUMENTS`` documents."""
     n_docs = weights.shape[1]
     sums = np.bincount(docs[mask], weights=diff[mask], minlength=n_docs)
     counts = np.bincount(docs[mask], minlength=n_docs).astype(np.float64)
     if (counts > 0).sum() < MIN_DOCUMENTS:
-        return [math.nan, math.nan]
+        return None
     num, den = weights @ sums, weights @ counts
-    means = np.divide(num, den, out=np.full_like(num, np.nan), where=den > 0)
-    if np.isnan(means).all():
+    return np.divide(num, den, out=np.full_like(num, np.nan), where=den > 0)
+
+
+def _percentiles(means: np.ndarray | None) -> list[float]:
+    """The 95% percentile interval of resampled means (NaN, NaN when there are none)."""
+    if means is None or np.isnan(means).all():
         return [math.nan, math.nan]
     return [float(np.nanpercentile(means, 2.5)), float(np.nanpercentile(means, 97.5))]
+
+
+def _resamples(docs: np.ndarray, bootstrap: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Document ids renumbered 0..D-1 and ``bootstrap`` multinomial resamples of them (R, D)."""
+    doc_ids = np.unique(docs, return_inverse=True)[1]
+    n_docs = int(doc_ids.max()) + 1
+    rng = np.random.default_rng(seed)
+    return doc_ids, rng.multinomial(n_docs, np.full(n_docs, 1.0 / n_docs), size=bootstrap).astype(np.float64)
 
 
 def summarize(masks: dict[str, np.ndarray], loss_a: np.ndarray, loss_b: np.ndarray, docs: np.ndarray,
@@ -343,10 +356,7 @@ def summarize(masks: dict[str, np.ndarray], loss_a: np.ndarray, loss_b: np.ndarr
     from ema_boundary.stats import mean_ci
 
     n_seeds, n = loss_a.shape
-    doc_ids = np.unique(docs, return_inverse=True)[1]
-    rng = np.random.default_rng(seed)
-    n_docs = int(doc_ids.max()) + 1
-    weights = rng.multinomial(n_docs, np.full(n_docs, 1.0 / n_docs), size=bootstrap).astype(np.float64)
+    doc_ids, weights = _resamples(docs, bootstrap, seed)
     total_gap = float((loss_b - loss_a).mean())
     rows = []
     for name, mask in masks.items():
@@ -363,10 +373,29 @@ def summarize(masks: dict[str, np.ndarray], loss_a: np.ndarray, loss_b: np.ndarr
             ci = [float(x) for x in mean_ci((b - a).tolist())["ci95"]]
             row |= {"loss_a_per_seed": a.tolist(), "loss_b_per_seed": b.tolist()}
         else:
-            ci = _bootstrap(doc_ids, loss_b[0] - loss_a[0], mask, weights)
+            ci = _percentiles(_resampled_means(doc_ids, loss_b[0] - loss_a[0], mask, weights))
         rows.append({**row, "loss_a": float(a.mean()), "loss_b": float(b.mean()), "difference": diff, "ci95": ci,
                      "share_of_gap": count * diff / (n * total_gap) if total_gap else math.nan})
     return rows
+
+
+def contrast(x: np.ndarray, y: np.ndarray, loss_a: np.ndarray, loss_b: np.ndarray, docs: np.ndarray,
+             bootstrap: int = 1000, seed: int = 0) -> dict[str, Any]:
+    """How much larger the gap B - A is on tokens ``x`` than on tokens ``y`` (a difference of differences), with
+    its 95% interval: the same document resamples for both (bootstrap), or paired by seed."""
+    from ema_boundary.stats import mean_ci
+
+    if not x.any() or not y.any():
+        return {"value": None, "ci95": None}
+    gaps = loss_b - loss_a
+    per_seed = gaps[:, x].mean(1) - gaps[:, y].mean(1)
+    if len(per_seed) > 1:
+        ci = [float(v) for v in mean_ci(per_seed.tolist())["ci95"]]
+    else:
+        doc_ids, weights = _resamples(docs, bootstrap, seed)
+        mx, my = (_resampled_means(doc_ids, gaps[0], m, weights) for m in (x, y))
+        ci = _percentiles(None if mx is None or my is None else mx - my)
+    return {"value": float(per_seed.mean()), "ci95": ci}
 
 
 def class_masks(cls: np.ndarray, block_size: int) -> dict[str, np.ndarray]:
@@ -422,6 +451,12 @@ def run_gap(sides: Sequence[Side], tokens: Tokens, tokenizer_vocab: int, block_s
         "groups": groups,
         "classes": classes,
         "positions": positions,
+        # The paper's mechanism as a testable row: is B's deficit larger on AR hits than elsewhere?
+        "contrasts": {
+            f"{x} - {y}": {**contrast(group[x], group[y], loss_a, loss_b, tokens.doc, bootstrap, seed),
+                           "means": f"(b - a on {x}) - (b - a on {y})"}
+            for group in [group_masks(tokens.cls)] for x, y in (("ar_hit", "first"), ("ar_hit", "repeat"))
+        },
         "definitions": {
             "ar_d": "the bigram (x[t-1], x[t]) ended earlier in the block; d = distance to its most recent end",
             "repeat": "x[t] occurred earlier in the block, never after x[t-1]",
@@ -560,6 +595,10 @@ def render_table(result: dict[str, Any]) -> str:
                          f"{fmt(r['loss_a'])} | {fmt(r['loss_b'])} | {fmt(r['difference'])} | {interval} | "
                          f"{fmt(share_gap, '.1%')} |")
         lines.append("")
+    for name, c in result.get("contrasts", {}).items():
+        ci = c["ci95"]
+        interval = f"[{fmt(ci[0])}, {fmt(ci[1])}]" if ci else "-"
+        lines.append(f"- contrast {name}: {c['means']} = {fmt(c['value'])}, 95% interval {interval}")
     return "\n".join(lines)
 
 

@@ -18,7 +18,9 @@ from eval.gap import (
     REPEAT,
     class_masks,
     class_name,
+    contrast,
     gap_classes,
+    group_masks,
     main,
     make_tokens,
     read_documents,
@@ -126,6 +128,9 @@ def test_summarize_on_known_answers() -> None:
     assert by["ar_1"]["ci95"][0] == pytest.approx(1.0) and by["ar_1"]["ci95"][1] == pytest.approx(1.0)
     assert by["ar_4-7"]["tokens"] == 0 and by["ar_4-7"]["difference"] is None  # kept, empty
     assert sum(r["share_of_gap"] for r in rows) == pytest.approx(1.0)
+    groups = group_masks(cls)
+    c = contrast(groups["ar_hit"], groups["first"], a[None], b[None], docs, bootstrap=200)
+    assert c["value"] == pytest.approx(0.8) and c["ci95"] == pytest.approx([0.8, 0.8])
     # Noisy differences: the bootstrap interval holds the estimate and has width.
     noisy = summarize({"all": np.ones(n, bool)}, a[None], (a + rng.normal(0.1, 1.0, n))[None], docs)[0]
     assert noisy["ci95"][0] < noisy["difference"] < noisy["ci95"][1]
@@ -134,6 +139,9 @@ def test_summarize_on_known_answers() -> None:
                       docs)[0]  # differences 0.4, 0.5, 0.6
     assert seeds["difference"] == pytest.approx(0.5) and seeds["loss_b_per_seed"][2] == pytest.approx(a.mean() + 0.6)
     assert seeds["ci95"][0] < 0.5 < seeds["ci95"][1]
+    paired = contrast(groups["ar_hit"], groups["first"], np.stack([a, a]), np.stack([b, b + 0.1 * groups["ar_hit"]]),
+                      docs)  # contrasts 0.8 and 0.9
+    assert paired["value"] == pytest.approx(0.85) and paired["ci95"][0] < 0.8 and paired["ci95"][1] > 0.9
     # A class found in fewer than MIN_DOCUMENTS documents gets no bootstrap interval, however narrow it would look.
     rare = summarize({"rare": docs < 4}, a[None], b[None], docs)[0]
     assert rare["documents"] == 4 and all(np.isnan(rare["ci95"]))
@@ -189,8 +197,9 @@ def test_a_gpt2_folder_against_a_spen_folder(tmp_path: Path) -> None:
     assert total["difference"] == pytest.approx(total["loss_b"] - total["loss_a"])
     weighted = sum(r["tokens"] * r["loss_a"] for r in data["classes"] if r["tokens"]) / n
     assert weighted == pytest.approx(total["loss_a"])  # the classes partition the tokens
-    ar = data["groups"][0]
+    ar, first = data["groups"][0], data["groups"][2]
     assert ar["tokens"] > 0 and ar["ci95"][0] <= ar["difference"] <= ar["ci95"][1]
+    assert data["contrasts"]["ar_hit - first"]["value"] == pytest.approx(ar["difference"] - first["difference"])
 
 
 def test_an_untrained_config_architecture_and_seeds_paired(tmp_path: Path) -> None:
