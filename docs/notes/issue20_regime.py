@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import resource
 import subprocess
 import sys
 import time
@@ -107,8 +108,8 @@ def write_pair(width: int, out: Path, layers: int = 2, steps: int = 1000, lr: fl
         name = "SPEN" if arch == "spen" else "The GPT-2 architecture"
         header = (
             f"# {name} in the fair pair at width {width} (issue 20; docs/notes/issue20_regime.md):\n"
-            f"# init 1/sqrt(width), positions = block size, GPT-2 heads of {HEAD_SIZE}, the other\n"
-            f"# architecture's schedule, matched on non-embedding parameters\n"
+            f"# init 1/sqrt(width), positions = block size, GPT-2 heads of {HEAD_SIZE}, the same\n"
+            f"# schedule as the other architecture's config, matched on non-embedding parameters\n"
             f"# ({counts['non_embedding']:,} non-embedding, {counts['total']:,} in all).\n"
         )
         where = folder.resolve()
@@ -138,14 +139,48 @@ def ngram(tokenizer: str) -> dict:
     return ngram_perplexities(stream, val, len(tok))
 
 
+def ngram_classes(tokenizer: str) -> dict:
+    """Kneser-Ney unigram/bigram/trigram mean loss per eval.gap class and group, on the tokens eval.gap scores
+    (the embedded corpus's validation documents, blocks of 128; counted on the training stream): the lines
+    beside the two models' per-class losses."""
+    from transformers import AutoTokenizer
+
+    import train_data
+    from eval.gap import class_masks, group_masks, make_tokens, read_documents
+    from eval.ngram import ORDERS, KneserNey
+
+    tok = AutoTokenizer.from_pretrained(tokenizer)
+    stream: list[int] = []
+    docs = (d["text"] for d in train_data.documents(["embedded"], "train", TRAIN["val_every"]))
+    for texts in train_data.batched(docs, 64):
+        for ids in tok(texts, add_special_tokens=False, verbose=False)["input_ids"]:
+            stream.extend([*ids, tok.eos_token_id])
+    tokens = make_tokens(read_documents("embedded", "validation", TRAIN["val_every"]), tok, BLOCK)
+    models = {n: KneserNey(stream, n, len(tok)) for n in ORDERS.values()}
+    result: dict = {}
+    for name, n in ORDERS.items():
+        losses = []
+        for block in tokens.blocks:
+            b = block.tolist()
+            for t in range(1, len(b)):
+                order = min(n, t + 1)
+                losses.append(-math.log(models[order].prob(b[t], b[t - order + 1 : t])))
+        loss = torch.tensor(losses, dtype=torch.float64).numpy()
+        masks = {"all": loss == loss, **group_masks(tokens.cls), **class_masks(tokens.cls, BLOCK)}
+        result[name] = {k: (float(loss[m].mean()) if m.any() else None) for k, m in masks.items()}
+    return result
+
+
 def train(name: str, config: str, max_steps: int, lr: float, tokenizer: str, seed: int) -> dict:
     """One train.py run in a child process; its record appended to RUNS/runs.jsonl."""
     out = RUNS / name
     cmd = [sys.executable, str(REPO / "train.py"), "--config", config, "--output_dir", str(out),
            "--max_steps", str(max_steps), "--lr", str(lr), "--tokenizer", tokenizer, "--seed", str(seed)]
-    start = time.time()
+    start, cpu0 = time.time(), resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(cmd, check=True, cwd=REPO, stdout=subprocess.DEVNULL)
-    seconds = time.time() - start
+    seconds, cpu1 = time.time() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+    # CPU seconds of the run: on a loaded machine the wall time says more about the neighbours than the run.
+    cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
     vals = [m for m in metrics if "val_loss" in m]
     cfg = yaml.safe_load(Path(config).read_text())
@@ -153,7 +188,7 @@ def train(name: str, config: str, max_steps: int, lr: float, tokenizer: str, see
     tokens = max_steps * cfg["batch_size"] * cfg["block_size"]
     record = {
         "name": name, "command": " ".join(["python train.py", *cmd[2:]]), "seconds": round(seconds, 1),
-        "parameters": counts, "tokens": tokens,
+        "cpu_seconds": round(cpu, 1), "parameters": counts, "tokens": tokens,
         "tokens_per_parameter": {k: round(tokens / v, 1) for k, v in counts.items()},
         "val_loss": vals[-1]["val_loss"], "val_ppl": vals[-1]["val_ppl"],
         "curve": [(m.get("step"), round(m["val_loss"], 4)) for m in vals],
@@ -166,14 +201,15 @@ def train(name: str, config: str, max_steps: int, lr: float, tokenizer: str, see
 
 def table(bigram_ppl: float) -> str:
     """The runs of RUNS/runs.jsonl as a markdown table, each against the bigram line."""
-    rows = ["| run | params total / non-emb | tokens | tok/param total / non-emb | wall s | val loss | val ppl | "
-            "vs bigram ppl |", "|---|---|---|---|---|---|---|---|"]
+    rows = ["| run | params total / non-emb | tokens | tok/param total / non-emb | wall s | CPU s | val loss | "
+            "val ppl | vs bigram ppl |", "|---|---|---|---|---|---|---|---|---|"]
     for line in (RUNS / "runs.jsonl").read_text().splitlines():
         r = json.loads(line)
         p, t = r["parameters"], r["tokens_per_parameter"]
         verdict = "below" if r["val_ppl"] < bigram_ppl else "above"
         rows.append(f"| {r['name']} | {p['total']:,} / {p['non_embedding']:,} | {r['tokens']:,} | "
-                    f"{t['total']} / {t['non_embedding']} | {r['seconds']:.0f} | {r['val_loss']:.4f} | "
+                    f"{t['total']} / {t['non_embedding']} | {r['seconds']:.0f} | {r.get('cpu_seconds', '-')} | "
+                    f"{r['val_loss']:.4f} | "
                     f"{r['val_ppl']:.1f} | {verdict} ({bigram_ppl:.1f}) |")
     return "\n".join(rows)
 
@@ -190,6 +226,8 @@ def main() -> None:
     p = sub.add_parser("count")
     p.add_argument("folders", nargs="+")
     p = sub.add_parser("ngram")
+    p.add_argument("--tokenizer", required=True)
+    p = sub.add_parser("ngram-classes")
     p.add_argument("--tokenizer", required=True)
     p = sub.add_parser("train")
     p.add_argument("name")
@@ -209,6 +247,8 @@ def main() -> None:
             print(folder, count_config(folder))
     elif args.cmd == "ngram":
         print(json.dumps(ngram(args.tokenizer), indent=1))
+    elif args.cmd == "ngram-classes":
+        print(json.dumps(ngram_classes(args.tokenizer), indent=1))
     elif args.cmd == "train":
         print(json.dumps(train(args.name, args.config, args.max_steps, args.lr, args.tokenizer, args.seed)))
     else:
