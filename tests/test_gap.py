@@ -1,6 +1,6 @@
 """eval.gap: the classes on sequences checked by hand; train.py's blocks; the statistics on known answers; any
 two causal LMs in (tiny GPT-2 and SPEN folders, an untrained --config architecture, seeds paired); bad input
-(one line, exit 2, nothing written)."""
+(one line, exit 2, nothing written); the fair pair it is first run on (hub_configs/{spen,gpt2}-f48, -f64)."""
 
 import json
 from pathlib import Path
@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import yaml
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
@@ -268,3 +269,35 @@ def test_tokenizers_that_differ_are_refused(tmp_path: Path, capsys: pytest.Captu
                  "--output_dir", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert "tokenizers of" in err and "differ" in err and len(err.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------------------------------------
+# The fair pair eval.gap is first run on (hub_configs/*-f48, *-f64; docs/notes/issue20_regime.md)
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("width", [48, 64])
+def test_the_fair_pair_configs(width: int) -> None:
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    import modeling_spen  # noqa: F401
+
+    root = Path(__file__).resolve().parents[1] / "hub_configs"
+    counts, yamls = {}, {}
+    for arch in ("spen", "gpt2"):
+        config = AutoConfig.from_pretrained(root / f"{arch}-f{width}")
+        assert config.initializer_range == pytest.approx(width**-0.5)  # width-aware init for both
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+        embedding = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Embedding))
+        counts[arch] = sum(p.numel() for p in model.parameters()) - embedding
+        yamls[arch] = yaml.safe_load((root / f"{arch}-f{width}" / "train.yaml").read_text())
+        assert yamls[arch].pop("model_config") == f"hub_configs/{arch}-f{width}"
+        yamls[arch].pop("output_dir")
+        if arch == "gpt2":
+            assert config.n_positions == yamls[arch]["block_size"]  # no position that is never trained
+            assert config.n_embd // config.n_head >= 16
+        else:
+            assert config.max_position_embeddings == yamls[arch]["block_size"]
+    assert yamls["spen"] == yamls["gpt2"]  # the same data, batch and schedule
+    assert abs(counts["spen"] - counts["gpt2"]) / counts["spen"] < 1e-3  # matched on non-embedding parameters
