@@ -602,8 +602,8 @@ def render_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["gap_classes", "class_name", "make_tokens", "read_documents", "token_losses", "summarize", "run_gap",
-           "render_figure", "render_table", "main", "GapInputError"]
+__all__ = ["gap_classes", "class_name", "class_masks", "group_masks", "position_masks", "make_tokens", "read_documents",
+           "token_losses", "summarize", "contrast", "run_gap", "render_figure", "render_table", "main", "GapInputError"]
 
 
 if __name__ == "__main__":

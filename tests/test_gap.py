@@ -301,3 +301,51 @@ def test_the_fair_pair_configs(width: int) -> None:
             assert config.max_position_embeddings == yamls[arch]["block_size"]
     assert yamls["spen"] == yamls["gpt2"]  # the same data, batch and schedule
     assert abs(counts["spen"] - counts["gpt2"]) / counts["spen"] < 1e-3  # matched on non-embedding parameters
+
+
+class _InductionLM(torch.nn.Module):
+    """A hand-built copier: at position t it favours the token that followed the most recent earlier occurrence
+    of the current token (an induction head, the mechanism Zoology's AR tokens reward); nothing else."""
+
+    def __init__(self, vocab: int, boost: float = 4.0) -> None:
+        super().__init__()
+        self.vocab, self.boost = vocab, boost
+
+    def forward(self, input_ids: torch.Tensor, **kwargs):
+        logits = torch.zeros(*input_ids.shape, self.vocab)
+        for b, row in enumerate(input_ids.tolist()):
+            last: dict[int, int] = {}
+            for t, tok in enumerate(row):
+                if tok in last:
+                    logits[b, t, row[last[tok] + 1]] = self.boost
+                last[tok] = t
+        return type("Out", (), {"logits": logits})()
+
+
+def test_the_classes_find_what_a_copier_gains() -> None:
+    # Random tokens with copied spans: a copier beats a uniform model on AR hits and loses on first occurrences.
+    g = torch.Generator().manual_seed(0)
+    blocks = []
+    for _ in range(40):
+        x = torch.randint(0, 50, (65,), generator=g)
+        start = int(torch.randint(0, 20, (1,), generator=g))
+        x[40:60] = x[start : start + 20]
+        blocks.append(x)
+    cls = np.concatenate([gap_classes(b)[1:] for b in blocks])
+    docs = np.repeat(np.arange(40), 64)
+    uniform = token_losses(_Uniform(50), blocks)
+    copier = token_losses(_InductionLM(50), blocks)
+    groups = group_masks(cls)
+    rows = {r["class"]: r for r in summarize(groups, copier[None], uniform[None], docs)}
+    assert rows["ar_hit"]["ci95"][0] > 1.0  # the uniform model is much worse where the copier can copy
+    assert rows["first"]["ci95"][1] < 0  # and better where there is nothing to copy
+    assert contrast(groups["ar_hit"], groups["first"], copier[None], uniform[None], docs)["ci95"][0] > 1.0
+
+
+class _Uniform(torch.nn.Module):
+    def __init__(self, vocab: int) -> None:
+        super().__init__()
+        self.vocab = vocab
+
+    def forward(self, input_ids: torch.Tensor, **kwargs):
+        return type("Out", (), {"logits": torch.zeros(*input_ids.shape, self.vocab)})()
