@@ -25,13 +25,15 @@ class's share of the whole gap (its tokens times its difference over all tokens 
 The interval comes from a bootstrap over documents (each target token belongs to the document it is part of;
 resampled documents keep all their tokens, so dependence within a document is respected) or, when several seed
 folders are given per model (``--model_name_or_path A1,A2,A3 B1,B2,B3``), from the differences paired by seed
-(t interval over seeds; documents then fixed).
+(t interval over seeds; documents then fixed). The paper's mechanism is the contrast ``ar_hit - first``: how much
+larger B - A is on AR hits than on first occurrences, with its interval from the same resamples (or seeds).
 
-    python -m eval.gap --model_name_or_path outputs/spen-f48/final outputs/gpt2-f48/final \\
-        --text embedded --output_dir gap/
+    python -m eval.gap --model_name_or_path outputs/gpt2-f64/final outputs/spen-f64/final \\
+        --labels gpt2 spen --text embedded --output_dir gap/      # b - a = SPEN minus GPT-2
 
-writes ``gap/gap.json`` and ``gap/gap.png``. A model is a checkpoint folder or a hub name; ``--config`` adds
-an *untrained* architecture (a config.json, seeded by ``--seed``) as model B: what training buys per class.
+writes ``gap/gap.json`` and ``gap/gap.png`` (and prints the tables). A model is a checkpoint folder or a hub
+name; ``--config`` adds an *untrained* architecture (a config.json, seeded by ``--seed``) as model B: what
+training buys per class.
 Bad input (a missing folder, models whose vocabulary sizes differ, tokenizers that differ, no text, an output
 folder that is a file) is one line naming it and exit status 2, before any scoring; nothing is written.
 """
