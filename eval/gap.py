@@ -51,7 +51,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, positive_int
+from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, first_line, positive_int
 from ema_boundary.figures import pyplot, save
 from ema_boundary.io import atomic_dir, check_output_dir, write_json
 from eval.recall import POSITION_FIELDS
@@ -67,11 +67,6 @@ MIN_DOCUMENTS = 5
 
 class GapInputError(UsageError):
     """A model, text or flag eval.gap cannot use: one line naming it; nothing written."""
-
-
-def _one_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return (text.splitlines()[0] if text else type(err).__name__)[:200]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,19 +137,19 @@ def read_documents(text: str, split: str = "validation", val_every: int = 10) ->
     """The documents of ``--text``: the embedded corpus (``embedded``, ``embedded:pydoc``, ``embedded:stdlib``)
     or a local .txt/.jsonl/.json/.parquet file cut as train.py cuts it; then the split, held out as train.py
     holds out (every ``val_every``-th document, from the first, is validation)."""
-    import train_data
+    from ema_boundary import corpus
 
     try:
-        if text in train_data.EMBEDDED_SOURCES:
-            docs = train_data.embedded_documents(text)
+        if text in corpus.EMBEDDED_SOURCES:
+            docs = corpus.embedded_documents(text)
         else:
             path = Path(text).expanduser()
             if not path.exists():
                 raise GapInputError(f"--text {text}: no such file (or give 'embedded')")
-            if not path.is_file() or path.suffix not in train_data.SUFFIXES:
-                raise GapInputError(f"--text {text}: not a {'/'.join(train_data.SUFFIXES)} file")
-            docs = list(train_data.file_documents(path))
-    except train_data.DataError as e:
+            if not path.is_file() or path.suffix not in corpus.SUFFIXES:
+                raise GapInputError(f"--text {text}: not a {'/'.join(corpus.SUFFIXES)} file")
+            docs = list(corpus.file_documents(path))
+    except corpus.DataError as e:
         raise GapInputError(f"--text {e}") from None
     if not docs:
         raise GapInputError(f"--text {text}: contains no text")
@@ -199,7 +194,7 @@ class Side:
     """One model of the comparison: one spec per seed (several seeds are paired by position)."""
 
     label: str
-    specs: list[Any]  # eval.content_probes.ModelSpec
+    specs: list[Any]  # eval.probes.models.ModelSpec
     seeds: list[int] = field(default_factory=list)  # init seeds of an untrained (--config) side
 
     def describe(self) -> dict[str, Any]:
@@ -211,13 +206,16 @@ class Side:
 
 def resolve_side(entry: str, flag: str, trust_remote_code: bool = False) -> Side:
     """``PATH_OR_NAME[,PATH_OR_NAME...]`` (one per seed) for ``--model_name_or_path``; a config for ``--config``."""
-    from eval.content_probes import resolve_config, resolve_model
+    from eval.probes.models import ModelError, resolve_config, resolve_model
 
     parts = [p for p in entry.split(",") if p]
     if not parts:
         raise GapInputError(f"{flag} {entry!r}: no model")
     resolve = resolve_config if flag == "--config" else resolve_model
-    specs = [resolve(p, flag, trust_remote_code) for p in parts]
+    try:
+        specs = [resolve(p, trust_remote_code) for p in parts]
+    except ModelError as e:
+        raise GapInputError(f"{flag} {e}") from None
     types = {s.model_type for s in specs}
     if len(types) > 1:
         raise GapInputError(f"{flag} {entry}: the seeds of one model differ in model_type ({', '.join(sorted(types))})")
@@ -243,7 +241,7 @@ def _tokenizer(spec: Any, trust_remote_code: bool) -> Any | None:
         return AutoTokenizer.from_pretrained(spec.location, trust_remote_code=trust_remote_code)
     except Exception as e:
         raise GapInputError(f"--model_name_or_path {spec.location}: the tokenizer does not load "
-                            f"({_one_line(e)})") from None
+                            f"({first_line(e)})") from None
 
 
 def shared_tokenizer(sides: Sequence[Side], tokenizer: str | None, trust_remote_code: bool = False) -> Any:
@@ -291,7 +289,8 @@ def load_model(spec: Any, seed: int, trust_remote_code: bool = False) -> torch.n
         return AutoModelForCausalLM.from_pretrained(spec.location, dtype=torch.float32,
                                                     trust_remote_code=trust_remote_code)
     except Exception as e:
-        raise GapInputError(f"--model_name_or_path {spec.location}: the weights do not load ({_one_line(e)})") from None
+        raise GapInputError(f"--model_name_or_path {spec.location}: the weights do not load "
+                            f"({first_line(e)})") from None
 
 
 @torch.no_grad()
@@ -516,7 +515,9 @@ def _parse_args(argv: list[str] | None) -> Any:
     parser.add_argument("--split", choices=SPLITS, default="validation",
                         help="which documents: train.py's held-out ones (every --val_every-th), the others, or all")
     parser.add_argument("--val_every", type=positive_int, default=10, help="as train.py's val_every")
-    parser.add_argument("--output_dir", required=True, help="folder for gap.json and gap.png (replaced atomically)")
+    parser.add_argument("--output_dir", required=True, help="folder for gap.json and gap.png (written atomically)")
+    parser.add_argument("--overwrite_output_dir", action="store_true",
+                        help="replace eval.gap's own earlier output in --output_dir (never another folder)")
     parser.add_argument("--block_size", type=positive_int, default=None,
                         help="tokens of context per block (default: the smaller context length of the two models)")
     parser.add_argument("--max_tokens", type=positive_int, default=None, help="score at most this many tokens")
@@ -538,7 +539,8 @@ def main(argv: list[str] | None = None) -> int:
         n_sides = len(args.model_name_or_path) + (args.config is not None)
         if n_sides != 2:
             raise GapInputError(f"--model_name_or_path: give two models A B (or one and --config), got {n_sides}")
-        check_output_dir(args.output_dir)  # before any loading, not after
+        # before any loading, not after
+        check_output_dir(args.output_dir, tool="eval.gap", overwrite=args.overwrite_output_dir)
         sides = [resolve_side(e, "--model_name_or_path", args.trust_remote_code) for e in args.model_name_or_path]
         if args.config is not None:
             b = resolve_side(args.config, "--config", args.trust_remote_code)
@@ -565,11 +567,11 @@ def main(argv: list[str] | None = None) -> int:
                          trust_remote_code=args.trust_remote_code,
                          text={"source": args.text, "split": args.split, "val_every": args.val_every})
         result["command"] = " ".join([PROG, *(argv if argv is not None else sys.argv[1:])])
-        with atomic_dir(args.output_dir) as tmp:
+        with atomic_dir(args.output_dir, tool="eval.gap", overwrite=args.overwrite_output_dir) as tmp:
             write_json(tmp / "gap.json", result)
             render_figure(result, tmp / "gap.png")
     except (ValueError, UsageError) as err:
-        print(f"{PROG}: error: {_one_line(err)}", file=sys.stderr)
+        print(f"{PROG}: error: {first_line(err)}", file=sys.stderr)
         return EXIT_USAGE
     print(render_table(result))
     print(f"wrote {Path(args.output_dir) / 'gap.json'}")

@@ -12,7 +12,7 @@ import yaml
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-import train_data
+from ema_boundary import corpus
 from eval.gap import (
     AR0,
     FIRST,
@@ -91,7 +91,7 @@ def test_blocks_are_train_py_validation_blocks_and_every_target_is_classified(tm
     docs = read_documents(str(text), "validation", val_every=3)
     assert len(docs) == 4  # documents 0, 3, 6, 9 of 12
     tokens = make_tokens(docs, tok, block_size=16)
-    expected = train_data.validation_blocks([str(text)], 3, tok, 16, n_blocks=1000)
+    expected = corpus.validation_blocks([str(text)], 3, tok, 16, n_blocks=1000)
     assert torch.equal(torch.stack(tokens.blocks[: len(expected)]), expected)  # then the shorter last block
     n_targets = sum(len(b) - 1 for b in tokens.blocks)
     # 60 words + EOS per document; the first token of all is no target
