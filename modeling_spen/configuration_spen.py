@@ -2,15 +2,35 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from transformers import PretrainedConfig
 
 PREDICTORS = ("none", "linear", "linear_attention", "softmax_attention")
 PREDICTOR_SCOPES = ("sequence", "state")
-TRACES = ("ema", "learned", "selective")
+TRACES = ("ema", "learned", "selective", "selective_ssm")
+RESIDUALS = ("add", "attention")
 # The paper's fast, medium and slow write rates.
 DEFAULT_TRACE_RATES = (0.5, 0.1, 0.02)
+
+
+def log_uniform_rates(n: int, fastest: float = 0.5, slowest: float = 0.02) -> list[float]:
+    """``n`` write rates spread log-uniformly from ``fastest`` down to ``slowest`` (both included).
+
+    ``log_uniform_rates(3)`` is the paper's ``[0.5, 0.1, 0.02]`` (a factor 5 apart); larger ``n`` fill
+    the same range more densely: a fixed-rate bank of ``n`` traces keeps ``n x D`` numbers per layer.
+    """
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"log_uniform_rates: n must be a positive integer, got {n!r}")
+    if not 0.0 < slowest <= fastest < 1.0:
+        raise ValueError(f"log_uniform_rates: need 0 < slowest <= fastest < 1, got {slowest!r} and {fastest!r}")
+    if n == 1:
+        return [float(fastest)]
+    if slowest == fastest:
+        raise ValueError("log_uniform_rates: n > 1 distinct rates need slowest < fastest")
+    step = (math.log(slowest) - math.log(fastest)) / (n - 1)
+    return [math.exp(math.log(fastest) + i * step) for i in range(n)]
 
 
 class SPENConfig(PretrainedConfig):
@@ -33,11 +53,28 @@ class SPENConfig(PretrainedConfig):
             ``"ema"``: the fixed ``trace_rates`` (the paper); ``"learned"``: per-channel rates
             learned but independent of the input (initialised at ``trace_rates``);
             ``"selective"``: input-dependent per-channel rates ``a_t = sigmoid(W x_t + b)``
-            (a gated recurrence in the style of Mamba/GLA; ``b`` initialised at ``trace_rates``).
+            (a gated recurrence in the style of Mamba/GLA; ``b`` initialised at ``trace_rates``);
+            ``"selective_ssm"``: a Mamba (S6) selective state space per channel, ``trace_state_size``
+            numbers per channel written with an input-dependent step ``dt_t = softplus(W x_t + b)``
+            (``W`` of rank ``selective_rank``) and key ``B_t``, ``A`` diagonal with S4D-real init
+            ``A[d, n] = -(n + 1)`` (see ``traces_ssm.py``). It fills the ``len(trace_rates)`` slots
+            that the predictor and the context mix read with ``len(trace_rates)`` input-dependent read
+            vectors ``C_t^(s)``: slot ``s`` at position ``t`` is the readout ``y_{t-1}^(s)`` of the
+            previous step, strictly past as the other traces' ``h_{t-1}``. ``trace_rates`` set the
+            initial steps: ``dt`` is log-uniform over channels so that each channel's slowest mode
+            has a write rate between the slowest and the fastest of ``trace_rates``.
         trace_rates (`Sequence[float]`, defaults to ``(0.5, 0.1, 0.02)``): write rates ``a`` of the
             traces (fast, medium, slow), distinct, each in (0, 1): ``a`` is the weight of the new
             input, so 0.5 is the fast trace. Configs saved before the rename call this field
-            ``trace_decays``; that name is still accepted.
+            ``trace_decays``; that name is still accepted. ``None`` gives the paper's three rates, or
+            ``trace_num_rates`` rates when that is set.
+        trace_num_rates (`int`, *optional*): ask for this many rates spread log-uniformly from 0.5
+            down to 0.02 (``log_uniform_rates``; 3 gives the paper's rates) instead of listing
+            ``trace_rates``: a bank of N fixed rates keeps N x D numbers per layer, the state-size
+            control for ``selective_ssm`` (D x ``trace_state_size``). Give it or ``trace_rates``, not
+            both; it is stored resolved, as ``trace_rates``.
+        trace_state_size (`int`, defaults to 16): numbers per channel of the ``selective_ssm`` state
+            (Mamba's ``d_state``); unused by the other traces.
         selective_rank (`int`, defaults to 48): rank of the low-rank map ``W`` of the selective
             trace (as Mamba's ``dt_rank``); unused by the other traces.
         predictor (`str`, defaults to ``"linear"``): reader of the past traces that predicts
@@ -61,6 +98,14 @@ class SPENConfig(PretrainedConfig):
             (docs/notes/issue14-phase1.md): on the tiny config, 5 seeds, weights 0.1 and 1 both gave a
             lower validation loss than 0 (by 0.054 and 0.036 nats), and the rule declared before the
             runs picks the largest weight that is not worse than 0.
+        residual (`str`, defaults to ``"add"``): how sublayer inputs are formed from the residual stream.
+            ``"add"``: the ordinary sum, ``x_{l+1} = x_l + f_l(x_l)`` (GPT-2). ``"attention"``: Attention
+            Residuals (Kimi Team, arXiv 2603.15031): each of the ``2 L`` sublayers (context mix, FFN)
+            takes ``sum_i alpha_i v_i`` over ``v_0`` = the token embedding and ``v_i`` = every earlier
+            sublayer output, ``alpha = softmax_i(w . RMSNorm(v_i))`` with one learned pseudo-query ``w``
+            per sublayer, and one more for the final output (before the final LayerNorm). The
+            pseudo-queries start at zero, so every sublayer starts as the uniform average of its sources.
+            Per token, so the decoding state is unchanged. See ``residuals.py``.
         num_attention_heads (`int`, defaults to 12): heads of the attention predictors; must
             divide ``hidden_size`` when an attention predictor is used.
         layer_norm_epsilon (`float`, defaults to 1e-5): LayerNorm epsilon.
@@ -82,10 +127,13 @@ class SPENConfig(PretrainedConfig):
         ffn_topk_fraction: float = 0.06,
         trace: str = "ema",
         trace_rates: Sequence[float] | None = None,
+        trace_num_rates: int | None = None,
+        trace_state_size: int = 16,
         selective_rank: int = 48,
         predictor: str = "linear",
         predictor_scope: str = "sequence",
         prediction_loss_weight: float = 1.0,
+        residual: str = "add",
         num_attention_heads: int = 12,
         layer_norm_epsilon: float = 1e-5,
         initializer_range: float = 0.02,
@@ -108,12 +156,21 @@ class SPENConfig(PretrainedConfig):
         if legacy is not None and trace_rates is not None:
             raise ValueError("SPENConfig: give trace_rates or its old name trace_decays, not both")
         rates_name = "trace_decays" if legacy is not None else "trace_rates"
-        rates = legacy if legacy is not None else trace_rates if trace_rates is not None else DEFAULT_TRACE_RATES
+        rates = legacy if legacy is not None else trace_rates
+        if trace_num_rates is not None:
+            if rates is not None:
+                raise ValueError(f"SPENConfig.trace_num_rates: give it or {rates_name}, not both")
+            if isinstance(trace_num_rates, bool) or not isinstance(trace_num_rates, int) or trace_num_rates < 1:
+                raise ValueError(f"SPENConfig.trace_num_rates must be a positive integer, got {trace_num_rates!r}")
+            rates = log_uniform_rates(trace_num_rates)
+        rates = rates if rates is not None else DEFAULT_TRACE_RATES
         self.trace_rates = [float(a) for a in rates] if _is_sequence(rates) else rates
+        self.trace_state_size = trace_state_size
         self.selective_rank = selective_rank
         self.predictor = predictor
         self.predictor_scope = predictor_scope
         self.prediction_loss_weight = prediction_loss_weight
+        self.residual = residual
         self.num_attention_heads = num_attention_heads
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
@@ -139,12 +196,15 @@ class SPENConfig(PretrainedConfig):
 
     def _validate(self, rates_name: str = "trace_rates") -> None:
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size", "selective_rank",
+                     "trace_state_size",
                      "num_attention_heads", "max_position_embeddings"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"SPENConfig.{name} must be a positive integer, got {value!r}")
         if self.trace not in TRACES:
             raise ValueError(f"SPENConfig.trace must be one of {TRACES}, got {self.trace!r}")
+        if self.residual not in RESIDUALS:
+            raise ValueError(f"SPENConfig.residual must be one of {RESIDUALS}, got {self.residual!r}")
         if self.predictor not in PREDICTORS:
             raise ValueError(f"SPENConfig.predictor must be one of {PREDICTORS}, got {self.predictor!r}")
         if self.predictor_scope not in PREDICTOR_SCOPES:

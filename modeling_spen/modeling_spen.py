@@ -23,10 +23,16 @@ Context mix: a learned linear map of the concatenation, the reference choice. It
 function of ``h_{t-1}`` and ``u_t``, both give the same span, and one trace tensor serves the
 predictor, the mix and the recurrent state.
 
+Other trace kinds fill the same S slots: ``trace="selective_ssm"`` (:mod:`.traces_ssm`, a Mamba S6
+state of D x ``trace_state_size`` numbers per layer, slots read out with input-dependent vectors).
+With ``residual="attention"`` (:mod:`.residuals`) the two residual adds of each block become softmax
+attention over depth: each sublayer reads a learned mixture of the embedding and every earlier
+sublayer output.
+
 There are no position embeddings: the traces carry order. The LM head is tied to the token
-embeddings. Decoding keeps a recurrent state (:class:`SPENState`): per layer the S traces,
-plus the linear-attention sums or the key/value cache of a ``sequence``-scope attention
-predictor. For ``predictor="linear"`` and the ``state`` scope the state has constant size.
+embeddings. Decoding keeps a recurrent state (:class:`SPENState`): per layer the S traces (and the
+``selective_ssm`` state), plus the linear-attention sums or the key/value cache of a ``sequence``-scope
+attention predictor. For ``predictor="linear"`` and the ``state`` scope the state has constant size.
 """
 
 from __future__ import annotations
@@ -44,7 +50,9 @@ from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutpu
 
 from .configuration_spen import SPENConfig
 from .predictors import build_predictor
+from .residuals import DepthAttention
 from .traces import accumulation_dtype, ema_step, ema_traces
+from .traces_ssm import SelectiveSSMTraces, dt_init_range
 
 # A rate of exactly 1 (a saturated sigmoid) would put log(1 - a) = -inf in the trace operator.
 _MAX_RATE = 1.0 - 1e-6
@@ -90,7 +98,7 @@ class SPENState:
     """The recurrent state of a SPEN model: everything needed to continue a batch of sequences.
 
     ``layers[i]`` is a dict: ``"traces"`` ``(B, S, D)`` (``h_{t-1}`` for the next token; float32,
-    or float64 in a float64 model),
+    or float64 in a float64 model), ``"ssm"`` ``(B, D, N)`` for the ``selective_ssm`` trace,
     and for attention predictors of scope ``sequence`` either ``"kv"``/``"z"`` (linear
     attention sums) or ``"k"``/``"v"``/``"valid"`` (softmax key/value cache).
     """
@@ -151,18 +159,26 @@ class SPENTraces(nn.Module):
         logits = self.alpha_up(self.alpha_down(u)).to(acc)
         return torch.sigmoid(logits.unflatten(-1, (self.num_traces, -1))).clamp(max=_MAX_RATE)
 
-    def forward(self, u: torch.Tensor, h0: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Past traces ``h_{t-1}`` for every position ``(B, T, S, D)`` in ``u``'s dtype, and the final
-        state ``h_{T-1}`` in the traces' accumulation dtype (float32, or float64 for float64 ``u``)."""
+    def forward(self, u: torch.Tensor, state: dict[str, torch.Tensor] | None) -> torch.Tensor:
+        """Past traces ``h_{t-1}`` for every position, ``(B, T, S, D)`` in ``u``'s dtype.
+
+        ``state`` (a decoding state, updated in place) holds ``"traces"``: ``h_{T-1}`` after the last
+        consumed token, in the traces' accumulation dtype (float32, or float64 for float64 ``u``).
+        """
         alpha = self.write_rates(u)
         B, T, D = u.shape
+        h0 = state.get("traces") if state is not None else None
         if h0 is None:
             h0 = u.new_zeros(B, self.num_traces, D, dtype=accumulation_dtype(u.dtype))
         if T == 1:  # decoding: the one-step update
             h_last = ema_step(u[:, 0], alpha[:, 0] if alpha.dim() == 4 else alpha, h0)
-            return h0[:, None].to(u.dtype), h_last
-        traces, h_last = ema_traces(u, alpha, h0)
-        return torch.cat([h0[:, None], traces[:, :-1]], 1).to(u.dtype), h_last
+            h_prev = h0[:, None]
+        else:
+            traces, h_last = ema_traces(u, alpha, h0)
+            h_prev = torch.cat([h0[:, None], traces[:, :-1]], 1)
+        if state is not None:
+            state["traces"] = h_last
+        return h_prev.to(u.dtype)
 
 
 class ResidualProjection(nn.Linear):
@@ -196,34 +212,52 @@ class SparseFFN(nn.Module):
 
 
 class SPENBlock(nn.Module):
+    """One SPEN block: two sublayers, the context mix and the sparse FFN, each read from the residual stream.
+
+    :meth:`forward` is the ordinary residual sum; :meth:`context` and :meth:`feed_forward` are the two
+    sublayers alone (what they add to the stream), for Attention Residuals (``residuals.py``).
+    """
+
     def __init__(self, config: SPENConfig, layer_idx: int) -> None:
         super().__init__()
         D, S = config.hidden_size, config.num_traces
         self.layer_idx = layer_idx
         self.ln_1 = nn.LayerNorm(D, eps=config.layer_norm_epsilon)
-        self.traces = SPENTraces(config)
+        self.traces = SelectiveSSMTraces(config) if config.trace == "selective_ssm" else SPENTraces(config)
         self.predictor = build_predictor(config)
         self.mix = ResidualProjection((2 + S) * D, D)
         self.ln_2 = nn.LayerNorm(D, eps=config.layer_norm_epsilon)
         self.ffn = SparseFFN(config)
+        if config.residual == "attention":
+            self.mix_input = DepthAttention(D, config.layer_norm_epsilon)
+            self.ffn_input = DepthAttention(D, config.layer_norm_epsilon)
 
-    def forward(
+    def context(
         self, x: torch.Tensor, valid: torch.Tensor | None, state: dict[str, torch.Tensor] | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The block output and its prediction loss ``mean_t ||u_t - x̂_t||^2 / D`` (scalar, float32)."""
+        """The context mix ``c_t`` for sublayer input ``x`` and its prediction loss (scalar, float32)."""
         u = self.ln_1(x)
         if valid is not None:
             # Padded positions enter the traces as zeros: with traces starting at zero, left
             # padding then leaves every trace exactly as if the padding were absent.
             u = u * valid[..., None].to(u.dtype)
-        h_prev, h_last = self.traces(u, state.get("traces") if state is not None else None)
+        h_prev = self.traces(u, state)
         x_hat = self.predictor(u, h_prev, valid, state)
         e = u - x_hat
         c = self.mix(torch.cat([u, e, h_prev.flatten(-2).to(u.dtype)], -1))
-        if state is not None:
-            state["traces"] = h_last
+        return c, _prediction_loss(u, x_hat, valid)
+
+    def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The sparse FFN's output for sublayer input ``x``."""
+        return self.ffn(self.ln_2(x))
+
+    def forward(
+        self, x: torch.Tensor, valid: torch.Tensor | None, state: dict[str, torch.Tensor] | None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The block output with residual adds and its prediction loss ``mean_t ||u_t - x̂_t||^2 / D``."""
+        c, prediction_loss = self.context(x, valid, state)
         x = x + c
-        return x + self.ffn(self.ln_2(x)), _prediction_loss(u, x_hat, valid)
+        return x + self.feed_forward(x), prediction_loss
 
 
 class SPENPreTrainedModel(PreTrainedModel):
@@ -265,6 +299,19 @@ class SPENPreTrainedModel(PreTrainedModel):
                 # Start as the fixed EMA: the input term only gradually moves the rates.
                 D = module.alpha_up.out_features // module.num_traces
                 init.copy_(module.alpha_up.bias, module.rate_logit.repeat_interleave(D))
+        if isinstance(module, SelectiveSSMTraces):
+            D, N = module.A_log.shape
+            # S4D-real: A[d, n] = -(n + 1), the same for every channel.
+            init.copy_(module.A_log, torch.log(torch.arange(1, N + 1, dtype=torch.float32)).expand(D, N))
+            # Mamba's dt init: log-uniform over channels, here over dt_init_range(trace_rates), with the
+            # bias the inverse softplus of dt. Evenly spaced quantiles rather than random draws: the init
+            # is the same whatever the seed, as the other traces' rates are.
+            lo, hi = dt_init_range(self.config.trace_rates)
+            q = (torch.arange(D, dtype=torch.float64) + 0.5) / D
+            dt = torch.exp(math.log(lo) + q * (math.log(hi) - math.log(lo)))
+            init.copy_(module.dt_up.bias, (dt + torch.log(-torch.expm1(-dt))).float())
+        if isinstance(module, DepthAttention):
+            init.zeros_(module.query)
         if hasattr(module, "slot_embedding"):
             init.normal_(module.slot_embedding, mean=0.0, std=std)
 
@@ -314,6 +361,9 @@ class SPENModel(SPENPreTrainedModel):
         super().__init__(config)
         self.wte = nn.Embedding(config.vocab_size, config.hidden_size)
         self.h = nn.ModuleList(SPENBlock(config, i) for i in range(config.num_hidden_layers))
+        if config.residual == "attention":
+            # The pseudo-query of the final output over all 2 L + 1 sources (the blocks hold the others).
+            self.final_input = DepthAttention(config.hidden_size, config.layer_norm_epsilon)
         self.ln_f = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_epsilon)
         self.post_init()
 
@@ -361,11 +411,15 @@ class SPENModel(SPENPreTrainedModel):
         x = self.wte(input_ids) if inputs_embeds is None else inputs_embeds
         hidden_states = [x] if output_hidden_states else None
         prediction_losses = []
-        for i, block in enumerate(self.h):
-            x, prediction_loss = block(x, valid, state.layers[i] if use_cache else None)
-            prediction_losses.append(prediction_loss)
-            if output_hidden_states:
-                hidden_states.append(x)
+        if self.config.residual == "attention":
+            layer_states = state if use_cache else None
+            x = self._attention_residual_blocks(x, valid, layer_states, prediction_losses, hidden_states)
+        else:
+            for i, block in enumerate(self.h):
+                x, prediction_loss = block(x, valid, state.layers[i] if use_cache else None)
+                prediction_losses.append(prediction_loss)
+                if output_hidden_states:
+                    hidden_states.append(x)
         x = self.ln_f(x)
         if output_hidden_states:
             hidden_states[-1] = x
@@ -377,6 +431,34 @@ class SPENModel(SPENPreTrainedModel):
             prediction_losses=torch.stack(prediction_losses),
             **{_CACHE_KEY: state if use_cache else None},
         )
+
+
+    def _attention_residual_blocks(
+        self,
+        x: torch.Tensor,
+        valid: torch.Tensor | None,
+        state: SPENState | None,
+        prediction_losses: list[torch.Tensor],
+        hidden_states: list[torch.Tensor] | None,
+    ) -> torch.Tensor:
+        """The blocks with Attention Residuals (``residuals.py``); returns the final output before ``ln_f``.
+
+        ``hidden_states`` (when given) gets the input of each block's first sublayer after the first, then
+        the final output: the stream as the next reader sees it, as with residual adds.
+        """
+        values = [x]  # v_0 = the embedding, then every sublayer output in order, in the embedding's dtype
+        for i, block in enumerate(self.h):
+            x_in = block.mix_input(torch.stack(values, -2))
+            if hidden_states is not None and i > 0:
+                hidden_states.append(x_in)
+            c, prediction_loss = block.context(x_in, valid, state.layers[i] if state is not None else None)
+            prediction_losses.append(prediction_loss)
+            values.append(c.to(x.dtype))
+            values.append(block.feed_forward(block.ffn_input(torch.stack(values, -2))).to(x.dtype))
+        out = self.final_input(torch.stack(values, -2))
+        if hidden_states is not None:
+            hidden_states.append(out)
+        return out
 
 
 class SPENForCausalLM(SPENPreTrainedModel, GenerationMixin):

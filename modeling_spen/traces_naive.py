@@ -1,7 +1,8 @@
-"""The reference EMA trace operator: a plain loop over time in float64. Tests and benchmarks only.
+"""The reference trace operators: plain loops over time in float64. Tests and benchmarks only.
 
 Every fast path in :mod:`.traces_fixed`, :mod:`.traces_chunk` and :mod:`.traces_triton` is checked
-against it (``tests/test_traces*.py``).
+against :func:`ema_traces_naive`, and :func:`.traces_ssm.selective_ssm` against
+:func:`selective_ssm_naive` (``tests/test_traces*.py``).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import torch
 
 from .traces import check_inputs
 
-__all__ = ["ema_traces_naive"]
+__all__ = ["ema_traces_naive", "selective_ssm_naive"]
 
 
 def ema_traces_naive(
@@ -40,3 +41,30 @@ def ema_traces_naive(
         out.append(h)
     traces = torch.stack(out, 1) if out else x64.new_zeros(B, 0, S, D)
     return traces, h
+
+
+def selective_ssm_naive(
+    u: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, h0: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reference S6 recurrence (Mamba), a sequential loop over time in float64, written from the equations
+
+        h_t[d, n] = exp(dt_t[d] A[d, n]) h_{t-1}[d, n] + dt_t[d] B_t[n] u_t[d]
+        y_t^(s)[d] = sum_n C_t^(s)[n] h_t[d, n]
+
+    Args:
+        u: ``(B, T, D)``; dt: ``(B, T, D)``; A: ``(D, N)``; B: ``(B, T, N)``; C: ``(B, T, S, N)``;
+        h0: ``(B, D, N)`` or ``None`` (zeros).
+
+    Returns:
+        ``(y, h_last)``: ``y`` ``(B, T, S, D)`` and the state after the last step ``(B, D, N)``, float64.
+    """
+    Bsz, T, D = u.shape
+    N, S = A.shape[1], C.shape[2]
+    u, dt, A, B, C = u.double(), dt.double(), A.double(), B.double(), C.double()
+    h = torch.zeros(Bsz, D, N, dtype=torch.float64, device=u.device) if h0 is None else h0.double()
+    ys = []
+    for t in range(T):
+        h = torch.exp(dt[:, t, :, None] * A) * h + dt[:, t, :, None] * B[:, t, None, :] * u[:, t, :, None]
+        ys.append((C[:, t, :, None, :] * h[:, None]).sum(-1))  # (B, S, D)
+    y = torch.stack(ys, 1) if ys else u.new_zeros(Bsz, 0, S, D)
+    return y, h

@@ -13,6 +13,7 @@ VARIANTS = [
     ("linear_attention", "sequence", "learned"),
     ("softmax_attention", "sequence", "selective"),
     ("softmax_attention", "state", "ema"),
+    ("linear", "sequence", "selective_ssm"),
 ]
 
 

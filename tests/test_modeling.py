@@ -18,13 +18,18 @@ VARIANTS = list(
     itertools.product(
         ["linear", "linear_attention", "softmax_attention"], ["sequence", "state"], ["ema", "learned", "selective"]
     )
-)
+) + [
+    # The S6 state fills the same slots: each reader kind once.
+    ("linear", "sequence", "selective_ssm"),
+    ("linear_attention", "state", "selective_ssm"),
+    ("softmax_attention", "sequence", "selective_ssm"),
+]
 
 
 def tiny_config(**overrides) -> SPENConfig:
     kwargs = dict(
         vocab_size=61, hidden_size=16, num_hidden_layers=2, intermediate_size=48, num_attention_heads=4,
-        selective_rank=4, bos_token_id=0, eos_token_id=None,
+        selective_rank=4, trace_state_size=4, bos_token_id=0, eos_token_id=None,
     )
     kwargs.update(overrides)
     return SPENConfig(**kwargs)
@@ -154,16 +159,38 @@ def test_logits_to_keep() -> None:
     torch.testing.assert_close(model(ids, logits_to_keep=1).logits, model(ids).logits[:, -1:])
 
 
-@pytest.mark.parametrize("predictor, scope, trace", [("linear", "sequence", "ema"),
-                                                    ("softmax_attention", "sequence", "selective"),
-                                                    ("linear_attention", "state", "learned")])
-def test_save_and_load_in_fresh_process(tmp_path: Path, predictor: str, scope: str, trace: str) -> None:
-    model = tiny_model(predictor=predictor, predictor_scope=scope, trace=trace)
-    model.save_pretrained(tmp_path)
+@pytest.mark.parametrize(
+    "predictor, scope, trace, extra",
+    [
+        ("linear", "sequence", "ema", {}),
+        ("softmax_attention", "sequence", "selective", {}),
+        ("linear_attention", "state", "learned", {}),
+        ("linear", "sequence", "selective_ssm", {}),
+        ("linear", "sequence", "ema", {"residual": "attention"}),
+        ("softmax_attention", "state", "selective_ssm", {"residual": "attention", "trace_num_rates": 5}),
+    ],
+)
+def test_save_and_load_in_fresh_process(tmp_path: Path, predictor: str, scope: str, trace: str, extra: dict) -> None:
+    model = tiny_model(predictor=predictor, predictor_scope=scope, trace=trace, **extra).train()
+    # Train a few steps first: what is saved is a model that moved, not an initialisation.
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    batch = torch.randint(0, 61, (4, 16), generator=torch.Generator().manual_seed(9))
+    losses = []
+    for _ in range(5):
+        loss = model(batch, labels=batch).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0]
+    model.eval()
+    model.save_pretrained(tmp_path / "saved")
+    tmp_path = tmp_path / "saved"
     assert (tmp_path / "model.safetensors").exists()
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["auto_map"]["AutoModelForCausalLM"] == "modeling_spen.SPENForCausalLM"
-    assert (tmp_path / "modeling_spen.py").exists() and (tmp_path / "traces.py").exists()
+    for name in ("modeling_spen.py", "traces.py", "traces_ssm.py", "residuals.py"):
+        assert (tmp_path / name).exists(), name
     ids = torch.randint(0, 61, (2, 12), generator=torch.Generator().manual_seed(4))
     torch.save({"ids": ids, "logits": model(ids).logits}, tmp_path / "expected.pt")
     script = f"""
@@ -258,3 +285,57 @@ def test_foreign_cache_object_is_treated_as_empty() -> None:
 
 def test_package_exports() -> None:
     assert modeling_spen.SPENConfig.model_type == "spen"
+
+
+# ----------------------------------------------------------------- a bank of N fixed rates (state-size control)
+def test_log_uniform_rates() -> None:
+    from modeling_spen.configuration_spen import log_uniform_rates
+
+    assert log_uniform_rates(3) == pytest.approx([0.5, 0.1, 0.02], rel=1e-12)  # the paper's rates
+    assert log_uniform_rates(1) == [0.5]
+    for n in (16, 64):
+        rates = log_uniform_rates(n, fastest=0.5, slowest=0.001)
+        ratios = [b / a for a, b in zip(rates, rates[1:], strict=False)]
+        assert len(set(rates)) == n and rates[0] == pytest.approx(0.5) and rates[-1] == pytest.approx(0.001)
+        assert max(ratios) == pytest.approx(min(ratios), rel=1e-9)  # evenly spaced in log
+    for bad in (0, -2, 2.5, True):
+        with pytest.raises(ValueError, match="n must be a positive integer"):
+            log_uniform_rates(bad)
+    with pytest.raises(ValueError, match="slowest <= fastest"):
+        log_uniform_rates(4, fastest=0.1, slowest=0.2)
+
+
+@pytest.mark.parametrize("n", [3, 16, 64])
+def test_rate_bank_of_n_rates_is_read_by_predictor_and_mix(n: int, tmp_path: Path) -> None:
+    from modeling_spen.configuration_spen import log_uniform_rates
+
+    config = tiny_config(trace_num_rates=n, predictor="softmax_attention", predictor_scope="state")
+    assert config.trace_rates == pytest.approx(log_uniform_rates(n)) and config.num_traces == n
+    config.save_pretrained(tmp_path)  # stored resolved: the list, not the count
+    saved = json.loads((tmp_path / "config.json").read_text())
+    assert "trace_num_rates" not in saved and SPENConfig.from_pretrained(tmp_path).trace_rates == config.trace_rates
+    torch.manual_seed(0)
+    model = SPENForCausalLM(config).eval()
+    block = model.model.h[0]
+    assert block.mix.in_features == (2 + n) * 16 and block.predictor.slot_embedding.shape == (n, 16)
+    ids = torch.randint(0, 61, (2, 20), generator=torch.Generator().manual_seed(0))
+    out = model(ids, use_cache=True)
+    # State numbers per layer: N x D, as the selective_ssm's D x trace_state_size.
+    assert out.cache.layers[0]["traces"].shape == (2, n, 16)
+    state, steps = None, []
+    for t in range(20):
+        step = model(ids[:, t : t + 1], cache=state)
+        state = step.cache
+        steps.append(step.logits)
+    torch.testing.assert_close(torch.cat(steps, 1), out.logits, rtol=1e-4, atol=1e-4)
+    # Every slot reaches the output: each rate's trace has its own column block in the mix.
+    grad = torch.autograd.grad(model(ids).logits.square().sum(), block.mix.weight)[0]
+    per_slot = grad[:, 2 * 16 :].reshape(16, n, 16).abs().sum((0, 2))
+    assert (per_slot > 0).all()
+
+
+def test_trace_num_rates_with_trace_rates_rejected() -> None:
+    with pytest.raises(ValueError, match=r"SPENConfig\.trace_num_rates: give it or trace_rates, not both"):
+        tiny_config(trace_num_rates=4, trace_rates=[0.5, 0.1])
+    with pytest.raises(ValueError, match=r"SPENConfig\.trace_num_rates must be a positive integer"):
+        tiny_config(trace_num_rates=0)
