@@ -29,6 +29,13 @@ Why the readers of SPEN's traces should differ: a reader of the current trace st
 recover no more identity than that mixture keeps; a reader of every past state (``sequence``
 scope) can invert fixed-rate traces, ``u_t = (h_t - (1 - a) h_{t-1}) / a``, and is not so bound.
 :func:`recall_map` measures both, beside the positive control and chance.
+
+The map has two axes (issue 22): each arm's **write rule** (fixed rates, learned time-invariant rates,
+input-gated diagonal rates, input-dependent outer-product / SSM writes, attention over tokens:
+:func:`write_rule`) and its **state numbers per layer** (what one layer keeps to continue a sequence:
+:func:`state_numbers`), so that "input-dependent selection" and "more state" (Zoology: recall capacity grows
+with the state) can be told apart. :func:`escape_comparison` sets a selective state of N numbers per channel
+against a bank of N fixed rates, equal state, paired by seed over :func:`recall_map`'s seeds.
 """
 
 from __future__ import annotations
@@ -552,8 +559,10 @@ def default_map_configs(width: int = 64, layers: int = 2, heads: int = 4) -> dic
 
     ``gpt2``: the GPT-2 architecture (learned positions, softmax attention); then each SPEN variant of
     :data:`modeling_spen.variants.SPEN_VARIANTS`, by its name there (the readers over EMA traces: none,
-    linear, linear/softmax attention x state/sequence scope; the linear reader over learned and selective
-    traces). SPEN's FFN is 4x the width, as GPT-2's.
+    linear, linear/softmax attention x state/sequence scope; the linear reader over learned, selective and
+    selective-SSM traces; the state-size arms: banks of 16 and 64 fixed rates, selective states of 3 and 64
+    per channel). SPEN's FFN is 4x the width, as GPT-2's. Each arm's write rule and state numbers per layer:
+    :func:`describe_arm`; the pairs of equal state: :data:`ESCAPE_ARMS`.
     """
     from transformers import GPT2Config
 

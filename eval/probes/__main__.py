@@ -7,6 +7,12 @@ architecture as positive control)::
     python -m eval.probes --model_name_or_path outputs/spen-tiny/final gpt2 \\
         --config hub_configs/gpt2-tiny mamba=my/mamba/config.json --output_dir DIR
 
+The recall map over seeds and a rate grid (each seed chooses its rate on its own held-out sequences; the
+selective state against the fixed bank of equal state, paired by seed, in ``recall_escape``)::
+
+    python -m eval.probes --default_map --no_identity --recall_seeds 0,1,2,3,4 --learning_rate 1e-3,3e-3 \\
+        --output_dir DIR
+
 What each input kind gets:
 
 =========================  =====================================  ====================================
