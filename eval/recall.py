@@ -734,13 +734,19 @@ def escape_comparison(
             "state_numbers": {"selective": a.get("state_numbers"), "fixed": b.get("state_numbers")},
             "write_rules": {"selective": a.get("write_rule"), "fixed": b.get("write_rule")},
             "seeds": [int(s) for s in seeds], "selective_accuracy": sel, "fixed_accuracy": fix,
-            "difference": c.difference, "ci95": ci95, "ci90": list(c.ci90), "p_difference": c.p_difference,
+            "difference": c.difference, "ci95": ci95, "ci90": [_finite(x) for x in c.ci90],
+            "p_difference": _finite(c.p_difference),
             "copying": 1 / int(at), "chance": a["chance"], "verdict": verdict, "reason": reason,
         }
     headline = str(ESCAPE_HEADLINE) if str(ESCAPE_HEADLINE) in comparisons else next(iter(comparisons), None)
     return {"pairs": pairs, "margin": margin, "min_seeds": min_seeds, "control": control,
             "control_passed": control_passed, "headline": headline,
             "verdict": comparisons[headline]["verdict"] if headline else None, "comparisons": comparisons}
+
+
+def _finite(x: float) -> float | None:
+    """None for what one seed cannot estimate (JSON without NaN)."""
+    return x if math.isfinite(x) else None
 
 
 def _escape_verdict(c, ci95: list[float], n: int, min_seeds: int, margin: float,

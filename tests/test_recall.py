@@ -249,7 +249,9 @@ def test_escape_not_resolved_without_seeds_interval_or_control() -> None:
     result = escape_comparison(equal, control="gpt2")
     assert result["control_passed"] is False and result["verdict"] == "not resolved"
     assert escape_comparison({}, control=None) == {**escape_comparison({}), "verdict": None, "headline": None}
-    assert math.isclose(escape_comparison(_map({0: 0.5}, {0: 0.25}))["comparisons"]["16"]["difference"], 0.25)
+    one = escape_comparison(_map({0: 0.5}, {0: 0.25}))["comparisons"]["16"]
+    assert math.isclose(one["difference"], 0.25) and one["ci95"] == [-1.0, 1.0]  # one seed bounds nothing
+    assert one["ci90"] == [None, None] and one["p_difference"] is None
 
 
 @pytest.mark.parametrize(
