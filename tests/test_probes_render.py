@@ -129,6 +129,7 @@ def _two_axis_results() -> dict:
 def test_markdown_of_a_map_on_two_axes_over_seeds() -> None:
     md = render_content_probes_markdown(_two_axis_results())
     assert "verdict (mean of 5 seeds)" in md and "at the task's length of 48 tokens" in md
+    assert "(the same for every model); seeds 0, 1, 2, 3, 4." in md
     # GPT-2's keys and values grow with the sequence: 2 x 16 x 48 at the task's length.
     assert "| `gpt2` | attention over tokens (positive control) | attention over tokens | 1,536 (T = 48) |" in md
     assert "| `linear-ema16` | state scope, fixed-rate traces | fixed (EMA rates) | 256 |" in md

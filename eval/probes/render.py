@@ -156,7 +156,9 @@ def _recall_markdown(results: Mapping[str, Any]) -> list[str]:
         f"{recipe['steps']:,} steps per rate, curriculum by competence, early stop), one run per rate of the "
         f"grid {{{', '.join(f'{lr:g}' for lr in recipe['lrs'])}}} declared in advance, the rate chosen on "
         f"{recipe['select_examples']} held-out sequences per pair count and the chosen model scored on "
-        f"{recipe['eval_examples']} others (the same for every model); seed {settings['seed']}.", ""]
+        f"{recipe['eval_examples']} others (the same for every model); "
+        + (f"seeds {', '.join(map(str, settings['seeds']))}." if len(settings.get("seeds") or []) > 1
+           else f"seed {settings['seed']}."), ""]
     control, passed, control_lines = _control_status(results)
     seeds = settings.get("seeds") or [settings["seed"]]
     over = "one seed" if len(seeds) == 1 else f"mean of {len(seeds)} seeds"
