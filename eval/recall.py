@@ -29,6 +29,13 @@ Why the readers of SPEN's traces should differ: a reader of the current trace st
 recover no more identity than that mixture keeps; a reader of every past state (``sequence``
 scope) can invert fixed-rate traces, ``u_t = (h_t - (1 - a) h_{t-1}) / a``, and is not so bound.
 :func:`recall_map` measures both, beside the positive control and chance.
+
+The map has two axes (issue 22): each arm's **write rule** (fixed rates, learned time-invariant rates,
+input-gated diagonal rates, input-dependent outer-product / SSM writes, attention over tokens:
+:func:`write_rule`) and its **state numbers per layer** (what one layer keeps to continue a sequence:
+:func:`state_numbers`), so that "input-dependent selection" and "more state" (Zoology: recall capacity grows
+with the state) can be told apart. :func:`escape_comparison` sets a selective state of N numbers per channel
+against a bank of N fixed rates, equal state, paired by seed over :func:`recall_map`'s seeds.
 """
 
 from __future__ import annotations
@@ -38,10 +45,11 @@ import inspect
 import math
 import multiprocessing
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
@@ -407,44 +415,127 @@ def recall_map(
     workers: int = 1,
     threads: int = 1,
     trust_remote_code: bool = False,
+    seeds: Sequence[int] | None = None,
 ) -> dict:
-    """Every model of ``configs`` (name -> config) under the same task and recipe.
+    """Every model of ``configs`` (name -> config) under the same task and recipe, once per seed.
 
-    Returns ``{"task": ..., "recipe": ..., "seed": ..., "models": {name: recall_model(...)}}`` with the
-    models in the order of ``configs``; ``on_model(name, result)`` is called after each model (in the
-    order they finish). With ``workers > 1`` the models train in that many processes of ``threads``
-    torch threads each: every model's numbers are the same whichever process trains it (all its
-    randomness comes from ``seed``). ``workers == 1`` trains in this process, at its thread count.
+    ``seeds`` (default: ``(seed,)``) each fix a model's initialisation, its training examples and its
+    selection examples, so each seed chooses its own learning rate on its own held-out sequences; every
+    seed is scored on the same evaluation sequences. Returns ``{"task", "recipe", "seed" (the first),
+    "seeds", "chance", "models": {name: map_entry(...)}}`` with the models in the order of ``configs``:
+    each entry is the mean accuracy over seeds with its interval, the per-seed results under ``"seeds"``
+    and the arm's two axes (:func:`describe_arm`). ``on_model(name, entry)`` is called once a model's
+    every seed is done. With ``workers > 1`` the (model, seed) runs train in that many processes of
+    ``threads`` torch threads each: a run's numbers are the same whichever process trains it (all its
+    randomness comes from its seed). ``workers == 1`` trains in this process, at its thread count.
     """
     task = task or RecallTask()
     recipe = recipe or RecallRecipe()
+    seeds = check_seeds((seed,) if seeds is None else seeds)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    runs: dict[str, dict[int, dict]] = {name: {} for name in configs}
     models: dict[str, dict] = {}
-    bar = tqdm(total=len(configs), desc="recall map", unit="model", disable=progress is False)
+    bar = tqdm(total=len(configs) * len(seeds), desc="recall map", unit="run", disable=progress is False)
 
-    def done(name: str, result: dict) -> None:
-        models[name] = result
+    def done(name: str, s: int, result: dict) -> None:
+        runs[name][s] = result
         bar.update()
-        if on_model is not None:
-            on_model(name, result)
+        if len(runs[name]) == len(seeds):
+            models[name] = map_entry(configs[name], task, recipe, {k: runs[name][k] for k in seeds})
+            if on_model is not None:
+                on_model(name, models[name])
 
-    workers = min(workers, len(configs)) or 1
+    jobs = [(name, s) for name in configs for s in seeds]
+    workers = min(workers, len(jobs)) or 1
     if workers == 1:
-        for name, config in configs.items():
-            done(name, recall_model(config, task, recipe, seed, progress, desc=name,
-                                    trust_remote_code=trust_remote_code))
+        for name, s in jobs:
+            desc = name if len(seeds) == 1 else f"{name} seed {s}"
+            done(name, s, recall_model(configs[name], task, recipe, s, progress, desc=desc,
+                                       trust_remote_code=trust_remote_code))
     else:
         # spawn, not fork: torch's thread pools do not survive a fork.
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            futures = {pool.submit(_recall_job, (config, task, recipe, seed, threads, name, trust_remote_code)): name
-                       for name, config in configs.items()}
+            futures = {pool.submit(_recall_job, (configs[name], task, recipe, s, threads, name, trust_remote_code)):
+                       (name, s) for name, s in jobs}
             for future in as_completed(futures):
-                done(futures[future], future.result())
+                done(*futures[future], future.result())
     bar.close()
-    return {"task": asdict(task), "recipe": asdict(recipe), "seed": seed, "chance": task.chance,
-            "models": {name: models[name] for name in configs}}
+    return {"task": asdict(task), "recipe": asdict(recipe), "seed": seeds[0], "seeds": list(seeds),
+            "chance": task.chance, "models": {name: models[name] for name in configs}}
+
+
+def check_seeds(seeds: Sequence[int]) -> tuple[int, ...]:
+    """``seeds`` as a tuple: non-empty, distinct, non-negative integers (ValueError naming them otherwise)."""
+    seeds = tuple(seeds)
+    if not seeds or any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in seeds):
+        raise ValueError(f"seeds must be a non-empty list of non-negative integers, got {list(seeds)!r}")
+    if len(set(seeds)) != len(seeds):
+        raise ValueError(f"seeds must be distinct, got {list(seeds)!r}")
+    return seeds
+
+
+def map_entry(config: PretrainedConfig, task: RecallTask, recipe: RecallRecipe, runs: Mapping[int, dict]) -> dict:
+    """One model of the map from its per-seed :func:`recall_model` results (``seed -> result``).
+
+    ``accuracy`` is the mean over seeds per pair count and ``interval`` its 95% interval
+    (:func:`accuracy_interval`); ``best_lr`` the rate most seeds chose (ties: the smaller), ``steps`` the
+    most any seed ran; the per-seed results stay under ``seeds`` (their rate sweeps included); the arm's
+    write rule and state numbers per layer at the task's length are those of :func:`describe_arm`.
+    """
+    seeds = list(runs)
+    first = runs[seeds[0]]
+    accuracy, interval = {}, {}
+    for n in task.pairs:
+        per_seed = [runs[s]["accuracy"][str(n)] for s in seeds]
+        accuracy[str(n)] = sum(per_seed) / len(per_seed)
+        interval[str(n)] = list(accuracy_interval(per_seed, recipe.eval_examples * n))
+    chosen = [runs[s]["best_lr"] for s in seeds]
+    return {
+        "pairs": list(task.pairs),
+        "accuracy": accuracy,
+        "interval": interval,
+        "interval_method": INTERVAL_METHODS[len(seeds) > 1],
+        "best_lr": min(set(chosen), key=lambda lr: (-chosen.count(lr), lr)),
+        "chance": task.chance,
+        "steps": max(runs[s]["steps"] for s in seeds),
+        "max_steps": recipe.steps,
+        "seconds": sum(runs[s]["seconds"] for s in seeds),
+        "parameters": first["parameters"],
+        "non_embedding_parameters": first["non_embedding_parameters"],
+        **describe_arm(config, task.seq_len),
+        "seeds": {str(s): runs[s] for s in seeds},
+    }
+
+
+INTERVAL_METHODS = ("Wilson 95% over the evaluation queries (one seed: no seed-to-seed spread in it)",
+                    "percentile bootstrap 95% of the mean over seeds (10,000 resamples)")
+
+
+def accuracy_interval(per_seed: Sequence[float], queries: int, resamples: int = 10_000) -> tuple[float, float]:
+    """A 95% interval of a mean accuracy that stays inside [0, 1].
+
+    Over two or more seeds, the percentile bootstrap of the mean over seeds (seeds resampled with
+    replacement, a fixed generator): the seed-to-seed spread, which is what decides whether a lookup forms.
+    With one seed, the Wilson score interval of its ``queries`` scored queries: evaluation noise only.
+    """
+    if len(per_seed) > 1:
+        values = np.asarray(per_seed, dtype=float)
+        picks = np.random.default_rng(0).integers(0, len(values), (resamples, len(values)))
+        means = values[picks].mean(1)
+        return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+    return wilson(round(per_seed[0] * queries), queries)
+
+
+def wilson(successes: int, trials: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """The Wilson score interval of ``successes / trials`` (95% by default); inside [0, 1] by construction."""
+    if trials < 1:
+        raise ValueError(f"wilson: trials must be a positive integer, got {trials!r}")
+    p = successes / trials
+    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z / (1 + z * z / trials) * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _recall_job(job: tuple) -> dict:
@@ -468,8 +559,10 @@ def default_map_configs(width: int = 64, layers: int = 2, heads: int = 4) -> dic
 
     ``gpt2``: the GPT-2 architecture (learned positions, softmax attention); then each SPEN variant of
     :data:`modeling_spen.variants.SPEN_VARIANTS`, by its name there (the readers over EMA traces: none,
-    linear, linear/softmax attention x state/sequence scope; the linear reader over learned and selective
-    traces). SPEN's FFN is 4x the width, as GPT-2's.
+    linear, linear/softmax attention x state/sequence scope; the linear reader over learned, selective and
+    selective-SSM traces; the state-size arms: banks of 16 and 64 fixed rates, selective states of 3 and 64
+    per channel). SPEN's FFN is 4x the width, as GPT-2's. Each arm's write rule and state numbers per layer:
+    :func:`describe_arm`; the pairs of equal state: :data:`ESCAPE_ARMS`.
     """
     from transformers import GPT2Config
 
@@ -483,6 +576,195 @@ def default_map_configs(width: int = 64, layers: int = 2, heads: int = 4) -> dic
     return {"gpt2": gpt2, **{name: SPENConfig(**base, **fields) for name, fields in SPEN_VARIANTS.items()}}
 
 
+# ---------------------------------------------------------------------------------------------
+# The map's two axes: how an arm writes its memory, and how many numbers that memory holds
+# ---------------------------------------------------------------------------------------------
+
+# Write rules, from the least to the most input-dependent (issue 22). Zoology: recall capacity grows with
+# the state; the map asks whether the rule matters at equal state.
+WRITE_RULES: dict[str, str] = {
+    "fixed": "fixed (EMA rates)",
+    "learned_lti": "learned LTI (learned rates)",
+    "input_gated_diagonal": "input-gated diagonal",
+    "input_dependent_outer_product": "input-dependent outer-product / SSM",
+    "attention": "attention over tokens",
+}
+_TRACE_RULES = {"ema": "fixed", "learned": "learned_lti", "selective": "input_gated_diagonal",
+                "selective_ssm": "input_dependent_outer_product"}
+
+
+def write_rule(config: PretrainedConfig) -> str | None:
+    """How the arm of ``config`` writes its decoding state: a key of :data:`WRITE_RULES` (None: an
+    architecture the map does not describe).
+
+    GPT-2 attends over every past token. Mamba writes ``B_t x_t`` (an input-dependent outer product) into
+    its state. A SPEN arm is its reader's rule where the reader keeps its own memory of every past position
+    (``sequence`` scope: linear attention sums ``phi(k_t) v_t^T`` with input-dependent keys, an outer-product
+    state; softmax attention keeps every past state), and its trace's rule otherwise.
+    """
+    kind = getattr(config, "model_type", None)
+    if kind == "gpt2":
+        return "attention"
+    if kind == "mamba":
+        return "input_dependent_outer_product"
+    if kind != "spen":
+        return None
+    if config.predictor_scope == "sequence" and config.predictor == "linear_attention":
+        return "input_dependent_outer_product"
+    if config.predictor_scope == "sequence" and config.predictor == "softmax_attention":
+        return "attention"
+    return _TRACE_RULES[config.trace]
+
+
+def state_parts(config: PretrainedConfig, seq_len: int) -> dict[str, int] | None:
+    """The decoding state of one layer after ``seq_len`` tokens, in numbers (floats, one sequence), by
+    part; None for an architecture the map does not describe.
+
+    What a layer must keep to continue the sequence: GPT-2's key/value cache (``2 D T``); SPEN's traces
+    (``S x D``; the ``selective_ssm`` state ``D x N`` and its ``S`` read-out slots for the next token), plus a
+    ``sequence``-scope reader's memory (linear attention: one ``(D/H) x (D/H)`` sum and a ``D/H`` normaliser
+    per head; softmax attention: keys and values of every past position, ``2 D T``); Mamba's state
+    ``E x N`` and convolution window ``E x K`` (``E`` its inner width). The model tests check these counts
+    against the caches the models return.
+    """
+    kind = getattr(config, "model_type", None)
+    T = seq_len
+    if kind == "gpt2":
+        return {"keys and values (2 x D x T)": 2 * config.n_embd * T}
+    if kind == "mamba":
+        E = config.intermediate_size
+        return {"selective state (E x N)": E * config.state_size, "convolution window (E x K)": E * config.conv_kernel}
+    if kind != "spen":
+        return None
+    D, S, H = config.hidden_size, config.num_traces, config.num_attention_heads
+    if config.trace == "selective_ssm":
+        parts = {"selective state (D x N)": D * config.trace_state_size, "read-out slots (S x D)": S * D}
+    else:
+        parts = {"traces (S x D)": S * D}
+    if config.predictor_scope == "sequence" and config.predictor == "linear_attention":
+        parts["linear-attention sums (H x (D/H)^2)"] = H * (D // H) ** 2
+        parts["linear-attention normaliser (D)"] = D
+    elif config.predictor_scope == "sequence" and config.predictor == "softmax_attention":
+        parts["keys and values (2 x D x T)"] = 2 * D * T
+    return parts
+
+
+def state_numbers(config: PretrainedConfig, seq_len: int) -> int | None:
+    """Numbers in one layer's decoding state after ``seq_len`` tokens (:func:`state_parts`, summed)."""
+    parts = state_parts(config, seq_len)
+    return None if parts is None else sum(parts.values())
+
+
+def describe_arm(config: PretrainedConfig, seq_len: int) -> dict:
+    """An arm on the map's two axes: ``write_rule`` (a key of :data:`WRITE_RULES` or None) with its
+    label, ``state_numbers`` per layer at ``seq_len`` tokens with its parts, and whether it grows with
+    the sequence (attention's caches do; every recurrent state is fixed)."""
+    rule, parts = write_rule(config), state_parts(config, seq_len)
+    grows = parts is not None and any("x T" in name for name in parts)
+    return {"write_rule": rule, "write_rule_label": WRITE_RULES.get(rule, "not described"),
+            "state_numbers": None if parts is None else sum(parts.values()), "state_parts": parts,
+            "state_seq_len": seq_len, "state_grows_with_length": grows}
+
+
+# ---------------------------------------------------------------------------------------------
+# The claim "only input-dependent selection escapes": the selective state against the fixed bank
+# ---------------------------------------------------------------------------------------------
+
+# N -> (a selective state of N per channel, a bank of N fixed rates): D x N numbers each per layer
+# (the selective state also keeps its S = 3 read-out slots, 3 x D: state_parts says so beside the verdict).
+ESCAPE_ARMS: dict[int, tuple[str, str]] = {3: ("linear-selective_ssm3", "linear"),
+                                           16: ("linear-selective_ssm", "linear-ema16"),
+                                           64: ("linear-selective_ssm64", "linear-ema64")}
+ESCAPE_HEADLINE = 16  # the state size whose comparison is the claim's
+ESCAPE_PAIRS = 16  # the pair count the claim is about (the map's largest by default)
+ESCAPE_MARGIN = 0.05  # declared: a difference within 5 points of accuracy counts as equal (TOST)
+ESCAPE_MIN_SEEDS = 5  # the suite's rule: a verdict on a difference rests on >= 5 paired seeds
+CONTROL_BAR = 0.95  # the positive control's bar at ESCAPE_PAIRS (issue 14)
+ESCAPE_VERDICTS = ("selective higher", "fixed higher", "equivalent", "not resolved")
+
+
+def escape_comparison(
+    recall: Mapping[str, Mapping],
+    control: str | None = None,
+    arms: Mapping[int, tuple[str, str]] = ESCAPE_ARMS,
+    pairs: int = ESCAPE_PAIRS,
+    margin: float = ESCAPE_MARGIN,
+    min_seeds: int = ESCAPE_MIN_SEEDS,
+) -> dict:
+    """The selective state against the fixed bank of equal state numbers, paired by seed.
+
+    ``recall``: the map's entries (:func:`map_entry`, per-seed accuracies under ``seeds``). For each state
+    size N of ``arms`` whose two arms both ran: the per-seed accuracies at ``pairs`` pairs (the largest
+    count both have if the map stops earlier), their difference selective − fixed with its paired 95% t
+    interval (:func:`ema_boundary.stats.compare`, clipped to [-1, 1], the range of a difference of
+    accuracies) and a verdict from the interval only (:data:`ESCAPE_VERDICTS`):
+
+    * fewer than ``min_seeds`` paired seeds: "not resolved" (the suite's rule for a difference);
+    * the 95% interval above 0: "selective higher"; below 0: "fixed higher";
+    * the 90% interval inside ``(-margin, margin)``: "equivalent", but only behind a positive control
+      that reached :data:`CONTROL_BAR` (two arms that both fail under a recipe too short for attention
+      say nothing about the rule); otherwise "not resolved".
+
+    Returns ``{"pairs", "margin", "min_seeds", "control", "control_passed", "headline", "verdict",
+    "comparisons": {str(N): {...}}}``; ``headline`` is :data:`ESCAPE_HEADLINE` when it ran, else the
+    first size that did, and ``verdict`` is its comparison's (None when no pair of arms ran).
+    """
+    from ema_boundary import stats
+
+    control_passed = None
+    if control is not None and control in recall:
+        acc = recall[control]["accuracy"]
+        at = str(pairs) if str(pairs) in acc else str(max(int(n) for n in acc))
+        control_passed = int(at) >= pairs and acc[at] >= CONTROL_BAR
+    comparisons: dict[str, dict] = {}
+    for size, (selective, fixed) in arms.items():
+        if selective not in recall or fixed not in recall:
+            continue
+        a, b = recall[selective], recall[fixed]
+        common = sorted(set(a["accuracy"]) & set(b["accuracy"]), key=int)
+        at = str(pairs) if str(pairs) in common else common[-1]
+        seeds = [s for s in a["seeds"] if s in b["seeds"]]
+        sel = {s: a["seeds"][s]["accuracy"][at] for s in seeds}
+        fix = {s: b["seeds"][s]["accuracy"][at] for s in seeds}
+        c = stats.compare(sel, fix, margin)
+        ci95 = [max(-1.0, c.ci95[0]), min(1.0, c.ci95[1])]
+        verdict, reason = _escape_verdict(c, ci95, len(seeds), min_seeds, margin, control_passed)
+        comparisons[str(size)] = {
+            "state_size": size, "pairs": int(at), "selective": selective, "fixed": fixed,
+            "state_numbers": {"selective": a.get("state_numbers"), "fixed": b.get("state_numbers")},
+            "write_rules": {"selective": a.get("write_rule"), "fixed": b.get("write_rule")},
+            "seeds": [int(s) for s in seeds], "selective_accuracy": sel, "fixed_accuracy": fix,
+            "difference": c.difference, "ci95": ci95, "ci90": [_finite(x) for x in c.ci90],
+            "p_difference": _finite(c.p_difference),
+            "copying": 1 / int(at), "chance": a["chance"], "verdict": verdict, "reason": reason,
+        }
+    headline = str(ESCAPE_HEADLINE) if str(ESCAPE_HEADLINE) in comparisons else next(iter(comparisons), None)
+    return {"pairs": pairs, "margin": margin, "min_seeds": min_seeds, "control": control,
+            "control_passed": control_passed, "headline": headline,
+            "verdict": comparisons[headline]["verdict"] if headline else None, "comparisons": comparisons}
+
+
+def _finite(x: float) -> float | None:
+    """None for what one seed cannot estimate (JSON without NaN)."""
+    return x if math.isfinite(x) else None
+
+
+def _escape_verdict(c, ci95: list[float], n: int, min_seeds: int, margin: float,
+                    control_passed: bool | None) -> tuple[str, str]:
+    if n < min_seeds:
+        return "not resolved", f"{n} paired seed(s), fewer than the {min_seeds} a verdict on a difference needs"
+    interval = f"95% interval [{ci95[0]:+.3f}, {ci95[1]:+.3f}]"
+    if ci95[0] > 0:
+        return "selective higher", f"{interval} above 0"
+    if ci95[1] < 0:
+        return "fixed higher", f"{interval} below 0"
+    if c.verdict == "equivalent":
+        if control_passed:
+            return "equivalent", f"90% interval [{c.ci90[0]:+.3f}, {c.ci90[1]:+.3f}] inside ±{margin:g}"
+        return "not resolved", "equal within the margin, but without a positive control that passed"
+    return "not resolved", f"{interval} holds 0 and the 90% interval is not inside ±{margin:g}"
+
+
 __all__ = [
     "RecallTask",
     "RecallRecipe",
@@ -493,6 +775,18 @@ __all__ = [
     "evaluate_recall",
     "recall_model",
     "recall_map",
+    "check_seeds",
+    "map_entry",
+    "accuracy_interval",
+    "wilson",
     "default_map_configs",
+    "WRITE_RULES",
+    "write_rule",
+    "state_parts",
+    "state_numbers",
+    "describe_arm",
+    "ESCAPE_ARMS",
+    "ESCAPE_VERDICTS",
+    "escape_comparison",
 ]
 

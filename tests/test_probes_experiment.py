@@ -94,14 +94,18 @@ def test_the_json_schema(tmp_path: Path) -> None:
     assert identity["lags"] == list(range(1, 33)) and len(identity["best"]) == len(identity["chance"]) == 32
     assert sorted(identity["layers"]) == ["0", "1", "2"]
     recall = data["recall"]["gpt2"]
-    assert set(recall) >= {"pairs", "accuracy", "steps", "max_steps", "best_lr", "chance", "sweep", "seconds",
-                           "parameters"}
+    assert set(recall) >= {"pairs", "accuracy", "interval", "steps", "max_steps", "best_lr", "chance", "seeds",
+                           "seconds", "parameters", "write_rule", "state_numbers"}
     assert recall["pairs"] == [1, 2] and set(recall["accuracy"]) == {"1", "2"}  # pair count string -> fraction
     assert all(0.0 <= a <= 1.0 for a in recall["accuracy"].values())
     assert recall["max_steps"] == 3 and 1 <= recall["steps"] <= 3 and recall["best_lr"] == 1e-3
-    assert recall["chance"] == 1 / 64 and set(recall["sweep"]) == {"0.001"}
+    assert recall["chance"] == 1 / 64 and set(recall["seeds"]["3"]["sweep"]) == {"0.001"}
+    assert recall["write_rule"] == "attention" and recall["state_numbers"] == 2 * 16 * 6  # K and V, 6 tokens
+    assert all(0 <= lo <= recall["accuracy"][n] <= hi <= 1 for n, (lo, hi) in recall["interval"].items())
     settings = data["recall_settings"]
     assert settings["task"] == {"vocab_size": 128, "pairs": [1, 2]} and settings["seed"] == 3
+    assert settings["seeds"] == [3] and "per seed" in settings["rate_selection"]
+    assert data["recall_escape"]["comparisons"] == {} and data["recall_escape"]["verdict"] is None
     expected = cap_steps(replace(RecallRecipe.quick(), lrs=(1e-3,)), 3)
     assert settings["recipe"] == json.loads(json.dumps(asdict(expected)))
     assert data["models"]["gpt2"] == {**data["models"]["gpt2"], "source": "folder", "model_type": "gpt2",
@@ -181,3 +185,27 @@ def test_the_output_folder_is_the_tools_own(tmp_path: Path) -> None:
         run_content_probes([gpt2], text, out, settings, recall=False)
     again = run_content_probes([gpt2], text, out, settings, recall=False, overwrite=True)
     assert again["identity_at_lag"] == first["identity_at_lag"]  # deterministic
+
+
+def test_the_map_over_seeds_and_rates_with_its_escape_row(tmp_path: Path) -> None:
+    """--recall_seeds and a rate grid reach every arm; the escape comparison pairs the selective state with
+    the fixed bank by seed (three seeds: fewer than a verdict needs, so "not resolved")."""
+    out = tmp_path / "map"
+    assert main(["--default_map", "--no_identity", "--recall_models", "linear-ema16,linear-selective_ssm",
+                 "--recall_seeds", "0,1", "2", "--learning_rate", "1e-3,3e-3", "--max_steps", "2",
+                 "--recall_pairs", "1,2", "--output_dir", str(out)]) == 0
+    data = json.loads((out / "content_probes.json").read_text())
+    assert data["recall_settings"]["seeds"] == [0, 1, 2] and data["recall_settings"]["recipe"]["lrs"] == [1e-3, 3e-3]
+    for r in data["recall"].values():
+        assert set(r["seeds"]) == {"0", "1", "2"} and all(set(s["sweep"]) == {"0.001", "0.003"}
+                                                          for s in r["seeds"].values())
+        assert r["interval_method"].startswith("percentile bootstrap")
+    assert data["recall"]["linear-ema16"]["state_numbers"] == 16 * 64  # the map is at width 64
+    assert data["recall"]["linear-selective_ssm"]["state_numbers"] == (16 + 3) * 64
+    escape = data["recall_escape"]
+    assert escape["headline"] == "16" and list(escape["comparisons"]) == ["16"]
+    c = escape["comparisons"]["16"]
+    assert c["seeds"] == [0, 1, 2] and c["pairs"] == 2 and escape["verdict"] == "not resolved"
+    assert (out / "recall_state.png").read_bytes()[:8] == PNG
+    md = (out / "content_probes.md").read_text()
+    assert "The claim row reads N = 16: **not resolved**" in md

@@ -43,6 +43,10 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
                      "'2' is not a rate in (0, 1)"),
         "bad steps": (["--model", str(gpt2), "--max_steps", "0"],
                       "--max_steps/--recall_steps/--recall-steps: must be a positive integer"),
+        "bad seed": (["--model", str(gpt2), "--recall_seeds", "0,-1"],
+                     "--recall_seeds/--recall-seeds: '-1' is not a seed"),
+        "seed twice": (["--model", str(gpt2), "--recall_seeds", "0,1", "1"],
+                       "--recall_seeds: ProbeSettings.recall_seeds must be distinct"),
         "too many pairs": (["--model", str(gpt2), "--recall_pairs", "80"],
                            "--recall_pairs: RecallTask.pairs: 80 pairs"),
         "missing text": (["--model", str(gpt2), "--text", str(tmp_path / "none.txt")], "--text"),
@@ -78,5 +82,5 @@ def test_help_shows_the_defaults_and_the_transformers_flags(capsys) -> None:
     assert main(["--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     for flag in ("--model_name_or_path", "--output_dir", "--overwrite_output_dir", "--max_steps", "--learning_rate",
-                 "--seed", "(default: 0)", "(default: 1)"):
+                 "--seed", "--recall_seeds", "(default: 0)", "(default: 1)"):
         assert flag in text, flag

@@ -8,7 +8,8 @@ from eval.probes.render import (
     render_content_probes_figures,
     render_content_probes_markdown,
 )
-from eval.recall import RecallRecipe
+from eval.recall import RecallRecipe, RecallTask, escape_comparison, map_entry
+from modeling_spen import SPENConfig
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -51,10 +52,10 @@ def test_markdown_of_a_map_whose_control_passes() -> None:
     rows = [line for line in md.splitlines() if line.startswith("| `")][1:]
     assert rows[0].startswith("| `gpt2` | attention over tokens (positive control) |")  # the control first
     assert "| 100.0% | 100.0% | 100.0% | 100.0% | 980 (stopped early) | 0.001 |" in rows[0]
-    assert ("| `spen-linear` | state scope, fixed-rate traces | 100,000 | 65.0% | 30.0% | 12.0% | 7.0% | 2,000 (max)"
-            in md)
-    assert "| chance (a uniform guess among the values) | | | 1.6% | 1.6% | 1.6% | 1.6% |" in md
-    assert "| copying a context value, keys ignored | | | 50.0% | 25.0% | 12.5% | 6.2% |" in md
+    assert ("| `spen-linear` | state scope, fixed-rate traces | — | — | 100,000 | 65.0% | 30.0% | 12.0% | 7.0% | "
+            "2,000 (max)" in md)  # a map from before the two axes: its cells say so
+    assert "| chance (a uniform guess among the values) | | | | | 1.6% | 1.6% | 1.6% | 1.6% |" in md
+    assert "| copying a context value, keys ignored | | | | | 50.0% | 25.0% | 12.5% | 6.2% |" in md
     assert "**Positive control:** `gpt2` reaches 100.0% at 16 pairs" in md
     assert "too short" not in md
     assert "u_t = (h_t − (1 − a) h_{t−1}) / a" in md and "data-processing argument" in md
@@ -96,11 +97,56 @@ def test_verdicts_and_kinds() -> None:
     assert reader_kind(_spen("softmax_attention", "state", "learned")) == "state"
     assert reader_kind(_spen("linear_attention", "sequence", "ema")) == "sequence"
     assert reader_kind(_spen("none", "state", "selective")) == "selective"
+    assert reader_kind(_spen("linear", "sequence", "selective_ssm")) == "selective"
+
+
+def _two_axis_results() -> dict:
+    """A made-up map over five seeds with the two axes: the control, a fixed bank and a selective state of 16."""
+    task = RecallTask(pairs=(4, 16))
+    recipe = RecallRecipe(eval_examples=64)
+    width = dict(hidden_size=16, num_attention_heads=2)
+    configs = {"gpt2": (None, 1.0), "linear-ema16": (SPENConfig(**width, trace_num_rates=16), 0.07),
+               "linear-selective_ssm": (SPENConfig(**width, trace="selective_ssm"), 0.9)}
+    from transformers import GPT2Config
+
+    results = _results()
+    results["recall"], results["models"] = {}, {"gpt2": results["models"]["gpt2"]}
+    results["identity_at_lag"] = {}
+    for name, (config, acc) in configs.items():
+        config = config or GPT2Config(n_embd=16, n_head=2)
+        spread = 0.01 if name == "linear-selective_ssm" else 0.0
+        runs = {s: {"accuracy": {"4": 1.0, "16": acc + spread * s}, "best_lr": 1e-3, "steps": 100, "seconds": 1.0,
+                    "parameters": 10, "non_embedding_parameters": 5, "sweep": {}} for s in range(5)}
+        results["recall"][name] = map_entry(config, task, recipe, runs)
+        if name != "gpt2":
+            results["models"][name] = _spen("linear", "sequence", config.trace)
+    results["recall_settings"] = {**results["recall_settings"], "task": {"vocab_size": 128, "pairs": [4, 16]},
+                                  "seeds": [0, 1, 2, 3, 4]}
+    results["recall_escape"] = escape_comparison(results["recall"], "gpt2")
+    return results
+
+
+def test_markdown_of_a_map_on_two_axes_over_seeds() -> None:
+    md = render_content_probes_markdown(_two_axis_results())
+    assert "verdict (mean of 5 seeds)" in md and "at the task's length of 48 tokens" in md
+    assert "(the same for every model); seeds 0, 1, 2, 3, 4." in md
+    # GPT-2's keys and values grow with the sequence: 2 x 16 x 48 at the task's length.
+    assert "| `gpt2` | attention over tokens (positive control) | attention over tokens | 1,536 (T = 48) |" in md
+    assert "| `linear-ema16` | state scope, fixed-rate traces | fixed (EMA rates) | 256 |" in md
+    assert ("| `linear-selective_ssm` | input-dependent (selective) traces | input-dependent outer-product / SSM | "
+            "304 |") in md  # 16 x 16 state + 3 read-out slots of 16
+    assert "| 92.0% [90.8%, 93.2%] |" in md  # the mean of 0.90 .. 0.94 and its bootstrap interval over seeds
+    # Differences 0.83 .. 0.87: mean 0.85, t interval 0.85 ± 2.776 x 0.0158 / sqrt(5).
+    assert ("| 16 | `linear-selective_ssm` (304) | `linear-ema16` (256) | 5 | 92.0% | 7.0% | 6.2% | "
+            "+0.850 [+0.830, +0.870] | selective higher") in md
+    assert "The claim row reads N = 16: **selective higher**." in md
 
 
 def test_figures(tmp_path: Path) -> None:
+    paths = render_content_probes_figures(_two_axis_results(), tmp_path / "axes")
+    assert set(paths) == {"recall", "recall_state"} and paths["recall_state"].read_bytes()[:8] == PNG
     paths = render_content_probes_figures(_results(), tmp_path / "figs")
-    assert set(paths) == {"identity_at_lag", "recall"}
+    assert set(paths) == {"identity_at_lag", "recall"}  # a map without the two axes has no state figure
     assert all(p.read_bytes()[:8] == PNG for p in paths.values())
     recall_only = {**_results(), "identity_at_lag": {}}
     assert set(render_content_probes_figures(recall_only, tmp_path / "figs2")) == {"recall"}

@@ -1,8 +1,11 @@
-"""eval.recall: the MQAR task's invariants, the recipe's pieces, and a tiny run that learns."""
+"""eval.recall: the MQAR task's invariants, the recipe's pieces, a tiny run that learns, the map over seeds, the
+arms' two axes (write rule, state numbers checked against the caches the models return) and the escape comparison."""
+
+import math
 
 import pytest
 import torch
-from transformers import GPT2Config
+from transformers import GPT2Config, GPT2LMHeadModel, MambaConfig, MambaForCausalLM
 
 from eval.recall import (
     IGNORE,
@@ -10,13 +13,20 @@ from eval.recall import (
     Curriculum,
     RecallRecipe,
     RecallTask,
+    accuracy_interval,
     default_map_configs,
+    describe_arm,
+    escape_comparison,
     evaluate_recall,
     recall_map,
+    state_numbers,
+    state_parts,
     task_config,
     train_recall,
+    wilson,
+    write_rule,
 )
-from modeling_spen import SPENConfig
+from modeling_spen import SPENConfig, SPENForCausalLM
 
 
 def test_answers_are_the_values_of_the_queried_keys() -> None:
@@ -100,14 +110,148 @@ def test_recall_map_reports_every_model() -> None:
     configs = {name: cfg for name, cfg in default_map_configs(width=16, heads=2).items()
                if name in ("gpt2", "none", "softmax_attention-sequence")}
     seen = []
-    result = recall_map(configs, task, recipe, seed=0, progress=False, on_model=lambda n, r: seen.append(n))
+    result = recall_map(configs, task, recipe, progress=False, on_model=lambda n, r: seen.append(n), seeds=(0, 5))
     assert seen == list(configs) and list(result["models"]) == list(configs)
-    for r in result["models"].values():
+    assert result["seeds"] == [0, 5] and result["seed"] == 0
+    for name, r in result["models"].items():
         assert set(r["accuracy"]) == {"1", "2"} and all(0 <= a <= 1 for a in r["accuracy"].values())
-        assert r["best_lr"] in (1e-3, 3e-3) and set(r["sweep"]) == {"0.001", "0.003"}
+        assert r["best_lr"] in (1e-3, 3e-3) and set(r["seeds"]) == {"0", "5"}
+        for n in ("1", "2"):  # the mean over seeds, inside its interval, inside [0, 1]
+            per_seed = [r["seeds"][s]["accuracy"][n] for s in ("0", "5")]
+            assert r["accuracy"][n] == pytest.approx(sum(per_seed) / 2)
+            lo, hi = r["interval"][n]
+            assert 0 <= lo <= min(per_seed) + 1e-12 and max(per_seed) - 1e-12 <= hi <= 1
+        for run in r["seeds"].values():  # each seed chose its own rate on its own selection sequences
+            assert set(run["sweep"]) == {"0.001", "0.003"} and run["best_lr"] in (1e-3, 3e-3)
         assert r["chance"] == task.chance and 1 <= r["steps"] <= 3 and r["max_steps"] == 3
         assert 0 < r["non_embedding_parameters"] < r["parameters"]  # the task's embeddings are not counted
+        assert r["state_numbers"] == state_numbers(configs[name], task.seq_len) and r["state_seq_len"] == 6
+    assert result["models"]["gpt2"]["write_rule"] == "attention"
+    assert result["models"]["none"]["write_rule"] == "fixed"
     assert result["task"]["pairs"] == (1, 2)
+    # A seed's run does not depend on which other seeds ran beside it.
+    alone = recall_map({"none": configs["none"]}, task, recipe, progress=False, seeds=(5,))
+    assert alone["models"]["none"]["seeds"]["5"]["accuracy"] == result["models"]["none"]["seeds"]["5"]["accuracy"]
+    with pytest.raises(ValueError, match="seeds must be distinct"):
+        recall_map(configs, task, recipe, progress=False, seeds=(1, 1))
+
+
+def _floats(obj) -> int:
+    """Floating-point numbers held in a cache layer (tensors in its attributes and their dicts)."""
+    if torch.is_tensor(obj):
+        return obj.numel() if obj.is_floating_point() else 0
+    if isinstance(obj, dict):
+        return sum(_floats(v) for v in obj.values())
+    return sum(_floats(v) for v in vars(obj).values()) if hasattr(obj, "__dict__") else 0
+
+
+SPEN_ARMS = [("linear", "fixed"), ("linear-learned", "learned_lti"), ("linear-selective", "input_gated_diagonal"),
+             ("linear-selective_ssm", "input_dependent_outer_product"),
+             ("linear-selective_ssm3", "input_dependent_outer_product"), ("linear-ema16", "fixed"),
+             ("linear_attention-state", "fixed"), ("softmax_attention-state", "fixed"), ("none", "fixed"),
+             ("linear_attention-sequence", "input_dependent_outer_product"),
+             ("softmax_attention-sequence", "attention")]
+
+
+@pytest.mark.parametrize("name, rule", SPEN_ARMS)
+def test_each_spen_arm_has_its_write_rule_and_the_state_its_cache_holds(name: str, rule: str) -> None:
+    config = default_map_configs(width=16, heads=2)[name]
+    config.vocab_size = 32
+    T = 7
+    model = SPENForCausalLM(config).eval()
+    with torch.no_grad():
+        out = model(torch.randint(1, 32, (1, T)), use_cache=True)
+    cache = out.cache if hasattr(out, "cache") else out.past_key_values
+    assert write_rule(config) == rule
+    assert [_floats(layer) for layer in cache.layers] == [state_numbers(config, T)] * config.num_hidden_layers
+
+
+def test_state_numbers_by_formula() -> None:
+    configs = default_map_configs(width=64, heads=4)
+    D, T = 64, 48
+    assert state_numbers(configs["gpt2"], T) == 2 * D * T  # attention: grows with T
+    assert state_numbers(configs["linear"], T) == 3 * D  # the paper's three rates
+    assert state_numbers(configs["linear-ema16"], T) == 16 * D and state_numbers(configs["linear-ema64"], T) == 64 * D
+    for n, name in ((3, "linear-selective_ssm3"), (16, "linear-selective_ssm"), (64, "linear-selective_ssm64")):
+        assert state_parts(configs[name], T) == {"selective state (D x N)": D * n, "read-out slots (S x D)": 3 * D}
+    # Linear attention's sums: one (D/H) x (D/H) matrix per head, plus the normaliser and the traces.
+    assert state_numbers(configs["linear_attention-sequence"], T) == 4 * 16 * 16 + D + 3 * D
+    assert state_numbers(configs["softmax_attention-sequence"], T) == 2 * D * T + 3 * D
+    assert describe_arm(configs["gpt2"], T)["state_grows_with_length"]
+    assert not describe_arm(configs["linear-selective_ssm"], T)["state_grows_with_length"]
+    assert describe_arm(configs["softmax_attention-sequence"], T)["write_rule_label"] == "attention over tokens"
+
+
+def test_gpt2_and_mamba_state_numbers_are_their_caches() -> None:
+    T = 5
+    for model in (GPT2LMHeadModel(GPT2Config(n_embd=16, n_layer=2, n_head=2, vocab_size=32, n_positions=16)),
+                  MambaForCausalLM(MambaConfig(vocab_size=32, hidden_size=16, num_hidden_layers=2, state_size=4))):
+        with torch.no_grad():
+            out = model(torch.randint(0, 32, (1, T)), use_cache=True)
+        cache = next(c for c in (getattr(out, k, None) for k in ("cache", "past_key_values", "cache_params"))
+                     if c is not None)
+        assert [_floats(layer) for layer in cache.layers] == [state_numbers(model.config, T)] * 2
+    assert write_rule(MambaConfig()) == "input_dependent_outer_product"
+    assert describe_arm(object(), T) == {"write_rule": None, "write_rule_label": "not described",
+                                         "state_numbers": None, "state_parts": None, "state_seq_len": T,
+                                         "state_grows_with_length": False}
+
+
+def test_intervals_stay_in_the_unit_range() -> None:
+    assert wilson(0, 100)[0] == pytest.approx(0.0, abs=1e-12) and wilson(100, 100)[1] == pytest.approx(1.0)
+    lo, hi = wilson(50, 100)
+    assert lo == pytest.approx(0.4038, abs=1e-4) and hi == pytest.approx(0.5962, abs=1e-4)
+    assert accuracy_interval([0.3], 100) == wilson(30, 100)  # one seed: the queries' Wilson interval
+    lo, hi = accuracy_interval([0.0, 1.0, 1.0], 100)  # seeds: the bootstrap of their mean
+    assert 0.0 <= lo < 2 / 3 < hi == 1.0
+    assert accuracy_interval([0.5, 0.5], 100) == (0.5, 0.5)
+
+
+def _arm(per_seed: dict[int, float], pairs: int = 16) -> dict:
+    """A made-up map entry: accuracy at ``pairs`` per seed."""
+    return {"accuracy": {str(pairs): sum(per_seed.values()) / len(per_seed)}, "chance": 1 / 64,
+            "seeds": {str(s): {"accuracy": {str(pairs): a}} for s, a in per_seed.items()},
+            "state_numbers": 1024, "write_rule": "x"}
+
+
+def _map(selective: dict[int, float], fixed: dict[int, float], control: float = 1.0) -> dict:
+    return {"gpt2": _arm(dict.fromkeys(selective, control)), "linear-selective_ssm": _arm(selective),
+            "linear-ema16": _arm(fixed)}
+
+
+def test_escape_selective_above_the_fixed_bank_is_a_verdict() -> None:
+    seeds = range(5)
+    result = escape_comparison(_map({s: 0.90 + 0.01 * s for s in seeds}, {s: 0.07 + 0.005 * s for s in seeds}),
+                               control="gpt2")
+    assert result["headline"] == "16" and result["verdict"] == "selective higher" and result["control_passed"]
+    c = result["comparisons"]["16"]
+    assert list(result["comparisons"]) == ["16"]  # only the sizes whose two arms ran
+    assert c["selective"] == "linear-selective_ssm" and c["fixed"] == "linear-ema16" and c["seeds"] == [0, 1, 2, 3, 4]
+    assert c["difference"] == pytest.approx(0.84) and 0 < c["ci95"][0] < 0.84 < c["ci95"][1] <= 1
+    assert c["copying"] == 1 / 16
+    # The other direction, and equality within the margin behind a passing control.
+    assert escape_comparison(_map({s: 0.1 + 0.01 * s for s in seeds}, {s: 0.5 + 0.01 * s for s in seeds}),
+                             control="gpt2")["verdict"] == "fixed higher"
+    equal = _map({s: 0.06 + 0.001 * (s % 2) for s in seeds}, {s: 0.06 for s in seeds})
+    assert escape_comparison(equal, control="gpt2")["verdict"] == "equivalent"
+
+
+def test_escape_not_resolved_without_seeds_interval_or_control() -> None:
+    three = escape_comparison(_map({0: 0.95, 1: 0.96, 2: 0.97}, {0: 0.06, 1: 0.06, 2: 0.07}), control="gpt2")
+    assert three["verdict"] == "not resolved" and "fewer than the 5" in three["comparisons"]["16"]["reason"]
+    # Five seeds, but the differences straddle 0 widely: the interval decides nothing.
+    wide = escape_comparison(_map({0: 0.9, 1: 0.1, 2: 0.8, 3: 0.05, 4: 0.5}, {0: 0.1, 1: 0.8, 2: 0.1, 3: 0.7, 4: 0.5}),
+                             control="gpt2")
+    c = wide["comparisons"]["16"]
+    assert wide["verdict"] == "not resolved" and c["ci95"][0] < 0 < c["ci95"][1] and -1 <= c["ci95"][0]
+    # Both arms at the copying level is no evidence of equal rules when the control failed too.
+    equal = _map({s: 0.06 for s in range(5)}, {s: 0.06 for s in range(5)}, control=0.5)
+    result = escape_comparison(equal, control="gpt2")
+    assert result["control_passed"] is False and result["verdict"] == "not resolved"
+    assert escape_comparison({}, control=None) == {**escape_comparison({}), "verdict": None, "headline": None}
+    one = escape_comparison(_map({0: 0.5}, {0: 0.25}))["comparisons"]["16"]
+    assert math.isclose(one["difference"], 0.25) and one["ci95"] == [-1.0, 1.0]  # one seed bounds nothing
+    assert one["ci90"] == [None, None] and one["p_difference"] is None
 
 
 @pytest.mark.parametrize(

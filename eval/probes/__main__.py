@@ -7,6 +7,12 @@ architecture as positive control)::
     python -m eval.probes --model_name_or_path outputs/spen-tiny/final gpt2 \\
         --config hub_configs/gpt2-tiny mamba=my/mamba/config.json --output_dir DIR
 
+The recall map over seeds and a rate grid (each seed chooses its rate on its own held-out sequences; the
+selective state against the fixed bank of equal state, paired by seed, in ``recall_escape``)::
+
+    python -m eval.probes --default_map --no_identity --recall_seeds 0,1,2,3,4 --learning_rate 1e-3,3e-3 \\
+        --output_dir DIR
+
 What each input kind gets:
 
 =========================  =====================================  ====================================
@@ -59,12 +65,27 @@ from eval.probes.models import ModelError, ModelSpec, resolve_config, resolve_mo
 PROG = "python -m eval.probes"
 # The flag each field of a typed error came from.
 FLAGS = {"recall": "--recall_models", "control": "--control", "text": "--text", "recall_pairs": "--recall_pairs",
-         "recall_lrs": "--learning_rate", "recall_steps": "--max_steps", "seed": "--seed"}
+         "recall_lrs": "--learning_rate", "recall_steps": "--max_steps", "seed": "--seed",
+         "recall_seeds": "--recall_seeds"}
 
 
 def _int_list(value: str) -> list[int]:
     """``"2,4,8"`` -> ``[2, 4, 8]``, each a positive integer."""
     return [positive_int(v) for v in comma_list(value)]
+
+
+def _seed_list(value: str) -> list[int]:
+    """``"0,1,2"`` -> ``[0, 1, 2]``, each a non-negative integer."""
+    seeds = []
+    for v in comma_list(value):
+        try:
+            seed = int(v)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{v!r} is not an integer") from None
+        if seed < 0:
+            raise argparse.ArgumentTypeError(f"{v!r} is not a seed (a non-negative integer)")
+        seeds.append(seed)
+    return seeds
 
 
 def _rate_list(value: str) -> list[float]:
@@ -101,6 +122,9 @@ def parser() -> UsageParser:
                    help="shorter lags, fewer sequences; recall on 2/4/8 pairs with the quick recipe (one rate, "
                         "1,200 steps at most)")
     p.add_argument("--seed", type=int, default=0, help="seed of the recall models (init and training examples)")
+    p.add_argument("--recall_seeds", "--recall-seeds", type=_seed_list, nargs="+", metavar="SEED",
+                   help="run the recall map once per seed (comma or space separated; each seed chooses its own rate "
+                        "on its own held-out sequences; default: --seed alone)")
     probes = p.add_argument_group("which probes")
     probes.add_argument("--no_identity", "--no-identity", action="store_true", help="skip identity at lag")
     probes.add_argument("--no_recall", "--no-recall", action="store_true", help="skip the recall map")
@@ -153,7 +177,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         check_output_dir(args.output_dir, tool=TOOL, overwrite=args.overwrite_output_dir)  # before any work
         settings = ProbeSettings.make(quick=args.quick, seed=args.seed, recall_pairs=flatten(args.recall_pairs),
-                                      recall_lrs=flatten(args.recall_lrs), recall_steps=args.recall_steps)
+                                      recall_lrs=flatten(args.recall_lrs), recall_steps=args.recall_steps,
+                                      recall_seeds=flatten(args.recall_seeds))
         specs, flags = _resolve(args)
         needs_text = not args.no_identity and any(s.identity_skip is None for s in specs)
         text = probe_text(args.text) if needs_text else ""

@@ -59,7 +59,9 @@ class ProbeSettings:
     ``max_lag``, ``seq_len``, ``num_sequences``, ``num_classes``: identity at lag (lags 1..max_lag, at most
     seq_len - 1, on num_sequences sequences of seq_len tokens, the num_classes most frequent tokens as
     targets). ``task`` and ``recipe``: the recall map (:mod:`eval.recall`; its defaults are the measured
-    ones, docs/notes/issue14-phase1.md). ``seed``: the recall models' initialisation and examples.
+    ones, docs/notes/issue14-phase1.md). ``seed``: the recall models' initialisation and examples;
+    ``recall_seeds``: the map's seeds when it runs over several (None: ``seed`` alone). Each seed chooses its
+    own learning rate on its own held-out sequences.
     """
 
     max_lag: int = 64
@@ -69,6 +71,7 @@ class ProbeSettings:
     task: mqar.RecallTask = field(default_factory=mqar.RecallTask)
     recipe: mqar.RecallRecipe = field(default_factory=mqar.RecallRecipe)
     seed: int = 0
+    recall_seeds: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_lag", "seq_len", "num_sequences", "num_classes"):
@@ -78,6 +81,11 @@ class ProbeSettings:
                                   f"got {self.seq_len}", "seq_len")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ProbeInputError(f"ProbeSettings.seed must be a non-negative integer, got {self.seed!r}", "seed")
+        if self.recall_seeds is not None:
+            try:
+                self.recall_seeds = mqar.check_seeds(self.recall_seeds)
+            except (ValueError, TypeError) as e:
+                raise ProbeInputError(f"ProbeSettings.recall_{first_line(e)}", "recall_seeds") from None
         if not isinstance(self.task, mqar.RecallTask):
             raise ProbeInputError(f"ProbeSettings.task must be an eval.recall.RecallTask, got {self.task!r}", "task")
         if not isinstance(self.recipe, mqar.RecallRecipe):
@@ -94,10 +102,14 @@ class ProbeSettings:
 
     @classmethod
     def make(cls, *, quick: bool = False, seed: int = 0, recall_pairs: Sequence[int] | None = None,
-             recall_lrs: Sequence[float] | None = None, recall_steps: int | None = None) -> ProbeSettings:
-        """The default (or ``quick``) settings with the recall task's pair counts, the recipe's rate grid and
-        its step cap replaced where given; a bad value raises :class:`ProbeInputError` naming the field."""
+             recall_lrs: Sequence[float] | None = None, recall_steps: int | None = None,
+             recall_seeds: Sequence[int] | None = None) -> ProbeSettings:
+        """The default (or ``quick``) settings with the recall task's pair counts, the recipe's rate grid, its
+        step cap and the map's seeds replaced where given; a bad value raises :class:`ProbeInputError` naming
+        the field."""
         settings = cls.quick(seed) if quick else cls(seed=seed)
+        if recall_seeds is not None:
+            settings = replace(settings, recall_seeds=tuple(recall_seeds))
         try:
             if recall_pairs is not None:
                 settings = replace(settings, task=replace(settings.task, pairs=tuple(recall_pairs)))
@@ -119,6 +131,11 @@ class ProbeSettings:
     @property
     def recall_steps(self) -> int:
         return self.recipe.steps
+
+    @property
+    def seeds(self) -> tuple[int, ...]:
+        """The recall map's seeds."""
+        return self.recall_seeds or (self.seed,)
 
     def identity_dict(self) -> dict[str, int]:
         return {"max_lag": min(self.max_lag, self.seq_len - 1), "seq_len": self.seq_len,
@@ -286,6 +303,7 @@ def run_content_probes(
         "recall": {},
         "recall_settings": None,
         "positive_control": None,
+        "recall_escape": None,
         "seed": settings.seed,
     }
     for name in tqdm(list(ids), desc="identity at lag", unit="model", disable=progress is False or not ids):
@@ -300,11 +318,13 @@ def run_content_probes(
     if for_recall:
         result = mqar.recall_map({n: by_name[n].config for n in for_recall}, settings.task, settings.recipe,
                                  settings.seed, progress, workers=workers, threads=threads,
-                                 trust_remote_code=trust_remote_code)
+                                 trust_remote_code=trust_remote_code, seeds=settings.seeds)
         results["recall"] = result["models"]
-        results["recall_settings"] = {"task": result["task"], "recipe": result["recipe"], "seed": settings.seed,
-                                      "chance": result["chance"]}
+        results["recall_settings"] = {"task": result["task"], "recipe": result["recipe"], "seed": result["seed"],
+                                      "seeds": result["seeds"], "chance": result["chance"],
+                                      "rate_selection": "per seed, on that seed's held-out selection sequences"}
         results["positive_control"] = control or find_control(results["models"], results["recall"])
+        results["recall_escape"] = mqar.escape_comparison(results["recall"], results["positive_control"])
     results["seconds"] = time.time() - started
     results["environment"] = _environment(workers, threads)
     with atomic_dir(Path(out_dir), tool=TOOL, overwrite=overwrite) as tmp:

@@ -14,13 +14,13 @@ from typing import Any
 
 from ema_boundary.figures import pyplot, save
 from ema_boundary.format import pct as _pct
+from eval.recall import CONTROL_BAR, ESCAPE_PAIRS, WRITE_RULES
 
 __all__ = ["ABOVE_COPYING", "CONTROL_BAR", "CONTROL_PAIRS", "KIND_LABELS", "LAG_MARKS", "find_control",
            "reader_kind", "recall_verdict", "render_content_probes_figures", "render_content_probes_markdown"]
 
-# Issue 14's bar for the positive control, at the pair count the claim is about.
-CONTROL_BAR = 0.95
-CONTROL_PAIRS = 16
+# Issue 14's bar for the positive control (CONTROL_BAR, eval.recall), at the pair count the claim is about.
+CONTROL_PAIRS = ESCAPE_PAIRS
 # A model that copies some value of the context without matching its key scores 1/n at n pairs; a
 # model counts as reading identity beyond that when it clears it by this much (declared, not tuned).
 ABOVE_COPYING = 0.10
@@ -36,13 +36,14 @@ def find_control(models: Mapping[str, Mapping[str, Any]], recall: Mapping[str, A
 def reader_kind(info: Mapping[str, Any]) -> str:
     """Where a model sits on the map: "control" (GPT-2 architecture: attention over tokens), "state"
     (a SPEN reader of the current state of fixed-rate traces), "sequence" (a SPEN reader of every past
-    state of fixed-rate traces), "selective" (SPEN with input-dependent trace rates), "other"."""
+    state of fixed-rate traces), "selective" (SPEN with input-dependent traces: gated rates or a selective
+    state space), "other"."""
     if info.get("model_type") == "gpt2":
         return "control"
     spen = info.get("spen")
     if info.get("model_type") != "spen" or not spen:
         return "other"
-    if spen.get("trace") == "selective":
+    if spen.get("trace") in ("selective", "selective_ssm"):
         return "selective"
     attends = spen.get("predictor") in ("linear_attention", "softmax_attention")
     return "sequence" if attends and spen.get("predictor_scope") == "sequence" else "state"
@@ -155,21 +156,33 @@ def _recall_markdown(results: Mapping[str, Any]) -> list[str]:
         f"{recipe['steps']:,} steps per rate, curriculum by competence, early stop), one run per rate of the "
         f"grid {{{', '.join(f'{lr:g}' for lr in recipe['lrs'])}}} declared in advance, the rate chosen on "
         f"{recipe['select_examples']} held-out sequences per pair count and the chosen model scored on "
-        f"{recipe['eval_examples']} others (the same for every model); seed {settings['seed']}.", ""]
+        f"{recipe['eval_examples']} others (the same for every model); "
+        + (f"seeds {', '.join(map(str, settings['seeds']))}." if len(settings.get("seeds") or []) > 1
+           else f"seed {settings['seed']}."), ""]
     control, passed, control_lines = _control_status(results)
-    lines += ["| model | kind | parameters | " + " | ".join(f"{n} pairs" for n in pairs)
-              + " | steps | best lr | verdict (one seed) |",
-              "|---|---|---:|" + "---:|" * len(pairs) + "---:|---:|---|"]
+    seeds = settings.get("seeds") or [settings["seed"]]
+    over = "one seed" if len(seeds) == 1 else f"mean of {len(seeds)} seeds"
+    lines += [f"Each model is described on two axes: its **write rule** (how its decoding state is written: "
+              f"{', '.join(WRITE_RULES.values())}) and its **state per layer** (the numbers one layer keeps to "
+              f"continue a sequence, at the task's length of {_seq_len(task)} tokens; attention's grows with "
+              "it)." + ("" if len(seeds) == 1 else f" Accuracies are the mean over seeds {', '.join(map(str, seeds))} "
+                        "(each seed chose its own rate on its own held-out sequences) with a 95% interval "
+                        "(percentile bootstrap over seeds)."), ""]
+    lines += ["| model | kind | write rule | state / layer | parameters | " + " | ".join(f"{n} pairs" for n in pairs)
+              + f" | steps | best lr | verdict ({over}) |",
+              "|---|---|---|---:|---:|" + "---:|" * len(pairs) + "---:|---:|---|"]
     order = sorted(recall, key=lambda n: (n != control, list(KIND_LABELS).index(reader_kind(models.get(n, {})))))
     for name in order:
         r = recall[name]
-        cells = [_pct(r["accuracy"][str(n)]) if str(n) in r["accuracy"] else "—" for n in pairs]
+        cells = [_accuracy_cell(r, n, len(seeds) > 1) for n in pairs]
         steps = f"{r['steps']:,}" + (" (stopped early)" if r["steps"] < r["max_steps"] else " (max)")
-        lines.append(f"| `{name}` | {KIND_LABELS[reader_kind(models.get(name, {}))]} | {r['parameters']:,} | "
+        lines.append(f"| `{name}` | {KIND_LABELS[reader_kind(models.get(name, {}))]} | "
+                     f"{WRITE_RULES.get(r.get('write_rule'), '—')} | {_state_cell(r)} | {r['parameters']:,} | "
                      + " | ".join(cells) + f" | {steps} | {r['best_lr']:g} | {recall_verdict(r)} |")
-    lines += ["| chance (a uniform guess among the values) | | | "
+    lines += ["| chance (a uniform guess among the values) | | | | | "
               + " | ".join(_pct(settings["chance"]) for _ in pairs) + " | | | |",
-              "| copying a context value, keys ignored | | | " + " | ".join(_pct(1 / n) for n in pairs) + " | | | |",
+              "| copying a context value, keys ignored | | | | | " + " | ".join(_pct(1 / n) for n in pairs)
+              + " | | | |",
               "", *control_lines, "", "#### What the map says about the traces", "",
               "- **State-scope readers** of fixed-rate traces (SPEN's `none` and `linear` predictors, and the "
               "attention predictors at `state` scope) see at position t only the current trace state: a "
@@ -180,7 +193,9 @@ def _recall_markdown(results: Mapping[str, Any]) -> list[str]:
               "u_t = (h_t − (1 − a) h_{t−1}) / a. They have every input token and are not bound by the "
               "argument: a failure there is the reader's or the recipe's, not the traces'.",
               "- **Input-dependent (selective) traces** choose what to write from the input, as Mamba's gates do: "
-              "the paper's escape route, outside the fixed-rate argument.", "", "In this run:", ""]
+              "the paper's escape route, outside the fixed-rate argument. Zoology: recall capacity grows with the "
+              "state, so the map sets each selective state beside a bank of fixed rates with the same numbers per "
+              "layer (below).", "", "In this run:", ""]
     for kind in ("state", "sequence", "selective", "other"):
         names = [n for n in order if reader_kind(models.get(n, {})) == kind]
         if names:
@@ -190,9 +205,62 @@ def _recall_markdown(results: Mapping[str, Any]) -> list[str]:
         lines.append("- These verdicts are not backed by a positive control that passed: "
                      + ("a model that recovers content does, but 'no lookup' says nothing." if control
                         else "only 'recovers' verdicts mean anything."))
-    lines += ["", f"Every verdict rests on one seed (seed {settings['seed']}) and one training run per learning "
-              "rate: a lookup that forms late in one seed can fail to form in another. Read them as this run's, "
-              "not as settled properties of the architectures."]
+    if len(seeds) == 1:
+        lines += ["", f"Every verdict rests on one seed (seed {settings['seed']}) and one training run per learning "
+                  "rate: a lookup that forms late in one seed can fail to form in another. Read them as this run's, "
+                  "not as settled properties of the architectures."]
+    else:
+        lines += ["", f"The verdicts read the mean over {len(seeds)} seeds; the intervals beside each accuracy say how "
+                  "far the seeds spread."]
+    return lines + [""] + _escape_markdown(results)
+
+
+def _seq_len(task: Mapping[str, Any]) -> int:
+    """The recall task's sequence length (3 x its largest pair count)."""
+    return 3 * max(task["pairs"])
+
+
+def _accuracy_cell(r: Mapping[str, Any], n: int, interval: bool) -> str:
+    if str(n) not in r["accuracy"]:
+        return "—"
+    cell = _pct(r["accuracy"][str(n)])
+    bounds = (r.get("interval") or {}).get(str(n))
+    return f"{cell} [{_pct(bounds[0])}, {_pct(bounds[1])}]" if interval and bounds else cell
+
+
+def _state_cell(r: Mapping[str, Any]) -> str:
+    if r.get("state_numbers") is None:
+        return "—"
+    return f"{r['state_numbers']:,}" + (f" (T = {r['state_seq_len']})" if r.get("state_grows_with_length") else "")
+
+
+def _escape_markdown(results: Mapping[str, Any]) -> list[str]:
+    """The claim row's measurement (:func:`eval.recall.escape_comparison`) as a table, with its reasons."""
+    escape = results.get("recall_escape") or {}
+    comparisons = escape.get("comparisons") or {}
+    lines = ["#### Only input-dependent selection escapes? The selective state against fixed rates, equal state", ""]
+    if not comparisons:
+        return lines + ["Not measured: the map did not run both arms of any state size (a selective state "
+                        "`linear-selective_ssm*` and its bank of fixed rates: `linear`, `linear-ema16`, "
+                        "`linear-ema64`)."]
+    lines += [f"Per seed, the accuracy of the selective state (D x N per channel, input-dependent step, key and read "
+              f"vectors) minus that of a bank of N fixed rates (N x D) at {escape['pairs']} pairs, paired by seed; "
+              f"95% t interval, clipped to [−1, 1]. A verdict needs ≥ {escape['min_seeds']} paired seeds and comes "
+              f"from the interval only; \"equivalent\" needs the 90% interval inside ±{escape['margin']:g} and a "
+              "positive control that passed. The selective state also keeps its read-out slots for the next token "
+              "(S x D), counted in its state numbers.", "",
+              "| N | selective (state / layer) | fixed (state / layer) | seeds | selective | fixed | copying "
+              "| selective − fixed [95% interval] | verdict |", "|---:|---|---|---:|---:|---:|---:|---|---|"]
+    for c in comparisons.values():
+        mean = {arm: sum(c[f"{arm}_accuracy"].values()) / len(c[f"{arm}_accuracy"]) for arm in ("selective", "fixed")}
+        sizes = {arm: f"{n:,}" if isinstance(n := c["state_numbers"][arm], int) else "—" for arm in mean}
+        lines.append(f"| {c['state_size']} | `{c['selective']}` ({sizes['selective']}) | `{c['fixed']}` "
+                     f"({sizes['fixed']}) | {len(c['seeds'])} | {_pct(mean['selective'])} | {_pct(mean['fixed'])} | "
+                     f"{_pct(c['copying'])} | {c['difference']:+.3f} [{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}] | "
+                     f"{c['verdict']} ({c['reason']}) |")
+    head = escape.get("headline")
+    lines += ["", f"The claim row reads N = {head}: **{escape['verdict']}**"
+              + ("" if escape.get("control_passed") else " (the positive control did not pass, or did not run)") + "."]
     return lines
 
 
@@ -208,7 +276,9 @@ def render_content_probes_markdown(results: Mapping[str, Any]) -> str:
 def render_content_probes_figures(results: Mapping[str, Any], out_dir: str | Path) -> dict[str, Path]:
     """PNG figures in ``out_dir``: ``identity_at_lag`` (best-layer accuracy against lag, chance dotted)
     and ``recall`` (the map as grouped bars: one group per model, one bar per pair count, the chance line
-    and the control's bar). Returns name -> path for the figures drawn (a probe that did not run has none)."""
+    and the control's bar), ``recall_state`` (accuracy at 16 pairs against state numbers per layer, one line
+    per write rule, for maps whose entries carry their two axes). Returns name -> path for the figures drawn
+    (a probe that did not run has none)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
@@ -257,4 +327,47 @@ def render_content_probes_figures(results: Mapping[str, Any], out_dir: str | Pat
         ax.grid(axis="y", alpha=0.3)
         paths["recall"] = out_dir / "recall.png"
         save(fig, paths["recall"])
+    if any(r.get("state_numbers") for r in recall.values()):
+        paths["recall_state"] = out_dir / "recall_state.png"
+        _state_figure(results, paths["recall_state"])
     return paths
+
+
+def _state_figure(results: Mapping[str, Any], path: Path) -> None:
+    """Accuracy at 16 pairs (the map's largest count if smaller) against state numbers per layer, log x, one
+    line per write rule through the mean at each state size, every arm a point with its interval; the
+    copying level, chance and the control marked."""
+    plt = pyplot()
+    recall = results["recall"]
+    control = results.get("positive_control")
+    pairs = sorted({int(n) for r in recall.values() for n in r["accuracy"]})
+    at = str(CONTROL_PAIRS if CONTROL_PAIRS in pairs else pairs[-1])
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for i, (rule, label) in enumerate(WRITE_RULES.items()):
+        arms = {n: r for n, r in recall.items() if r.get("write_rule") == rule and r.get("state_numbers")
+                and at in r["accuracy"]}
+        if not arms:
+            continue
+        color = colors[i % len(colors)]
+        for name, r in arms.items():
+            x, y = r["state_numbers"], r["accuracy"][at]
+            lo, hi = (r.get("interval") or {}).get(at, (y, y))
+            ax.errorbar([x], [y], yerr=[[y - lo], [hi - y]], color=color, fmt="*" if name == control else "o",
+                        markersize=12 if name == control else 5, capsize=2)
+            ax.annotate(f"{name} (control)" if name == control else name, (x, y), fontsize=6,
+                        xytext=(4, 3), textcoords="offset points")
+        sizes = sorted({r["state_numbers"] for r in arms.values()})
+        means = [statistics.fmean(r["accuracy"][at] for r in arms.values() if r["state_numbers"] == x) for x in sizes]
+        ax.plot(sizes, means, color=color, label=label, marker="")
+    ax.axhline(1 / int(at), color="tab:gray", linestyle="--", linewidth=1, label=f"copying a context value (1/{at})")
+    chance = (results.get("recall_settings") or {}).get("chance") or next(iter(recall.values()))["chance"]
+    ax.axhline(chance, color="black", linestyle=":", linewidth=1, label=f"chance ({_pct(chance)})")
+    ax.set_xscale("log")
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("decoding-state numbers per layer (log; attention's at the task's length)")
+    ax.set_ylabel(f"recall accuracy at {at} pairs")
+    ax.set_title("The recall map on two axes: write rule and state size")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, which="both")
+    save(fig, path)
