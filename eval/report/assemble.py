@@ -106,10 +106,11 @@ def assemble(plan: Any, structure: dict, lm: dict, ngram: dict, regime: dict, pr
 
 
 def probe_block(probes: dict[str, Any]) -> dict[str, Any]:
-    """report.json's ``probes``: the content probes' results (identity at lag, the recall map and its positive
-    control) as the probes' renderer reads them, without their per-lag probe details, and the command."""
+    """report.json's ``probes``: the content probes' results (identity at lag, the recall map, its positive
+    control and the escape comparison: a selective state against a fixed bank of equal state) as the probes'
+    renderer reads them, without their per-lag probe details, and the command."""
     return {**{k: probes.get(k) for k in ("models", "recall", "recall_settings", "identity_settings",
-                                          "positive_control")},
+                                          "positive_control", "recall_escape")},
             "identity_at_lag": {name: {k: r[k] for k in ("lags", "best", "chance")}
                                 for name, r in probes["identity_at_lag"].items()},
             "command": probes["command"]}

@@ -37,9 +37,11 @@ PLANS = {("tiny", False): "hub_configs/report/default.yaml", ("tiny", True): "hu
 # fails if they ever differ from the tables.
 PREDICTOR_ARMS = ("none", "linear", "linear_attention-state", "linear_attention-sequence", "softmax_attention-state",
                   "softmax_attention-sequence")
-TRACE_ARMS = ("linear", "linear-learned", "linear-selective")
+TRACE_ARMS = ("linear", "linear-learned", "linear-selective", "linear-selective_ssm")
+STATE_SIZE_ARMS = ("linear-ema16", "linear-ema64", "linear-selective_ssm3", "linear-selective_ssm64")
 REFERENCE_ARM = "linear"  # the reference of both ablations: the paper's static reader over fixed-rate traces
-RECALL_MODELS = ("gpt2", *PREDICTOR_ARMS, *TRACE_ARMS[1:])  # the recall map: the control, then every variant
+# the recall map: the control, then every variant, then the state-size arms (fixed banks and selective states of N)
+RECALL_MODELS = ("gpt2", *PREDICTOR_ARMS, *TRACE_ARMS[1:], *STATE_SIZE_ARMS)
 RECALL_KEYS = 63  # eval.recall.RecallTask().num_keys: the most pairs the task can hold
 
 
@@ -313,4 +315,5 @@ class _Checker:
 
 
 __all__ = ["Plan", "PlanError", "GrammarPlan", "LanguageModelPlan", "AblationPlan", "RecallPlan", "SCALES",
-           "CORPORA", "PLANS", "REPO", "PREDICTOR_ARMS", "TRACE_ARMS", "RECALL_MODELS", "REFERENCE_ARM"]
+           "CORPORA", "PLANS", "REPO", "PREDICTOR_ARMS", "TRACE_ARMS", "STATE_SIZE_ARMS", "RECALL_MODELS",
+           "REFERENCE_ARM"]

@@ -167,7 +167,7 @@ def content_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
         "",
         *render_content_probes_markdown(report["probes"]).splitlines(),
     ]
-    for name in ("identity_at_lag", "recall"):
+    for name in ("identity_at_lag", "recall", "recall_state"):
         if name in figure_paths:
             lines += ["", f"![{name}]({figure_paths[name]})"]
     return lines
