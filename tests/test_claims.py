@@ -7,6 +7,7 @@ import copy
 import dataclasses
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -25,12 +26,29 @@ def _row(report: dict, claim_id: str, claims=CLAIMS) -> dict:
     return next(r for r in evaluate(report, claims) if r["id"] == claim_id)
 
 
+def _in_schema(path: tuple[str, ...]) -> bool:
+    import json
+
+    from eval.report import schema
+
+    node = json.loads(Path(schema.__file__).with_name("report.schema.json").read_text())
+    for key in path:
+        if "properties" not in node:  # an open block (grammar_probe's results): its own schema governs
+            return True
+        if key not in node["properties"]:
+            return False
+        node = node["properties"][key]
+    return True
+
+
 def test_the_table_is_consistent(committed: dict) -> None:
     ids = [c.id for c in CLAIMS]
     assert len(set(ids)) == len(ids)
     for claim in CLAIMS:
         assert claim.side in ("structure", "content") and claim.sentence and claim.rule_text
-        assert get(committed, claim.measurement) is not None, claim.key  # every measurement is a key of report.json
+        assert _in_schema(claim.measurement), claim.key  # every measurement is a key of report.json's schema
+        # ... and of the committed run, unless its experiment came after that run (then the row says "not run")
+        assert get(committed, claim.measurement) is not None or claim.id in ("selection_escapes_recall",), claim.key
         for e in claim.explanations:
             assert e.experiment in EXPERIMENTS, (claim.id, e.experiment)
     assert {"perplexity_gap", "readers_identical", "selection_escapes", "recall_lost"} <= set(ids)
@@ -138,3 +156,20 @@ def test_readme_block_is_rendered_from_the_claims(committed: dict) -> None:
     for row in committed["claims"]:
         assert row["sentence"] in block and row["verdict"] in block
     assert "Likely reason" not in block and "Likely reason" not in "\n".join(headline(committed))
+
+
+def test_the_escape_rule_reads_the_recall_maps_verdicts():
+    from eval.recall import ESCAPE_VERDICTS
+    from eval.report.claims import CLAIMS, Verdict
+
+    claim = next(c for c in CLAIMS if c.id == "selection_escapes_recall")
+    expected = {"selective higher": Verdict.MET, "fixed higher": Verdict.REFUTED, "equivalent": Verdict.REFUTED,
+                "not resolved": Verdict.NOT_RESOLVED}
+    assert set(expected) == set(ESCAPE_VERDICTS)
+    for verdict, want in expected.items():
+        escape = {"headline": "16", "comparisons": {"16": {
+            "selective": "linear-selective_ssm", "fixed": "linear-ema16", "pairs": 16, "difference": 0.3,
+            "ci95": [0.2, 0.4], "state_numbers": {"selective": 1216, "fixed": 1024}, "seeds": [0, 1, 2, 3, 4],
+            "verdict": verdict, "reason": ""}}}
+        assert claim.rule({}, escape).verdict is want
+    assert claim.rule({}, {"headline": None, "comparisons": {}}).verdict is Verdict.NOT_RUN

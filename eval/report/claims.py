@@ -357,6 +357,24 @@ def _recall_rule(report: Report, recall: Mapping[str, Any]) -> Outcome:
     return Outcome(Verdict.MET, ours, "", strength)
 
 
+def _escape_rule(report: Report, escape: Mapping[str, Any]) -> Outcome:
+    """eval.recall.escape_comparison's verdict at its headline state size: the selective state (an
+    input-dependent write) against a bank of fixed rates with the same state numbers, paired by seed."""
+    at = escape.get("headline")
+    row = (escape.get("comparisons") or {}).get(at) if at is not None else None
+    if not row:
+        return Outcome(Verdict.NOT_RUN, "the plan's recall map has no selective state and fixed bank of equal state")
+    lo, hi = row["ci95"] if row.get("ci95") else (float("nan"), float("nan"))
+    ours = (f"`{row['selective']}` − `{row['fixed']}` at {row['pairs']} pairs: "
+            f"{100 * row['difference']:+.1f} points [{100 * lo:+.1f}, {100 * hi:+.1f}] "
+            f"(state per layer {row['state_numbers']['selective']:,} vs {row['state_numbers']['fixed']:,})"
+            if row.get("difference") is not None else f"`{row['selective']}` vs `{row['fixed']}`: {row['reason']}")
+    strength = f"{len(row.get('seeds') or [])} paired seed(s)"
+    verdict = {"selective higher": Verdict.MET, "fixed higher": Verdict.REFUTED,
+               "equivalent": Verdict.REFUTED}.get(row["verdict"], Verdict.NOT_RESOLVED)
+    return Outcome(verdict, ours, "equal state, no escape" if row["verdict"] == "equivalent" else "", strength)
+
+
 def _structure_value(row_id: str, row: Mapping[str, Any], value: Any) -> str:
     from grammar_probe.render import paper_row_value
 
@@ -435,6 +453,14 @@ CLAIMS: tuple[Claim, ...] = (
           "met if the selective arm is lower than the fixed-rate reference and every other arm equivalent; partly "
           "met if only the first; refuted if the selective arm is shown not lower; otherwise not resolved",
           (TRACE_GATE,)),
+    Claim("selection_escapes_recall", "content",
+          "only input-dependent selection escapes (associative recall, at equal state numbers)",
+          _fixed("input-dependent selection (gates as in Mamba, attention) escapes the dilution; fixed rates do not"),
+          ("probes", "recall_escape"), _escape_rule,
+          "met if the selective state (Mamba-style, input-dependent write) is higher than a bank of fixed rates with "
+          "the same state numbers at 16 pairs (paired interval over at least 5 seeds); refuted if the bank is "
+          "higher or the two are equivalent within the declared margin; otherwise not resolved",
+          (CONTROL_GATE,)),
     Claim("recall_lost", "content",
           "no reader of fixed-rate EMA traces recovers token identity (associative recall)",
           _fixed("content is lost in the traces; no predictor recovers it"), ("probes", "recall"), _recall_rule,
