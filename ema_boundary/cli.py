@@ -4,8 +4,9 @@
   ``--learning_rate``, ``--seed``, ``--model_name_or_path``, ``--overwrite_output_dir``); older spellings
   stay as aliases.
 - ``--help`` shows every default (:class:`UsageParser` uses ``ArgumentDefaultsHelpFormatter``).
-- Exit status: 0 success; 2 bad command line, settings or input files (one line on stderr, nothing
-  written); 3 the work is done but a final upload failed; 130 interrupted (Ctrl-C).
+- Exit status: 0 success; 1 a long job failed after it started (one line naming the kept partial output
+  and its logs); 2 bad command line, settings or input files (one line on stderr, nothing written); 3 the
+  work is done but a final upload failed; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
