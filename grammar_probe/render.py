@@ -156,8 +156,8 @@ def render_structure_markdown(results: dict) -> str:
         f"{size['seeds']} seeds ({', '.join(map(str, results['seeds']))}); per seed {size['train_sentences']} training "
         f"sentences ({'a disjoint' if results.get('train_subsets_disjoint', True) else 'an overlapping'} subset of "
         "`train`), "
-        f"SPCN {size['spcn_epochs']} epoch(s); nouns and verbs dropped to `{proto['unk']}` at rate "
-        f"{proto['word_dropout']} while fitting, the same copy for every model; unseen words are `{proto['unk']}` for "
+        f"SPCN {size['spcn_epochs']} epoch(s); every training token dropped to `{proto['unk']}` at rate "
+        f"{proto['word_dropout']} (whatever its word or role) while fitting, the same copy for every model; unseen words are `{proto['unk']}` for "
         "every model. Accuracy in %, mean over seeds with a 95% t-interval; differences are paired by seed. "
         f"Run time {results['seconds']:.0f} s.",
         "",
