@@ -36,7 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     build.add_argument("--deep-depth", type=int, default=None, help="cap of test_deep (default max+1)")
     build.add_argument("--ceiling-sentences", type=int, default=3000,
                        help="fresh sentences for the exact ceilings and kinds")
-    build.add_argument("--window-sentences", type=int, default=40000,
+    build.add_argument("--window-sentences", type=int, default=200_000,
                        help="fresh sentences for the window-tagger tables")
 
     run = sub.add_parser("run", help="fit SPCN, the probes and the BiGRU; write results")
