@@ -3,8 +3,9 @@
 - :class:`MajorityWord`: the majority role of each word in training (``<unk>`` included): a pure
   word->role memoriser.
 - :class:`WindowTagger`: a feed-forward tagger over the current word and the k previous words
-  (position-specific embeddings, one hidden layer), k = 1..6 chosen on validation accuracy: the best
-  a short window can do when learned from the training data.
+  (position-specific embeddings, one hidden layer), k in :data:`WINDOW_KS` (up to 12) chosen on
+  validation accuracy, each k trained with the same early stopping as every other model: the best a
+  window can do when learned from the training data.
 - :func:`ema_features`: a plain three-rate EMA of the hashed word codes, no network at all; read by
   the same linear probe as SPCN's traces (the ``plain_ema`` model).
 """
@@ -17,10 +18,12 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from grammar_probe.protocol import Vocab
+from grammar_probe.protocol import EarlyStopping, Vocab
 from grammar_probe.spcn import word_code
 
-__all__ = ["MajorityWord", "WindowTagger", "ema_features", "fit_window_tagger"]
+__all__ = ["WINDOW_KS", "MajorityWord", "WindowTagger", "ema_features", "fit_window_tagger"]
+
+WINDOW_KS: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 10, 12)  # the trained window tagger's candidate k
 
 
 class MajorityWord:
@@ -72,34 +75,43 @@ def fit_window_tagger(
     train: tuple[Sequence[Sequence[str]], Sequence[Sequence[int]]],
     validation: tuple[Sequence[Sequence[str]], Sequence[Sequence[int]]],
     n_classes: int,
-    ks: Sequence[int] = (1, 2, 3, 4, 5, 6),
-    epochs: int = 4,
+    ks: Sequence[int] = WINDOW_KS,
+    epochs: int = 30,
     seed: int = 0,
+    patience: int = 3,
 ) -> tuple[WindowTagger, dict]:
-    """Fit one tagger per k and keep the one with the best validation accuracy."""
+    """Fit one tagger per k (early stopping on validation accuracy: at most ``epochs``, stop after
+    ``patience`` epochs without a new best, keep the best epoch) and keep the k with the best validation
+    accuracy."""
     gold = torch.tensor([r for rs in train[1] for r in rs])
     val_gold = torch.tensor([r for rs in validation[1] for r in rs])
     best: tuple[float, WindowTagger | None] = (-1.0, None)
-    log = {}
+    log: dict = {"validation_accuracy_by_k": {}, "epochs_by_k": {}}
     for k in ks:
         torch.manual_seed(seed * 7 + k)
         model = WindowTagger(vocab, k, n_classes)
         x = model.windows(train[0])
         opt = torch.optim.Adam(model.parameters(), lr=3e-3)
         gen = torch.Generator().manual_seed(seed * 7 + k)
-        for _ in range(epochs):
+        stop = EarlyStopping(patience)
+        for epoch in range(epochs):
             model.train()
             for idx in torch.randperm(len(x), generator=gen).split(512):
                 loss = nn.functional.cross_entropy(model(x[idx]), gold[idx])
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
-        acc = (model.predict(validation[0]) == val_gold).float().mean().item()
-        log[k] = acc
-        if acc > best[0]:
-            best = (acc, model)
+            if stop.update(epoch, (model.predict(validation[0]) == val_gold).float().mean().item(), model):
+                break
+        stop.restore(model)
+        log["validation_accuracy_by_k"][k] = stop.best
+        log["epochs_by_k"][k] = stop.summary(epochs)
+        if stop.best > best[0]:
+            best = (stop.best, model)
     assert best[1] is not None
-    return best[1], {"validation_accuracy_by_k": log, "k": best[1].k}
+    log["k"] = best[1].k
+    log.update(log["epochs_by_k"][best[1].k])
+    return best[1], log
 
 
 def ema_features(sentences: Sequence[Sequence[str]], rates: Sequence[float], dim: int, active: int,

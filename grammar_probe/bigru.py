@@ -4,7 +4,7 @@ The same tagger with ``bidirectional=False`` is the causal diagnostic: it sees e
 SPCN traces see (the past and the current word), but through a learned, input-gated recurrence.
 
 Vocabulary = the words of the training sentences it is given; any other word maps to ``<unk>``. The
-experiment gives it the same word-dropped training copy as every other model (nouns and verbs
+experiment gives it the same word-dropped training copy as every other model (every token
 replaced by ``<unk>`` at the protocol's rate), so the ``<unk>`` embedding is trained exactly as the
 other models learn their ``<unk>`` code. Trained with Adam and cross-entropy; the epoch with the best
 ``validation`` accuracy is kept.
@@ -12,13 +12,14 @@ other models learn their ``<unk>`` code. Trained with Adam and cross-entropy; th
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence, pad_sequence
 from tqdm.auto import tqdm
+
+from grammar_probe.protocol import PATIENCE, EarlyStopping
 
 PAD, UNK = "<pad>", "<unk>"
 
@@ -64,8 +65,8 @@ def train_bigru(
     train: tuple[Sequence[Sequence[str]], Sequence[Sequence[int]]],
     validation: tuple[Sequence[Sequence[str]], Sequence[Sequence[int]]],
     n_classes: int,
-    max_epochs: int = 20,
-    patience: int = 3,
+    max_epochs: int = 30,
+    patience: int = PATIENCE,
     batch_size: int = 64,
     lr: float = 3e-3,
     seed: int = 0,
@@ -79,8 +80,7 @@ def train_bigru(
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     val_gold = torch.tensor([r for rs in validation[1] for r in rs])
     gen = torch.Generator().manual_seed(seed)
-    best = (-1.0, 0, copy.deepcopy(model.state_dict()))
-    history = []
+    stop = EarlyStopping(patience)
     desc = "BiGRU epochs" if bidirectional else "causal GRU epochs"
     for epoch in tqdm(range(max_epochs), desc=desc, disable=not progress):
         model.train()
@@ -92,11 +92,7 @@ def train_bigru(
             opt.zero_grad()
             loss.backward()
             opt.step()
-        val_acc = (model.predict(validation[0]) == val_gold).float().mean().item()
-        history.append(val_acc)
-        if val_acc > best[0]:
-            best = (val_acc, epoch, copy.deepcopy(model.state_dict()))
-        elif epoch - best[1] >= patience:
+        if stop.update(epoch, (model.predict(validation[0]) == val_gold).float().mean().item(), model):
             break
-    model.load_state_dict(best[2])
-    return model, {"best_epoch": best[1] + 1, "validation_accuracy": best[0], "history": history}
+    stop.restore(model)
+    return model, stop.summary(max_epochs)

@@ -14,13 +14,15 @@ models fit on identical inputs. Choices that concern unseen words are made on
 
 from __future__ import annotations
 
+import copy
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from grammar_probe.grammar import UNK
 
-__all__ = ["EQUIVALENCE_MARGIN", "PROTOCOL", "QUICK", "FULL", "Protocol", "RunSize", "Vocab", "word_dropout"]
+__all__ = ["EQUIVALENCE_MARGIN", "PATIENCE", "PROTOCOL", "QUICK", "FULL", "EarlyStopping", "Protocol", "RunSize",
+           "Vocab", "word_dropout"]
 
 
 @dataclass(frozen=True)
@@ -35,24 +37,63 @@ PROTOCOL = Protocol()
 EQUIVALENCE_MARGIN = 0.01
 
 
+# Every fitted model (probes, GRU taggers, window taggers) stops the same way: at most its budget of
+# epochs, stopping after PATIENCE epochs without a better validation accuracy, keeping the best epoch.
+PATIENCE = 3
+
+
 @dataclass(frozen=True)
 class RunSize:
     """How much one ``run`` does. Seeds vary grammar sampling (a disjoint training subset per seed),
-    every initialisation (SPCN, word codes, probes, taggers) and the word dropout."""
+    every initialisation (SPCN, word codes, probes, taggers) and the word dropout. The ``*_epochs`` of
+    the supervised models are budgets: each stops on validation with the same ``patience``; results.json
+    records, per model and seed, how many epochs ran and whether the budget was reached."""
 
     seeds: int
     train_sentences: int  # per seed
-    spcn_epochs: int
+    spcn_epochs: int  # SPCN's own (label-free) Hebbian passes: fixed, not early-stopped
     gru_epochs: int  # at most; early stopping on validation
     probe_epochs: int  # at most; early stopping on validation
-    window_epochs: int
+    window_epochs: int  # at most, per k; early stopping on validation
     eval_sentences: int | None = None  # per evaluation split; None = all of it
     validation_sentences: int = 500  # the first ones of `validation`: early stopping and k choice
+    patience: int = PATIENCE
 
 
-FULL = RunSize(seeds=5, train_sentences=2000, spcn_epochs=2, gru_epochs=12, probe_epochs=8, window_epochs=3)
-QUICK = RunSize(seeds=5, train_sentences=600, spcn_epochs=1, gru_epochs=6, probe_epochs=6, window_epochs=3,
+FULL = RunSize(seeds=5, train_sentences=2000, spcn_epochs=2, gru_epochs=30, probe_epochs=40, window_epochs=30)
+QUICK = RunSize(seeds=5, train_sentences=600, spcn_epochs=1, gru_epochs=30, probe_epochs=40, window_epochs=30,
                 eval_sentences=300)
+
+
+class EarlyStopping:
+    """The one stopping rule of every supervised model: remember the epoch with the best validation
+    accuracy (its weights too), and stop once ``patience`` epochs in a row brought no new best."""
+
+    def __init__(self, patience: int = PATIENCE) -> None:
+        if patience < 1:
+            raise ValueError(f"patience must be >= 1, got {patience!r}")
+        self.patience = patience
+        self.best = -1.0
+        self.best_epoch = -1
+        self.state: dict | None = None
+        self.history: list[float] = []
+
+    def update(self, epoch: int, accuracy: float, module) -> bool:
+        """Record one epoch's validation accuracy; True when training should stop."""
+        self.history.append(accuracy)
+        if accuracy > self.best:
+            self.best, self.best_epoch, self.state = accuracy, epoch, copy.deepcopy(module.state_dict())
+        return epoch - self.best_epoch >= self.patience
+
+    def restore(self, module) -> None:
+        if self.state is not None:
+            module.load_state_dict(self.state)
+
+    def summary(self, max_epochs: int) -> dict:
+        return {"best_epoch": self.best_epoch + 1, "epochs_run": len(self.history), "max_epochs": max_epochs,
+                "patience": self.patience, "budget_reached": len(self.history) >= max_epochs,
+                "validation_accuracy": self.best, "history": self.history}
+
 
 def word_dropout(sentences: Sequence[Sequence[str]], rate: float, seed: int) -> list[list[str]]:
     """A copy of ``sentences`` with every token replaced by ``<unk>`` with probability ``rate``.
