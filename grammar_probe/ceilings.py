@@ -253,8 +253,10 @@ class WindowTables:
         coder = _Coder(rows, self._symbols, self._role_id)
         credit = np.zeros((max_k + 1, len(coder.gold)))
         ident = np.zeros((max_k + 1, len(coder.gold)))
+        previous = (np.zeros(len(coder.gold)), np.zeros(len(coder.gold)))
         for k in range(max_k + 1):
-            _back_off(self.tables[k], coder.code if k == 0 else coder.advance(), coder.gold, credit, ident, k)
+            previous = _back_off(self.tables[k], coder.code if k == 0 else coder.advance(), coder.gold, *previous)
+            credit[k], ident[k] = previous
         return coder.gold, credit, ident
 
     def tally(self, rows: Rows, k: int) -> _Tally:
@@ -262,21 +264,23 @@ class WindowTables:
         return _tally(credit[k], ident[k], gold, self.roles)
 
 
-def _back_off(table: _Table, codes: np.ndarray, gold: np.ndarray, credit: np.ndarray, ident: np.ndarray,
-              k: int) -> None:
-    """Row k of ``credit`` / ``ident``: the window-k table's answer where its key was seen, else row k - 1."""
+def _back_off(table: _Table, codes: np.ndarray, gold: np.ndarray, credit: np.ndarray, ident: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:
+    """Each token's (credit, posterior of its role) under ``table`` where its key was seen, else the
+    shorter window's ``credit`` / ``ident``."""
     found, c, i = table.score(codes, gold)
-    credit[k] = np.where(found, c, credit[k - 1] if k else 0.0)
-    ident[k] = np.where(found, i, ident[k - 1] if k else 0.0)
+    return np.where(found, c, credit), np.where(found, i, ident)
 
 
 def _tally(credit: np.ndarray, ident: np.ndarray, roles: np.ndarray, names: Sequence[str]) -> _Tally:
     tally = _Tally.empty()
-    for r in np.unique(roles):
-        m = roles == r
-        tally.acc[names[r]] += float(credit[m].sum())
-        tally.ident[names[r]] += float(ident[m].sum())
-        tally.count[names[r]] += int(m.sum())
+    n = np.bincount(roles, minlength=len(names))
+    acc = np.bincount(roles, weights=credit, minlength=len(names))
+    idn = np.bincount(roles, weights=ident, minlength=len(names))
+    for r in np.flatnonzero(n):
+        tally.acc[names[r]] += float(acc[r])
+        tally.ident[names[r]] += float(idn[r])
+        tally.count[names[r]] += int(n[r])
     return tally
 
 
@@ -309,35 +313,40 @@ def window_estimate(rows: Rows, max_k: int = MAX_WINDOW, blocks: int = 20,
     coders = [_Coder(h, symbols, role_id) for h in halves]
     whole = _Coder(rows, symbols, role_id)
     others = {name: _Coder(r, symbols, role_id) for name, r in (score or {}).items()}
-    n = [len(c.gold) for c in coders]
-    held_c, held_i = [np.zeros((max_k + 1, m)) for m in n], [np.zeros((max_k + 1, m)) for m in n]
-    in_c, in_i = [np.zeros((max_k + 1, m)) for m in n], [np.zeros((max_k + 1, m)) for m in n]
-    other_c = {name: np.zeros((max_k + 1, len(c.gold))) for name, c in others.items()}
-    other_i = {name: np.zeros((max_k + 1, len(c.gold))) for name, c in others.items()}
+    held = {k: _Tally.empty() for k in range(max_k + 1)}
+    insample = {k: _Tally.empty() for k in range(max_k + 1)}
+    scored = {name: {} for name in others}
+    block_acc = np.zeros((max_k + 1, blocks, len(names)))
+    block_n = np.zeros((blocks, len(names)))
+    block = []
+    for i in (0, 1):
+        lengths = [len(obs) for obs, _ in halves[i]]
+        block.append(np.repeat(np.arange(len(lengths)) % blocks, lengths))
+        block_n += np.bincount(block[i] * len(names) + coders[i].gold,
+                               minlength=blocks * len(names)).reshape(blocks, len(names))
+    # Only the previous k's per-token answers are kept (the back-off needs them): memory stays O(tokens).
+    zero = [np.zeros(len(c.gold)) for c in coders]
+    held_prev = [(z, z) for z in zero]
+    in_prev = [(z, z) for z in zero]
+    other_prev = {name: (np.zeros(len(c.gold)), np.zeros(len(c.gold))) for name, c in others.items()}
     for k in range(max_k + 1):
         codes = [c.code if k == 0 else c.advance() for c in coders]
         tables = [_Table(codes[i], coders[i].gold, len(names)) for i in (0, 1)]
         for i in (0, 1):
-            _back_off(tables[1 - i], codes[i], coders[i].gold, held_c[i], held_i[i], k)  # fitted on the other half
-            _back_off(tables[i], codes[i], coders[i].gold, in_c[i], in_i[i], k)  # fitted on this half
+            gold = coders[i].gold
+            held_prev[i] = _back_off(tables[1 - i], codes[i], gold, *held_prev[i])  # fitted on the other half
+            in_prev[i] = _back_off(tables[i], codes[i], gold, *in_prev[i])  # fitted on this half
+            held[k].merge(_tally(*held_prev[i], gold, names))
+            insample[k].merge(_tally(*in_prev[i], gold, names))
+            block_acc[k] += np.bincount(block[i] * len(names) + gold, weights=held_prev[i][0],
+                                        minlength=blocks * len(names)).reshape(blocks, len(names))
         del tables
         if others:
             table = _Table(whole.code if k == 0 else whole.advance(), whole.gold, len(names))
             for name, c in others.items():
-                _back_off(table, c.code if k == 0 else c.advance(), c.gold, other_c[name], other_i[name], k)
-    held = {k: _Tally.empty() for k in range(max_k + 1)}
-    insample = {k: _Tally.empty() for k in range(max_k + 1)}
-    block_acc = np.zeros((max_k + 1, blocks, len(names)))
-    block_n = np.zeros((blocks, len(names)))
-    for i in (0, 1):
-        gold = coders[i].gold
-        lengths = [len(obs) for obs, _ in halves[i]]
-        block = np.repeat(np.arange(len(lengths)) % blocks, lengths)
-        np.add.at(block_n, (block, gold), 1)
-        for k in range(max_k + 1):
-            held[k].merge(_tally(held_c[i][k], held_i[i][k], gold, names))
-            insample[k].merge(_tally(in_c[i][k], in_i[i][k], gold, names))
-            np.add.at(block_acc[k], (block, gold), held_c[i][k])
+                other_prev[name] = _back_off(table, c.code if k == 0 else c.advance(), c.gold, *other_prev[name])
+                scored[name][k] = _tally(*other_prev[name], c.gold, names)
+            del table
     se: dict[int, dict[str, float]] = {}
     with np.errstate(invalid="ignore", divide="ignore"):
         for k in range(max_k + 1):
@@ -346,8 +355,6 @@ def window_estimate(rows: Rows, max_k: int = MAX_WINDOW, blocks: int = 20,
             for j, name in enumerate(names):
                 v = per_block[block_n[:, j] > 0, j]
                 se[k][name] = float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else float("nan")
-    scored = {name: {k: _tally(other_c[name][k], other_i[name][k], c.gold, names) for k in range(max_k + 1)}
-              for name, c in others.items()}
     return WindowEstimate(held, insample, se, scored)
 
 
