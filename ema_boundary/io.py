@@ -1,15 +1,24 @@
-"""Atomic outputs: a reader never sees a half-written file or folder.
+"""Outputs that are safe to write: atomic, and never at the cost of something the user made.
 
 Everything is written under a temporary name beside its target and renamed into place at the
-end; on an error the temporary is removed and the target is left as it was.
+end; on an error the temporary is removed (or, for long jobs, kept and named) and the target is
+left as it was.
+
+A tool's output folder carries a marker file (``MARKER``) naming the tool that wrote it. A folder
+that exists and is not empty is only ever replaced when it carries the same tool's marker *and* the
+user asked for it (``--overwrite_output_dir``): a foreign folder is refused whatever the flags say,
+and so are the working folder, its parents and the repository root, before any work starts.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
+import itertools
 import json
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -17,23 +26,69 @@ from typing import Any
 
 from ema_boundary.cli import UsageError
 
-__all__ = ["OutputError", "atomic_dir", "atomic_file", "check_output_dir", "publish_dir", "write_json",
-           "write_jsonl", "write_text"]
+__all__ = ["MARKER", "OutputError", "atomic_dir", "atomic_file", "check_output_dir", "output_owner", "publish_dir",
+           "write_json", "write_jsonl", "write_text"]
+
+MARKER = ".ema-boundary-output.json"  # {"tool": ..., "command": ..., "written": ...}: whose output this folder is
+REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 class OutputError(UsageError):
     """An output path that cannot be written: one line naming it; nothing has been written."""
 
 
-def check_output_dir(target: str | os.PathLike) -> Path:
-    """Refuse, before any work, an output folder that is a file or cannot be created where it is asked for.
+def output_owner(folder: str | os.PathLike) -> str | None:
+    """The tool whose output ``folder`` is (from its marker file), or None."""
+    try:
+        return str(json.loads((Path(folder) / MARKER).read_text(encoding="utf-8"))["tool"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
-    Permission bits say nothing to root, so the check tries: it creates (and removes) an empty
-    temporary folder in the nearest existing ancestor of ``target``.
+
+def _protected(target: Path) -> str | None:
+    """Why ``target`` may never be an output folder (the working folder, a parent of it, a repository root)."""
+    resolved = target.resolve()
+    cwd = Path.cwd().resolve()
+    if resolved == cwd or resolved in cwd.parents:
+        return "is the working folder or one of its parents"
+    if resolved == REPO_ROOT or (resolved / ".git").exists():
+        return "is a repository root"
+    return None
+
+
+def _check_owner(target: Path, tool: str, overwrite: bool) -> None:
+    """Refuse a non-empty ``target`` unless it is ``tool``'s own earlier output and ``overwrite`` is set."""
+    if not target.is_dir() or not any(target.iterdir()):
+        return
+    owner = output_owner(target)
+    if owner is None:
+        raise OutputError(f"{target}: exists, is not empty and is not an output of {tool}; nothing was written "
+                          "(choose a new or empty --output_dir)")
+    if owner != tool:
+        raise OutputError(f"{target}: holds an output of {owner}, not of {tool}; nothing was written "
+                          "(choose a new --output_dir)")
+    if not overwrite:
+        raise OutputError(f"{target}: holds an earlier output of {tool}; pass --overwrite_output_dir to replace it")
+
+
+def check_output_dir(target: str | os.PathLike, *, tool: str | None = None, overwrite: bool = False) -> Path:
+    """Refuse, before any work, an output folder that cannot or may not be written.
+
+    Always refused: a file, or a folder that cannot be created where it is asked for (permission bits say
+    nothing to root, so the check tries: it creates and removes an empty folder in the nearest existing
+    ancestor). With ``tool`` (a user-facing output folder): also the working folder, its parents and a
+    repository root, and a non-empty folder that is not ``tool``'s own output (see the module docstring);
+    ``overwrite`` allows replacing ``tool``'s own earlier output.
     """
     target = Path(target)
+    if tool is not None:
+        why = _protected(target)
+        if why:
+            raise OutputError(f"{target}: {why}; choose a new --output_dir")
     if target.exists() and not target.is_dir():
         raise OutputError(f"{target}: exists and is not a folder")
+    if tool is not None:
+        _check_owner(target, tool, overwrite)
     ancestor = target.parent
     while not ancestor.exists():
         ancestor = ancestor.parent
@@ -69,21 +124,51 @@ def _umask() -> int:
     return umask
 
 
+def _kept_name(target: Path) -> Path:
+    """A fresh visible sibling of ``target`` for a failed run's partial output (``NAME.failed``, ``.failed-2``...)."""
+    for n in itertools.count(1):
+        kept = target.with_name(f"{target.name}.failed" + (f"-{n}" if n > 1 else ""))
+        if not kept.exists():
+            return kept
+    raise AssertionError("unreachable")
+
+
 @contextlib.contextmanager
-def atomic_dir(target: str | os.PathLike) -> Iterator[Path]:
+def atomic_dir(target: str | os.PathLike, *, tool: str | None = None, overwrite: bool = False,
+               keep_on_error: bool = False) -> Iterator[Path]:
     """Yield a fresh temporary folder beside ``target``; on success it replaces ``target``.
 
-    A ``target`` that is a file, or that cannot be written, raises :class:`OutputError` first.
+    ``target`` is checked first (:func:`check_output_dir`, with ``tool`` and ``overwrite``). With ``tool``,
+    the finished folder carries ``tool``'s marker, and the ownership rule is checked again just before the
+    rename (the user may have put files there meanwhile: then the result stays beside it and the error says
+    where). On an error the temporary folder is removed, or with ``keep_on_error`` (long jobs, whose per-run
+    logs explain the failure) renamed to ``NAME.failed`` and named on the exception as ``kept_at``.
     """
-    target = check_output_dir(target)
+    target = check_output_dir(target, tool=tool, overwrite=overwrite)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
     os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700; give it ordinary folder permissions
     try:
         yield tmp
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+    except BaseException as err:
+        if keep_on_error and not isinstance(err, KeyboardInterrupt):
+            kept = _kept_name(target)
+            os.replace(tmp, kept)
+            with contextlib.suppress(AttributeError):
+                err.kept_at = kept  # type: ignore[attr-defined]
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
         raise
+    if tool is not None:
+        marker = {"tool": tool, "command": [Path(sys.argv[0]).name, *sys.argv[1:]],
+                  "written": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+        (tmp / MARKER).write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
+        try:
+            _check_owner(target, tool, overwrite)
+        except OutputError as err:
+            kept = _kept_name(target)
+            os.replace(tmp, kept)
+            raise OutputError(f"{err}; the finished output is in {kept}") from None
     publish_dir(tmp, target)
 
 

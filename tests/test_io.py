@@ -1,0 +1,102 @@
+"""ema_boundary.io: atomic outputs that never replace what the user made."""
+
+import json
+import os
+
+import pytest
+
+from ema_boundary.io import MARKER, OutputError, atomic_dir, check_output_dir, output_owner
+
+TOOL = "test-tool"
+
+
+def _write(target, tool=TOOL, overwrite=False, text="result"):
+    with atomic_dir(target, tool=tool, overwrite=overwrite) as tmp:
+        (tmp / "out.txt").write_text(text)
+
+
+def test_a_new_folder_gets_the_result_and_the_marker(tmp_path):
+    target = tmp_path / "new"
+    _write(target)
+    assert (target / "out.txt").read_text() == "result"
+    assert output_owner(target) == TOOL
+    assert json.loads((target / MARKER).read_text())["tool"] == TOOL
+
+
+def test_an_empty_existing_folder_is_used(tmp_path):
+    target = tmp_path / "empty"
+    target.mkdir()
+    _write(target)
+    assert (target / "out.txt").exists()
+
+
+def test_a_foreign_file_survives_and_the_folder_is_refused_even_with_overwrite(tmp_path):
+    target = tmp_path / "mine"
+    target.mkdir()
+    (target / "precious.txt").write_text("keep me")
+    for overwrite in (False, True):
+        with pytest.raises(OutputError, match="not an output of test-tool"):
+            _write(target, overwrite=overwrite)
+    assert (target / "precious.txt").read_text() == "keep me"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]  # no temporary left beside it
+
+
+def test_own_output_is_replaced_only_with_overwrite(tmp_path):
+    target = tmp_path / "run"
+    _write(target, text="first")
+    with pytest.raises(OutputError, match="--overwrite_output_dir"):
+        _write(target, text="second")
+    assert (target / "out.txt").read_text() == "first"
+    _write(target, overwrite=True, text="second")
+    assert (target / "out.txt").read_text() == "second"
+
+
+def test_another_tools_output_is_refused(tmp_path):
+    target = tmp_path / "run"
+    _write(target, tool="other-tool")
+    with pytest.raises(OutputError, match="holds an output of other-tool"):
+        _write(target, overwrite=True)
+
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_the_working_folder_and_its_parents_are_refused_up_front(tmp_path, monkeypatch, name):
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    with pytest.raises(OutputError, match="working folder or one of its parents"):
+        check_output_dir(name, tool=TOOL)
+
+
+def test_a_repository_root_is_refused(tmp_path):
+    (tmp_path / "repo" / ".git").mkdir(parents=True)
+    with pytest.raises(OutputError, match="repository root"):
+        check_output_dir(tmp_path / "repo", tool=TOOL)
+
+
+def test_files_put_there_during_the_run_survive_and_the_result_is_kept_beside(tmp_path):
+    target = tmp_path / "run"
+    with pytest.raises(OutputError, match="finished output is in"):
+        with atomic_dir(target, tool=TOOL) as tmp:
+            (tmp / "out.txt").write_text("result")
+            target.mkdir()
+            (target / "precious.txt").write_text("keep me")
+    assert (target / "precious.txt").read_text() == "keep me"
+    assert (tmp_path / "run.failed" / "out.txt").read_text() == "result"
+
+
+def test_keep_on_error_keeps_the_logs_and_names_them(tmp_path):
+    target = tmp_path / "report"
+    with pytest.raises(RuntimeError) as info:
+        with atomic_dir(target, tool=TOOL, keep_on_error=True) as tmp:
+            (tmp / "run.log").write_text("what went wrong")
+            raise RuntimeError("stage failed")
+    assert info.value.kept_at == tmp_path / "report.failed"
+    assert (tmp_path / "report.failed" / "run.log").read_text() == "what went wrong"
+    assert not target.exists()
+
+
+def test_without_keep_on_error_nothing_is_left(tmp_path):
+    with pytest.raises(RuntimeError):
+        with atomic_dir(tmp_path / "x", tool=TOOL):
+            raise RuntimeError("boom")
+    assert os.listdir(tmp_path) == []
