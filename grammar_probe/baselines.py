@@ -18,7 +18,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from grammar_probe.protocol import EarlyStopping, Vocab
+from grammar_probe.grammar import UNK
+from grammar_probe.protocol import EarlyStopping, Vocab, extended_embeddings
 from grammar_probe.spcn import word_code
 
 __all__ = ["WINDOW_KS", "MajorityWord", "WindowTagger", "ema_features", "fit_window_tagger"]
@@ -27,7 +28,11 @@ WINDOW_KS: tuple[int, ...] = (1, 2, 3, 4, 6, 8, 10, 12)  # the trained window ta
 
 
 class MajorityWord:
-    def __init__(self, vocab: Vocab, sentences: Sequence[Sequence[str]], roles: Sequence[Sequence[int]]) -> None:
+    """``unseen="random_codes"``: a never-seen word is a fresh code with no table entry, so it gets the
+    overall majority role; with ``"unk"`` it gets ``<unk>``'s majority role."""
+
+    def __init__(self, vocab: Vocab, sentences: Sequence[Sequence[str]], roles: Sequence[Sequence[int]],
+                 unseen: str = "unk") -> None:
         counts: dict[str, Counter] = {}
         overall: Counter = Counter()
         for s, rs in zip(sentences, roles, strict=True):
@@ -38,36 +43,47 @@ class MajorityWord:
         # Ties go to the smaller role id: deterministic.
         self.table = {w: min(c, key=lambda r: (-c[r], r)) for w, c in counts.items()}
         self.vocab = vocab
-        self.fallback = self.table.get(vocab.words[vocab.index["<unk>"]], fallback)
+        self.fallback = fallback if unseen == "random_codes" else self.table.get(UNK, fallback)
 
     def predict(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
-        mapped = self.vocab.map(sentences)
-        return torch.tensor([self.table.get(w, self.fallback) for s in mapped for w in s], dtype=torch.long)
+        known = self.vocab.index
+        return torch.tensor([self.table.get(w, self.fallback) if w in known else self.fallback
+                             for s in sentences for w in s], dtype=torch.long)
 
 
 class WindowTagger(nn.Module):
     """Embeddings of the current word and the k previous ones (0 = before the sentence), an MLP, roles."""
 
-    def __init__(self, vocab: Vocab, k: int, n_classes: int, emb: int = 32, hidden: int = 128) -> None:
+    def __init__(self, vocab: Vocab, k: int, n_classes: int, emb: int = 32, hidden: int = 128,
+                 unseen: str = "unk", code_seed: int = 0) -> None:
         super().__init__()
         self.vocab, self.k = vocab, k
+        self.unseen, self.code_seed = unseen, code_seed  # how never-seen words are read (grammar_probe.protocol)
         self.embed = nn.Embedding(len(vocab) + 1, emb)  # id 0: before the sentence
         self.mlp = nn.Sequential(nn.Linear((k + 1) * emb, hidden), nn.ReLU(), nn.Linear(hidden, n_classes))
 
-    def windows(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
+    def windows(self, sentences: Sequence[Sequence[str]], ids: Sequence[Sequence[int]] | None = None
+                ) -> torch.Tensor:
+        """(tokens, k + 1) embedding rows of each token's window (0 = before the sentence)."""
         rows = []
-        for s in sentences:
-            ids = [0] * self.k + [i + 1 for i in self.vocab.ids(s)]
-            rows += [ids[t : t + self.k + 1] for t in range(len(s))]
+        for n, s in enumerate(sentences):
+            padded = [0] * self.k + (list(ids[n]) if ids is not None else [i + 1 for i in self.vocab.ids(s)])
+            rows += [padded[t : t + self.k + 1] for t in range(len(s))]
         return torch.tensor(rows, dtype=torch.long).view(-1, self.k + 1)
 
-    def forward(self, windows: torch.Tensor) -> torch.Tensor:
-        return self.mlp(self.embed(windows).flatten(1))
+    def forward(self, windows: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
+        emb = self.embed(windows) if weight is None else nn.functional.embedding(windows, weight)
+        return self.mlp(emb.flatten(1))
 
     @torch.no_grad()
     def predict(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
         self.eval()
-        return self(self.windows(sentences)).argmax(-1) if sentences else torch.zeros(0, dtype=torch.long)
+        if not sentences:
+            return torch.zeros(0, dtype=torch.long)
+        if self.unseen == "random_codes":
+            weight, ids = extended_embeddings(self.embed.weight, self.vocab.index, sentences, self.code_seed, offset=1)
+            return self(self.windows(sentences, ids), weight).argmax(-1)
+        return self(self.windows(sentences)).argmax(-1)
 
 
 def fit_window_tagger(
@@ -79,6 +95,7 @@ def fit_window_tagger(
     epochs: int = 30,
     seed: int = 0,
     patience: int = 3,
+    unseen: str = "unk",
 ) -> tuple[WindowTagger, dict]:
     """Fit one tagger per k (early stopping on validation accuracy: at most ``epochs``, stop after
     ``patience`` epochs without a new best, keep the best epoch) and keep the k with the best validation
@@ -89,7 +106,7 @@ def fit_window_tagger(
     log: dict = {"validation_accuracy_by_k": {}, "epochs_by_k": {}}
     for k in ks:
         torch.manual_seed(seed * 7 + k)
-        model = WindowTagger(vocab, k, n_classes)
+        model = WindowTagger(vocab, k, n_classes, unseen=unseen, code_seed=seed)
         x = model.windows(train[0])
         opt = torch.optim.Adam(model.parameters(), lr=3e-3)
         gen = torch.Generator().manual_seed(seed * 7 + k)

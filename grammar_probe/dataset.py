@@ -261,12 +261,19 @@ def compute_ceilings(
     return out
 
 
+BUILD_TOOL = "grammar_probe build"  # the output-folder marker's tool name (ema_boundary.io)
+
+
 def write_dataset(
-    dataset: DatasetDict, out: str | os.PathLike, build_args: dict | None = None, ceilings: dict | None = None
+    dataset: DatasetDict, out: str | os.PathLike, build_args: dict | None = None, ceilings: dict | None = None,
+    overwrite: bool = False,
 ) -> Path:
-    """Write ``save_to_disk`` output, ``data/<split>.parquet``, ``ceilings.json`` and the card atomically."""
+    """Write ``save_to_disk`` output, ``data/<split>.parquet``, ``ceilings.json`` and the card atomically.
+
+    ``out`` must be new, empty, or (with ``overwrite``) an earlier output of ``grammar_probe build``:
+    a folder the user made is never replaced (:func:`ema_boundary.io.atomic_dir`)."""
     out = Path(out)
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, tool=BUILD_TOOL, overwrite=overwrite) as tmp:
         dataset.save_to_disk(str(tmp))
         (tmp / "data").mkdir()
         for split, ds in dataset.items():

@@ -32,7 +32,7 @@ import torch
 from datasets import DatasetDict
 
 from ema_boundary import stats
-from ema_boundary.io import atomic_dir, write_json
+from ema_boundary.io import atomic_dir, check_output_dir, write_json
 from ema_boundary.paper import PAPER
 from grammar_probe.baselines import MajorityWord, ema_features, fit_window_tagger
 from grammar_probe.bigru import train_bigru
@@ -41,13 +41,23 @@ from grammar_probe.dataset import DatasetFormatError, compute_ceilings, load_cei
 from grammar_probe.intervals import METHOD, Bootstrap, difference, holm_family, interval
 from grammar_probe.linear_probe import LinearProbe
 from grammar_probe.names import ARGUMENT_ROLES, MODELS, TRACE_MODELS
-from grammar_probe.protocol import EQUIVALENCE_MARGIN, FULL, PROTOCOL, QUICK, RunSize, Vocab, word_dropout
+from grammar_probe.protocol import (
+    EQUIVALENCE_MARGIN,
+    FULL,
+    PROTOCOL,
+    QUICK,
+    Protocol,
+    RunSize,
+    Vocab,
+    word_dropout,
+)
 from grammar_probe.render import write_report
 from grammar_probe.spcn import SPCN, SPCNConfig
 
 __all__ = ["MODELS", "RESULTS_SCHEMA", "run_experiment"]
 
-RESULTS_SCHEMA = "grammar_probe.results/2"
+RESULTS_SCHEMA = "grammar_probe.results/3"
+RUN_TOOL = "grammar_probe run"  # the output-folder marker's tool name (ema_boundary.io)
 NOT_EVALUATED = ("train", "validation")  # fitted on / early-stopped on
 # Evaluated by default: the test splits. The development splits serve choices (--splits adds them).
 REQUIRED_GAP = 0.10  # issue 21's check: at EVERY k <= 12 the window tagger >= 10 points under the causal ceiling
@@ -94,12 +104,12 @@ def _prepare(ds: DatasetDict, eval_splits: Sequence[str], size: RunSize) -> Data
 
 def _seed_job(job: tuple) -> tuple[dict[str, dict[str, np.ndarray]], dict]:
     """One seed in a worker process (top-level so that it pickles)."""
-    dataset, train_idx, eval_splits, seed, size, spcn_config, threads, progress = job
+    dataset, train_idx, eval_splits, seed, size, spcn_config, threads, progress, protocol = job
     torch.set_num_threads(threads)
     ds = _prepare(load_grammar_dataset(dataset), eval_splits, size)
     say = (lambda msg: print(msg, flush=True)) if progress else (lambda _msg: None)
     t = time.perf_counter()
-    preds, log = _one_seed(ds, train_idx, eval_splits, seed, size, spcn_config, say)
+    preds, log = _one_seed(ds, train_idx, eval_splits, seed, size, spcn_config, say, protocol)
     log["seconds"] = time.perf_counter() - t
     say(f"seed {seed} done in {log['seconds']:.0f} s")
     return preds, log
@@ -113,17 +123,22 @@ def _one_seed(
     size: RunSize,
     spcn_config: SPCNConfig,
     say: Callable[[str], None],
+    protocol: Protocol = PROTOCOL,
 ) -> tuple[dict[str, dict[str, np.ndarray]], dict]:
     """Fit every model for one seed; returns predictions[split][model] and a log."""
     n_classes = ds["train"].features["roles"].feature.num_classes
     train = ds["train"].select(train_idx)
     train_roles = list(train["roles"])
-    dropped = word_dropout(list(train["tokens"]), PROTOCOL.word_dropout, seed)
+    dropped = word_dropout(list(train["tokens"]), protocol.word_dropout, seed)
     vocab = Vocab(dropped)
-    val_tokens, val_roles = vocab.map(ds["validation"]["tokens"]), list(ds["validation"]["roles"])
+    # "unk": never-seen words become <unk> for every model; "random_codes": they stay themselves and every
+    # model gives each one a fresh random code (grammar_probe.protocol).
+    read = vocab.map if protocol.unseen == "unk" else (lambda sents: [list(x) for x in sents])
+    unseen = protocol.unseen
+    val_tokens, val_roles = read(ds["validation"]["tokens"]), list(ds["validation"]["roles"])
     val_gold = torch.as_tensor(_flat(val_roles))
     gold = torch.as_tensor(_flat(train_roles))
-    tokens = {s: vocab.map(ds[s]["tokens"]) for s in eval_splits}
+    tokens = {s: read(ds[s]["tokens"]) for s in eval_splits}
     preds: dict[str, dict[str, np.ndarray]] = {s: {} for s in eval_splits}
     log: dict = {"timings": {}}
 
@@ -139,13 +154,13 @@ def _one_seed(
         return _T()
 
     with timed("majority_word"):
-        maj = MajorityWord(vocab, dropped, train_roles)
+        maj = MajorityWord(vocab, dropped, train_roles, unseen=unseen)
         for s in eval_splits:
             preds[s]["majority_word"] = maj.predict(tokens[s]).numpy()
     with timed("window"):
         window, log["window"] = fit_window_tagger(vocab, (dropped, train_roles), (val_tokens, val_roles), n_classes,
                                                   epochs=size.window_epochs, seed=seed,
-                                                  patience=size.patience)
+                                                  patience=size.patience, unseen=unseen)
         for s in eval_splits:
             preds[s]["window"] = window.predict(tokens[s]).numpy()
 
@@ -170,11 +185,12 @@ def _one_seed(
             tagger, log[model] = train_bigru(
                 train=(dropped, train_roles), validation=(val_tokens, val_roles), n_classes=n_classes,
                 max_epochs=size.gru_epochs, patience=size.patience, seed=seed, bidirectional=bidirectional,
+                unseen=unseen,
             )
             for s in eval_splits:
                 preds[s][model] = tagger.predict(tokens[s]).numpy()
     log["vocabulary"] = len(vocab)
-    log["unk_rate_train"] = float(np.mean([w == PROTOCOL.unk for s in dropped for w in s]))
+    log["unk_rate_train"] = float(np.mean([w == protocol.unk for s in dropped for w in s]))
     return preds, log
 
 
@@ -458,9 +474,13 @@ def run_experiment(
     ceilings: dict | None = None,
     size: RunSize | None = None,
     workers: int = 2,
+    overwrite: bool = False,
+    protocol: Protocol = PROTOCOL,
 ) -> dict:
     """Run the whole comparison, write ``out_dir`` atomically and return the ``results.json`` content.
 
+    ``out_dir`` must be new, empty, or (with ``overwrite``) an earlier output of ``grammar_probe run``;
+    it is checked before any work.
     ``dataset`` is a folder written by ``python -m grammar_probe build`` (its ``ceilings.json`` is
     read) or a ``DatasetDict`` (then ``ceilings`` may be passed; otherwise small ones are computed).
     ``splits`` chooses the evaluated splits (default: every ``test_*`` split).
@@ -468,6 +488,7 @@ def run_experiment(
     ``workers`` processes with ``threads`` torch threads each (the numbers do not depend on either).
     """
     start = time.perf_counter()
+    check_output_dir(out_dir, tool=RUN_TOOL, overwrite=overwrite)  # before minutes of work, not after
     ds = load_grammar_dataset(dataset)
     for required in ("train", "validation"):
         if required not in ds:
@@ -500,7 +521,7 @@ def run_experiment(
     # Seeds are independent: one worker process per core, one thread each. Every seed's numbers are
     # the same whichever process computes them (all randomness is seeded per seed).
     source = dataset if not isinstance(dataset, DatasetDict) else ds
-    jobs = [(source, idx, eval_splits, s, size, spcn_config, threads, progress)
+    jobs = [(source, idx, eval_splits, s, size, spcn_config, threads, progress, protocol)
             for s, idx in zip(seeds, subsets, strict=True)]
     workers = max(1, min(workers, len(jobs)))
     if workers == 1:
@@ -597,7 +618,7 @@ def run_experiment(
                       "multiple_comparisons": "holm within each table's family (learning, counterfactual, "
                                               "counterfactual drop differences); paper rows: one 95% interval each "
                                               "against a fixed target"},
-        "protocol": asdict(PROTOCOL),
+        "protocol": asdict(protocol),
         "size": asdict(size),
         "seed": seed,
         "seeds": seeds,
@@ -609,7 +630,7 @@ def run_experiment(
         "workers": workers,
         "seconds": time.perf_counter() - start,
     }
-    with atomic_dir(out_dir) as tmp:
+    with atomic_dir(out_dir, tool=RUN_TOOL, overwrite=overwrite) as tmp:
         write_json(tmp / "results.json", results)
         write_report(results, Path(tmp))
     return results

@@ -15,14 +15,20 @@ models fit on identical inputs. Choices that concern unseen words are made on
 from __future__ import annotations
 
 import copy
+import hashlib
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import torch
+
 from grammar_probe.grammar import UNK
 
-__all__ = ["EQUIVALENCE_MARGIN", "PATIENCE", "PROTOCOL", "QUICK", "FULL", "EarlyStopping", "Protocol", "RunSize",
-           "Vocab", "word_dropout"]
+__all__ = ["EQUIVALENCE_MARGIN", "PATIENCE", "PROTOCOL", "QUICK", "FULL", "UNSEEN_READINGS", "EarlyStopping",
+           "Protocol", "RunSize", "Vocab", "extended_embeddings", "fresh_code", "word_dropout"]
+
+
+UNSEEN_READINGS: tuple[str, ...] = ("unk", "random_codes")
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,17 @@ class Protocol:
     unk: str = UNK
     word_dropout: float = 0.15  # fixed in advance (the issue's example rate); never tuned
     dropout_rule: str = "every token, one rate, independent of word and role"  # no label or class is read
+    # How a word never seen in training is read: "unk" (the <unk> symbol, trained through the dropout)
+    # or "random_codes" (a fresh random code per word: a new embedding vector drawn like the initial
+    # ones for the taggers, the word's own hashed code for SPCN and the plain EMA; no table entry for
+    # the majority-word baseline). The protocol arms (grammar_probe.arms) vary this and the dropout.
+    unseen: str = "unk"
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.word_dropout < 1.0:
+            raise ValueError(f"word_dropout must be in [0, 1), got {self.word_dropout!r}")
+        if self.unseen not in UNSEEN_READINGS:
+            raise ValueError(f"unseen must be one of {', '.join(UNSEEN_READINGS)}, got {self.unseen!r}")
 
 
 PROTOCOL = Protocol()
@@ -122,3 +139,29 @@ class Vocab:
 
     def ids(self, sentence: Sequence[str]) -> list[int]:
         return [self.index.get(w, self.index[UNK]) for w in sentence]
+
+
+def fresh_code(word: str, dim: int, seed: int = 0) -> torch.Tensor:
+    """A random vector for a word never seen in training, drawn like ``nn.Embedding``'s initial rows
+    (standard normal); the same word and seed give the same vector."""
+    digest = int.from_bytes(hashlib.sha256(f"{seed}/{word}".encode()).digest()[:8], "little")
+    return torch.randn(dim, generator=torch.Generator().manual_seed(digest))
+
+
+def extended_embeddings(weight: torch.Tensor, known: dict[str, int], sentences: Sequence[Sequence[str]],
+                        seed: int = 0, offset: int = 0) -> tuple[torch.Tensor, list[list[int]]]:
+    """The "random_codes" reading for a tagger with an embedding table: ``weight`` with one fresh row per
+    unseen word of ``sentences`` appended, and every sentence's ids into it (``known`` maps a training word
+    to its row; ``offset`` is added to every id, e.g. 1 when row 0 is padding)."""
+    extra: dict[str, int] = {}
+    ids = []
+    for s in sentences:
+        row = []
+        for w in s:
+            if w in known:
+                row.append(known[w] + offset)
+            else:
+                row.append(extra.setdefault(w, weight.shape[0] + len(extra)))
+        ids.append(row)
+    rows = [fresh_code(w, weight.shape[1], seed) for w in extra]
+    return (torch.cat([weight, torch.stack(rows)]) if rows else weight), ids

@@ -80,3 +80,27 @@ def test_vocab_maps_unknown_words_to_unk():
     vocab = Vocab([["the", "dog", UNK]])
     assert vocab.map([["wug", "the"]]) == [[UNK, "the"]]
     assert vocab.ids(["the", "blick"]) == [vocab.index["the"], vocab.index[UNK]]
+
+
+def test_fresh_codes_are_per_word_and_reproducible():
+    import torch
+
+    from grammar_probe.protocol import extended_embeddings, fresh_code
+
+    assert torch.equal(fresh_code("wug", 16, seed=1), fresh_code("wug", 16, seed=1))
+    assert not torch.equal(fresh_code("wug", 16, seed=1), fresh_code("dax", 16, seed=1))
+    weight = torch.zeros(3, 16)
+    extended, ids = extended_embeddings(weight, {"the": 0, "dog": 1}, [["the", "wug", "dog", "wug", "dax"]], seed=1)
+    assert ids == [[0, 3, 1, 3, 4]] and extended.shape == (5, 16)
+    assert torch.equal(extended[3], fresh_code("wug", 16, seed=1))
+    _, shifted = extended_embeddings(weight, {"the": 0}, [["the", "wug"]], offset=1)
+    assert shifted == [[1, 3]]
+
+
+def test_protocol_rejects_unknown_readings():
+    from grammar_probe.protocol import Protocol
+
+    with pytest.raises(ValueError, match="unseen must be one of"):
+        Protocol(unseen="zeros")
+    with pytest.raises(ValueError, match="word_dropout"):
+        Protocol(word_dropout=1.5)
