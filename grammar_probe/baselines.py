@@ -75,15 +75,27 @@ class WindowTagger(nn.Module):
         emb = self.embed(windows) if weight is None else nn.functional.embedding(windows, weight)
         return self.mlp(emb.flatten(1))
 
-    @torch.no_grad()
-    def predict(self, sentences: Sequence[Sequence[str]]) -> torch.Tensor:
-        self.eval()
-        if not sentences:
-            return torch.zeros(0, dtype=torch.long)
+    def inputs(self, sentences: Sequence[Sequence[str]]) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The windows of ``sentences`` and, for the random-codes reading, the extended embedding table."""
         if self.unseen == "random_codes":
-            weight, ids = extended_embeddings(self.embed.weight, self.vocab.index, sentences, self.code_seed, offset=1)
-            return self(self.windows(sentences, ids), weight).argmax(-1)
-        return self(self.windows(sentences)).argmax(-1)
+            weight, ids = extended_embeddings(self.embed.weight.detach(), self.vocab.index, sentences,
+                                              self.code_seed, offset=1)
+            return self.windows(sentences, ids), weight
+        return self.windows(sentences), None
+
+    @torch.no_grad()
+    def predict(self, sentences: Sequence[Sequence[str]] | None = None,
+                inputs: tuple[torch.Tensor, torch.Tensor | None] | None = None) -> torch.Tensor:
+        """Role ids of every token of ``sentences`` (or of precomputed :meth:`inputs`)."""
+        self.eval()
+        if inputs is None:
+            if not sentences:
+                return torch.zeros(0, dtype=torch.long)
+            inputs = self.inputs(sentences)
+        windows, weight = inputs
+        if weight is not None:  # rows of the trained table may have moved since the inputs were made
+            weight = torch.cat([self.embed.weight, weight[self.embed.num_embeddings :]])
+        return self(windows, weight).argmax(-1)
 
 
 def fit_window_tagger(
@@ -108,6 +120,7 @@ def fit_window_tagger(
         torch.manual_seed(seed * 7 + k)
         model = WindowTagger(vocab, k, n_classes, unseen=unseen, code_seed=seed)
         x = model.windows(train[0])
+        val_inputs = model.inputs(validation[0])  # built once: the windows do not change between epochs
         opt = torch.optim.Adam(model.parameters(), lr=3e-3)
         gen = torch.Generator().manual_seed(seed * 7 + k)
         stop = EarlyStopping(patience)
@@ -118,7 +131,7 @@ def fit_window_tagger(
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
-            if stop.update(epoch, (model.predict(validation[0]) == val_gold).float().mean().item(), model):
+            if stop.update(epoch, (model.predict(inputs=val_inputs) == val_gold).float().mean().item(), model):
                 break
         stop.restore(model)
         log["validation_accuracy_by_k"][k] = stop.best

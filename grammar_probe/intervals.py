@@ -25,7 +25,7 @@ import numpy as np
 
 from ema_boundary import stats
 
-__all__ = ["REPLICATES", "Bootstrap", "holm_family"]
+__all__ = ["METHOD", "REPLICATES", "Bootstrap", "difference", "holm_family", "interval"]
 
 REPLICATES = 2000
 METHOD = (f"bootstrap over seeds and test sentences ({REPLICATES} replicates, percentile 95%; "
@@ -68,12 +68,6 @@ def interval(per_seed: np.ndarray, rep: np.ndarray) -> dict:
     sd = float(np.std(per_seed, ddof=1)) if len(per_seed) > 1 else float("nan")
     return {"mean": float(np.mean(per_seed)), "ci95": (float(lo), float(hi)), "sd": sd, "n": len(per_seed),
             "per_seed": [float(v) for v in per_seed], "method": METHOD}
-
-
-def ratio_interval(num_seed: np.ndarray, num_rep: np.ndarray, den_seed: np.ndarray, den_rep: np.ndarray) -> dict:
-    """Per-seed ratios (mean of them as the estimate, as before) with the bootstrap interval of the ratio."""
-    out = interval(num_seed / den_seed, num_rep / den_rep)
-    return out
 
 
 def difference(a_seed: np.ndarray, a_rep: np.ndarray, b_seed: np.ndarray, b_rep: np.ndarray,
