@@ -341,3 +341,20 @@ def test_atomic_dir_replaces_on_success_and_keeps_old_on_failure(tmp_path):
         (tmp / "b.txt").write_text("second")
     assert sorted(p.name for p in target.iterdir()) == ["b.txt"]
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_dataset_card_is_a_hub_dataset_card(ds, tmp_path):
+    from huggingface_hub import DatasetCard
+
+    from grammar_probe.card import build_card
+
+    path = tmp_path / "README.md"
+    path.write_text(build_card(ds, {"seed": 0}, None).content, encoding="utf-8")
+    card = DatasetCard.load(path)
+    data = card.data.to_dict()
+    assert data["license"] == "apache-2.0" and data["language"] == ["en"]
+    assert data["task_categories"] == ["token-classification"] and data["task_ids"] == ["parsing"]
+    assert data["annotations_creators"] == ["machine-generated"] == data["language_creators"]
+    assert data["source_datasets"] == ["original"] and data["pretty_name"].startswith("Grammar-probe")
+    assert [c["split"] for c in data["configs"][0]["data_files"]] == list(ds)
+    assert "# Grammar-probe role corpus" in card.text and "--seed 0" in card.text
