@@ -385,12 +385,15 @@ def test_cli_run_bad_inputs_one_line_exit_2(corpus, ceilings, tmp_path, capsys):
         (["--dataset", str(tmp_path / "wrong")], "split train has features"),
         (["--dataset", str(bare)], "ceilings.json is missing"),
         (["--dataset", str(good), "--splits", "test_nope"], "unknown split 'test_nope'"),
-        (["--dataset", str(good), "--threads", "0"], "--threads must be a positive integer"),
-        (["--dataset", str(good), "--workers", "0"], "--workers must be a positive integer"),
-        (["--dataset", str(good), "--seed", "x"], "argument --seed: invalid int value"),
-        (["--dataset", str(good), "--seed", "-1"], "seed must be a non-negative integer"),
-        (["--dataset", str(good), "--seeds", "0"], "--seeds must be a positive integer"),
-        (["--dataset", str(good), "--train-sentences", "-3"], "--train-sentences must be a positive integer"),
+        (["--dataset", str(good), "--threads", "0"], "argument --threads: must be a positive integer"),
+        (["--dataset", str(good), "--workers", "0"], "argument --workers: must be a positive integer"),
+        (["--dataset", str(good), "--seed", "x"], "argument --seed: must be a non-negative integer"),
+        (["--dataset", str(good), "--seed", "-1"], "argument --seed: must be a non-negative integer"),
+        (["--dataset", str(good), "--seeds", "0"], "argument --seeds: must be a positive integer"),
+        (["--dataset", str(good), "--train-sentences", "-3"],
+         "argument --train_sentences/--train-sentences: must be a positive integer"),
+        (["--dataset", str(good), "--word_dropout", "1.5"], "--word_dropout must be in [0, 1)"),
+        (["--dataset", str(good), "--unseen", "zeros"], "argument --unseen: invalid choice"),
     ]
     for args, needle in cases:
         capsys.readouterr()
