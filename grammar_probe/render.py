@@ -151,7 +151,7 @@ def _window_gap_table(gap: dict) -> list[str]:
              "| gap to the causal ceiling (points) | " + " | ".join(f"{100 * by_k[k]['gap']:.1f}" for k in ks) + " |"]
     if fresh:
         lines += ["| gap on the fresh sample, held out (± s.e.) | "
-                  + " | ".join(f"{100 * fresh[k]['gap']:.1f} ± {100 * fresh[k]['se']:.1f}" for k in ks) + " |",
+                  + " | ".join(f"{100 * fresh[k]['gap']:.1f} ± {100 * fresh[k]['se']:.2f}" for k in ks) + " |",
                   "| gap on the fresh sample, in sample (an over-fitted window: lower bound on the gap) | "
                   + " | ".join(f"{100 * (gap['causal_ceiling'] - fresh[k]['window_in_sample']):.1f}" for k in ks)
                   + " |"]
@@ -255,7 +255,8 @@ def render_structure_markdown(results: dict) -> str:
         "",
         "Verdicts follow from the intervals: *met* if the interval lies at or above the paper's value "
         "(strictly above 0 for the \"SPCN above BiGRU\" rows), *refuted* if it lies below, otherwise "
-        "*not resolved at this budget*.",
+        "*not resolved at this budget*; *not reachable on this grammar* when the paper's value lies beyond the "
+        "row's causal cap (the measure with a perfect causal reader in SPCN's place).",
     ]
     gap = results.get("window_gap")
     if gap:
