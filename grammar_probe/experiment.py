@@ -3,16 +3,19 @@
 For each seed (``RunSize.seeds`` of them, derived from ``--seed``):
 
 1. a disjoint subset of ``train`` (grammar sampling varies with the seed), one word-dropped copy of it
-   (nouns and verbs -> ``<unk>`` at the protocol's rate) and its :class:`Vocab`, shared by every model;
+   (every token -> ``<unk>`` at the protocol's rate, whatever its word or role) and its :class:`Vocab`,
+   shared by every model;
 2. fit the seven models on that copy, with every choice made on ``validation``:
-   ``majority_word``, ``window`` (k = 1..6 chosen on validation), ``plain_ema`` (three-rate EMA of the
+   ``majority_word``, ``window`` (k up to 12 chosen on validation), ``plain_ema`` (three-rate EMA of the
    word codes + linear probe), ``spcn_frozen`` (SPCN at its initial weights + the same probe),
    ``spcn`` (SPCN after its Hebbian learning, tokens only + the same probe), ``causal_gru``, ``bigru``;
 3. score every model on every evaluation split, per role and per derived kind.
 
-Then means and 95% intervals over seeds, paired seed-blocked differences, the paper's rows with a
-verdict that follows from the intervals, and the window-gap check; written as ``results.json``
-(schema in docs/grammar_probe.md), ``report.md`` and PNG figures.
+Then means over seeds with 95% bootstrap intervals over seeds and test sentences
+(:mod:`grammar_probe.intervals`), paired differences Holm-adjusted within each table, the paper's rows
+with a verdict that follows from the intervals and the row's causal cap, the ratios a causal reader
+can reach, the Hebbian-learning claim row, the training budgets and the window-gap check at every k;
+written as ``results.json`` (schema in docs/grammar_probe.md), ``report.md`` and PNG figures.
 """
 
 from __future__ import annotations

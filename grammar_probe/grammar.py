@@ -4,8 +4,10 @@ The roles of determiners, nouns, verbs, place nouns and adverbs say which clause
 to: the main clause or an embedded one (a relative clause opened by "who", a complement clause
 opened by "that"). Inside a complement clause the words look exactly like a main clause's; only a
 "that" many tokens back tells them apart. Variable-length material (adjective chains, fronted
-adverbs and PPs, noun-modifying PPs, nested relatives) lies between a token and the word that
-decides its clause, so no short window can decide it while the whole prefix can. A clause ends
+adverbs and PP chains, chains of 1-5 place PPs on nouns and verbs, nested relatives) lies between a
+token and the word that decides its clause, so no window of up to 12 tokens decides the structural
+roles (on average over them, >= 10 points below the causal ceiling at every k <= 12), while the whole
+prefix does. A clause ends
 where the grammar says it must (an object carrying a relative clause ends its clause; a
 complement clause runs to the end of its parent), so the prefix always decides.
 
