@@ -9,10 +9,11 @@ splits, one draw of each split's sentences by all models), then recomputes the q
 is the replicates' 2.5-97.5 percentile: an accuracy stays inside [0, 1] because every replicate is one,
 and a paired difference is paired at both levels (the same seeds and sentences for both models).
 
-Tests of a paired difference from the same replicates: "no difference" has the two-sided bootstrap
-p-value ``2 min(P*(d <= 0), P*(d >= 0))``, counted with the add-one rule; equivalence within a declared
-margin is the two one-sided tests, ``max(P*(d >= margin), P*(d <= -margin))``, i.e. the 90% interval
-inside ``(-margin, margin)``. A difference with no variance at all (every replicate equal) is 0 with
+Tests of a paired difference use the replicates' standard deviation as its standard error (normal
+theory): "no difference" has the two-sided p-value ``2 Phi(-|d| / se)``; equivalence within a declared
+margin is the two one-sided tests, ``max(Phi((d - margin) / se), Phi((-margin - d) / se))``. (Counting
+replicates instead would floor every p-value at 2 / (B + 1), too coarse for Holm over a table of 60.)
+A difference with no variance at all (every replicate equal) is 0 with
 p = 1 when it is exactly 0, and otherwise decided by its sign. :func:`holm_family` adjusts the p-values
 of one table (its family of comparisons) and re-derives the verdicts.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+from scipy import special
 
 from ema_boundary import stats
 
@@ -83,9 +85,12 @@ def difference(a_seed: np.ndarray, a_rep: np.ndarray, b_seed: np.ndarray, b_rep:
         p_diff = 1.0 if d_rep[0] == 0 else 1.0 / (b + 1)
         p_eq = None if margin is None else (1.0 / (b + 1) if abs(d_rep[0]) < margin else 1.0)
     else:
-        p_diff = min(1.0, 2 * (min(np.sum(d_rep <= 0), np.sum(d_rep >= 0)) + 1) / (b + 1))
-        p_eq = None if margin is None else max((np.sum(d_rep >= margin) + 1) / (b + 1),
-                                               (np.sum(d_rep <= -margin) + 1) / (b + 1))
+        # Normal theory with the bootstrap standard error: unlike counting replicates (whose smallest
+        # p-value is 2 / (B + 1)), these p-values can be small enough to survive Holm in a large family.
+        mean, se = float(np.mean(d_seed)), float(np.std(d_rep, ddof=1))
+        p_diff = float(2 * special.ndtr(-abs(mean) / se))
+        p_eq = None if margin is None else float(max(special.ndtr((mean - margin) / se),
+                                                      special.ndtr((-margin - mean) / se)))
     out["p_difference"], out["p_equivalence"] = float(p_diff), None if p_eq is None else float(p_eq)
     out["p_difference_raw"], out["p_equivalence_raw"] = out["p_difference"], out["p_equivalence"]
     _set_verdict(out, alpha)

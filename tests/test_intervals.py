@@ -61,3 +61,16 @@ def test_shared_draws_make_splits_and_models_paired():
     boot = Bootstrap(3, {"a": 50, "b": 80}, seed=3, replicates=100)
     assert boot.weights["a"].shape == (100, 50) and boot.weights["b"].shape == (100, 80)
     assert (boot.weights["a"].sum(1) == 50).all() and boot.seed_draws.shape == (100, 3)
+
+
+def test_a_clear_difference_survives_holm_in_a_large_family():
+    """p-values from the bootstrap standard error are not floored at 2 / (B + 1)."""
+    boot = Bootstrap(5, {"s": 200}, seed=4, replicates=500)
+    correct, sentence = _data(0.7)
+    a = boot.replicates_of("s", correct, sentence)
+    b = boot.replicates_of("s", correct & (np.arange(correct.shape[1]) % 10 != 0), sentence)
+    d = difference(*a, *b, margin=0.01)
+    assert d["p_difference"] < 0.05 / 60 and d["p_difference"] < 2 / 501
+    family = [dict(d) for _ in range(60)]
+    holm_family(family, "big")
+    assert all(c["conclusion"] == "higher" for c in family)
