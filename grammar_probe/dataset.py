@@ -202,7 +202,7 @@ def compute_ceilings(
     dataset: DatasetDict,
     seed: int = 0,
     ceiling_sentences: int = 3000,
-    window_sentences: int = 40000,
+    window_sentences: int = 200_000,
     max_depth: int = 2,
     deep_depth: int | None = None,
     progress: Callable[[str], None] | None = None,
@@ -212,11 +212,12 @@ def compute_ceilings(
     The fresh sample (``ceiling_sentences`` for the exact posteriors, ``window_sentences`` for the
     window tables; drawn from grammar A as in training, independent of every split) gives the
     ``roles`` block: ``causal``, ``bidirectional``, ``causal_unseen`` (nouns and verbs as <unk>),
-    ``window_k`` (k = 0..6, held out) and ``window_k_in_sample``, ``window_best`` (at ``best_k``), the
-    identification values and the derived ``kind``. ``splits`` holds, for every evaluation split,
+    ``window_k`` (k = 0..12, held out), ``window_k_se`` (its sampling error) and ``window_k_in_sample``,
+    ``window_best`` (at ``best_k``), the identification values, the derived ``kind`` (window cap 12) and
+    ``kind_by_cap`` (the kind at caps 6, 8 and 12). ``splits`` holds, for every evaluation split,
     the exact causal and bidirectional ceilings of its own sentences, read the way models read
-    them (<unk> for nonce words), and for ``test_within_a`` also the best window tagger's accuracy
-    (tables fitted on the fresh sample).
+    them (<unk> for nonce words), and for ``test_within_a`` also the window tagger's accuracy at every
+    k = 0..12 (``window_k``; tables fitted on the whole fresh sample) and at ``best_k`` (``window_best``).
     """
     _positive("ceiling_sentences", ceiling_sentences)
     _positive("window_sentences", window_sentences)
@@ -228,14 +229,18 @@ def compute_ceilings(
     rng = random.Random(f"grammar-probe/{seed}/ceilings")
     fresh = [a.sample(rng) for _ in range(max(ceiling_sentences, window_sentences))]
     say("ceilings: exact posteriors and window tables")
-    roles, best_k, tables = ceil.estimate_ceilings(a, fresh[:ceiling_sentences], fresh[:window_sentences],
-                                                   unseen=UNSEEN, return_tables=True)
+    within = _sentences(dataset["test_within_a"], a) if "test_within_a" in dataset else []
+    roles, best_k, scored = ceil.estimate_ceilings(a, fresh[:ceiling_sentences], fresh[:window_sentences],
+                                                   unseen=UNSEEN, score={"test_within_a": within})
+    del fresh
     out: dict = {
         "config": {"seed": seed, "ceiling_sentences": ceiling_sentences, "window_sentences": window_sentences,
                    "max_depth": max_depth, "deep_depth": deep_depth, "unseen_classes": sorted(UNSEEN)},
-        "thresholds": {"high": ceil.HIGH, "gap": ceil.GAP, "word_tol": ceil.WORD_TOL, "max_window": ceil.MAX_WINDOW},
+        "thresholds": {"high": ceil.HIGH, "gap": ceil.GAP, "word_tol": ceil.WORD_TOL, "max_window": ceil.MAX_WINDOW,
+                       "kind_caps": list(ceil.KIND_CAPS)},
         "best_k": best_k,
-        "roles": {r: {**asdict(roles[r]), "kind": roles[r].kind} for r in ROLE_NAMES if r in roles},
+        "roles": {r: {**asdict(roles[r]), "kind": roles[r].kind, "kind_by_cap": roles[r].kinds_by_cap()}
+                  for r in ROLE_NAMES if r in roles},
         "splits": {},
     }
     for split in SPLITS:
@@ -249,19 +254,26 @@ def compute_ceilings(
         per_role = {r: {"tokens": int(causal.count[r]), "causal": c_acc[r], "bidirectional": b_acc[r]}
                     for r in ROLE_NAMES if r in causal.count}
         if split == "test_within_a":
-            window = ceil.score_windows(tables, sents, best_k)
-            for r, v in window.items():
-                per_role[r]["window_best"] = v
+            for r in per_role:
+                per_role[r]["window_k"] = {k: scored["test_within_a"][k].get(r, 0.0) for k in scored["test_within_a"]}
+                per_role[r]["window_best"] = per_role[r]["window_k"][best_k]
         out["splits"][split] = per_role
     return out
 
 
+BUILD_TOOL = "grammar_probe build"  # the output-folder marker's tool name (ema_boundary.io)
+
+
 def write_dataset(
-    dataset: DatasetDict, out: str | os.PathLike, build_args: dict | None = None, ceilings: dict | None = None
+    dataset: DatasetDict, out: str | os.PathLike, build_args: dict | None = None, ceilings: dict | None = None,
+    overwrite: bool = False,
 ) -> Path:
-    """Write ``save_to_disk`` output, ``data/<split>.parquet``, ``ceilings.json`` and the card atomically."""
+    """Write ``save_to_disk`` output, ``data/<split>.parquet``, ``ceilings.json`` and the card atomically.
+
+    ``out`` must be new, empty, or (with ``overwrite``) an earlier output of ``grammar_probe build``:
+    a folder the user made is never replaced (:func:`ema_boundary.io.atomic_dir`)."""
     out = Path(out)
-    with atomic_dir(out) as tmp:
+    with atomic_dir(out, tool=BUILD_TOOL, overwrite=overwrite) as tmp:
         dataset.save_to_disk(str(tmp))
         (tmp / "data").mkdir()
         for split, ds in dataset.items():

@@ -3,22 +3,23 @@
 The probe is supervised (it is the read-out, not the SPCN learner), so it uses autograd; the
 features it reads are detached tensors computed under ``torch.no_grad()``. Features are
 standardised with the training mean and deviation; minibatch Adam; with ``validation`` given, the
-epoch with the best validation accuracy is kept (the same early-stopping rule as the GRU taggers).
+epoch with the best validation accuracy is kept (:class:`~grammar_probe.protocol.EarlyStopping`, the
+same rule and patience as the GRU and window taggers).
 """
 
 from __future__ import annotations
 
-import copy
-
 import torch
 from torch import nn
+
+from grammar_probe.protocol import PATIENCE, EarlyStopping
 
 
 class LinearProbe:
     """Standardise features, then softmax regression with an L2 penalty."""
 
     def __init__(self, n_classes: int, l2: float = 1e-5, max_iter: int = 12, seed: int = 0,
-                 batch_size: int = 1024, lr: float = 1e-2, patience: int = 2) -> None:
+                 batch_size: int = 1024, lr: float = 1e-2, patience: int = PATIENCE) -> None:
         self.n_classes = n_classes
         self.l2 = l2
         self.max_iter = max_iter  # epochs at most
@@ -40,25 +41,19 @@ class LinearProbe:
         nn.init.zeros_(self.linear.bias)
         opt = torch.optim.Adam(self.linear.parameters(), lr=self.lr, weight_decay=self.l2)
         gen = torch.Generator().manual_seed(self.seed)
-        best = (-1.0, 0, copy.deepcopy(self.linear.state_dict()))
-        history = []
+        stop = EarlyStopping(self.patience)
         for epoch in range(self.max_iter):
             for idx in torch.randperm(len(x), generator=gen).split(self.batch_size):
                 loss = nn.functional.cross_entropy(self.linear(x[idx]), labels[idx])
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
-            if validation is None:
-                continue
-            acc = (self.predict(validation[0]) == validation[1]).float().mean().item()
-            history.append(acc)
-            if acc > best[0]:
-                best = (acc, epoch, copy.deepcopy(self.linear.state_dict()))
-            elif epoch - best[1] >= self.patience:
+            if validation is not None and stop.update(
+                    epoch, (self.predict(validation[0]) == validation[1]).float().mean().item(), self.linear):
                 break
         if validation is not None:
-            self.linear.load_state_dict(best[2])
-            self.log = {"best_epoch": best[1] + 1, "validation_accuracy": best[0], "history": history}
+            stop.restore(self.linear)
+            self.log = stop.summary(self.max_iter)
         return self
 
     @torch.no_grad()

@@ -10,7 +10,7 @@ MODELS: tuple[str, ...] = ("majority_word", "window", "plain_ema", "spcn_frozen"
 TRACE_MODELS: tuple[str, ...] = ("plain_ema", "spcn_frozen", "spcn")
 MODEL_LABELS: dict[str, str] = {
     "majority_word": "majority role per word",
-    "window": "window tagger (best k ≤ 6)",
+    "window": "window tagger (best k ≤ 12)",
     "plain_ema": "plain EMA of word codes + probe",
     "spcn_frozen": "SPCN, learning off + probe",
     "spcn": "SPCN + probe",

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ema_boundary.figures import pyplot, save
+from grammar_probe.ceilings import KINDS
 from grammar_probe.names import MODEL_LABELS, MODELS
 
 __all__ = ["paper_row_value", "render_structure_figures", "render_structure_markdown", "write_report"]
@@ -107,15 +108,53 @@ def _per_role_table(results: dict, split: str) -> list[str]:
 
 
 def _ceilings_table(results: dict) -> list[str]:
+    """Per role: its kind at each window cap, the exact ceilings and the window tagger at every k."""
     k_best = results.get("best_k")
-    head = ["role", "kind", "causal", "bidir.", "causal, nouns/verbs <unk>"] + [f"window k={k}" for k in range(1, 7)] \
-        + [f"best window (k={k_best})"]
+    ce = results["ceilings"]
+    ks = sorted(int(k) for k in next(iter(ce.values()))["window_k"])
+    caps = (results.get("ceiling_thresholds") or {}).get("kind_caps", [])
+    head = (["role", "kind"] + [f"kind, cap {c}" for c in caps] + ["causal", "bidir.", "causal, nouns/verbs <unk>"]
+            + [f"k={k}" for k in ks] + [f"best (k={k_best})", "± at k=12"])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for role, c in results["ceilings"].items():
+    for role, c in ce.items():
         w = {int(k): v for k, v in c["window_k"].items()}
-        lines.append(f"| {role} | {c['kind']} | {_pct(c['causal'])} | {_pct(c['bidirectional'])} | "
-                     f"{_pct(c['causal_unseen'])} | " + " | ".join(_pct(w.get(k)) for k in range(1, 7))
-                     + f" | {_pct(c['window_best'])} |")
+        by_cap = {int(k): v for k, v in c.get("kind_by_cap", {}).items()}
+        se = {int(k): v for k, v in c.get("window_k_se", {}).items()}
+        cells = ([role, c["kind"]] + [by_cap.get(int(cap), "") for cap in caps]
+                 + [_pct(c["causal"]), _pct(c["bidirectional"]), _pct(c["causal_unseen"])]
+                 + [_pct(w.get(k)) for k in ks] + [_pct(c["window_best"]), _pct(se.get(12))])
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _kind_sensitivity(results: dict) -> list[str]:
+    """How many roles get each kind at each window cap."""
+    ce = results["ceilings"]
+    caps = (results.get("ceiling_thresholds") or {}).get("kind_caps", [])
+    if not caps or not all("kind_by_cap" in c for c in ce.values()):
+        return []
+    lines = ["| window cap | " + " | ".join(KINDS) + " | structural roles |", "|" + "---|" * (len(KINDS) + 2)]
+    for cap in caps:
+        kinds = {r: {int(k): v for k, v in c["kind_by_cap"].items()}.get(int(cap)) for r, c in ce.items()}
+        counts = [str(sum(v == k for v in kinds.values())) for k in KINDS]
+        lines.append(f"| {cap} | " + " | ".join(counts) + " | "
+                     + ", ".join(r for r, v in kinds.items() if v == "structural") + " |")
+    return lines
+
+
+def _window_gap_table(gap: dict) -> list[str]:
+    ks = sorted(int(k) for k in gap["by_k"])
+    by_k = {int(k): v for k, v in gap["by_k"].items()}
+    fresh = {int(k): v for k, v in gap.get("fresh_sample_by_k", {}).items()}
+    lines = ["| k | " + " | ".join(map(str, ks)) + " |", "|" + "---|" * (len(ks) + 1),
+             "| window tagger, test_within_a | " + " | ".join(_pct(by_k[k]["window"]) for k in ks) + " |",
+             "| gap to the causal ceiling (points) | " + " | ".join(f"{100 * by_k[k]['gap']:.1f}" for k in ks) + " |"]
+    if fresh:
+        lines += ["| gap on the fresh sample, held out (± s.e.) | "
+                  + " | ".join(f"{100 * fresh[k]['gap']:.1f} ± {100 * fresh[k]['se']:.2f}" for k in ks) + " |",
+                  "| gap on the fresh sample, in sample (an over-fitted window: lower bound on the gap) | "
+                  + " | ".join(f"{100 * (gap['causal_ceiling'] - fresh[k]['window_in_sample']):.1f}" for k in ks)
+                  + " |"]
     return lines
 
 
@@ -144,7 +183,49 @@ def _counterfactual_table(results: dict) -> list[str]:
     for m, r in cf["models"].items():
         lines.append(f"| {m} | {_ci(r['within_a'])} | {_ci(r['counterfactual'])} | {_ci(r['drop'], points=True)} | "
                      f"{r['drop']['conclusion']} |")
+    if cf.get("spcn_drop_minus"):
+        lines += ["", "SPCN's drop minus each other model's drop (points, paired; negative: SPCN loses less; Holm "
+                  "across the models):", "", "| model | SPCN's drop − model's drop | conclusion |", "|---|---|---|"]
+        lines += [f"| {m} | {_ci(c, points=True)} | {c['conclusion']} |" for m, c in cf["spcn_drop_minus"].items()]
     return lines
+
+
+def _ratios_table(results: dict) -> list[str]:
+    r = results.get("ratios")
+    if not r:
+        return []
+    rows = [("SPCN / BiGRU (the paper's row)", "spcn_over_bigru"), ("SPCN / causal GRU", "spcn_over_causal_gru"),
+            ("causal GRU / BiGRU", "causal_gru_over_bigru"), ("SPCN / causal ceiling", "spcn_over_causal_ceiling"),
+            ("causal cap: causal ceiling / BiGRU (no causal reader's ratio can exceed it)", "causal_cap_over_bigru")]
+    lines = [f"On `{r['split']}`, all tokens; the exact causal ceiling is {_pct(r.get('causal_ceiling'))} %.", "",
+             "| ratio | mean [95% CI] |", "|---|---|"]
+    lines += [f"| {label} | {_ratio(r[key])} |" for label, key in rows if key in r]
+    return lines
+
+
+def _hebbian_lines(results: dict) -> list[str]:
+    h = results.get("hebbian_learning")
+    if not h:
+        return []
+    return [f"On `{h['split']}`, {h['kind']} roles, declared margin ±{100 * h['margin']:.0f} point: SPCN − frozen twin "
+            f"{_ci(h['spcn_minus_spcn_frozen'], points=True)} ({h['spcn_minus_spcn_frozen']['conclusion']}); "
+            f"SPCN − plain EMA {_ci(h['spcn_minus_plain_ema'], points=True)} "
+            f"({h['spcn_minus_plain_ema']['conclusion']}). **Verdict: {h['verdict']}.**"]
+
+
+def _training_table(results: dict) -> list[str]:
+    t = results.get("training")
+    if not t:
+        return []
+    lines = ["| model | budget (epochs) | patience | epochs run per seed | best epoch per seed | budget reached |",
+             "|---|---|---|---|---|---|"]
+    for m, r in t.items():
+        if m == "rule":
+            continue
+        lines.append(f"| {m} | {r['max_epochs']} | {r['patience']} | {', '.join(map(str, r['epochs_run']))} | "
+                     f"{', '.join(map(str, r['best_epoch']))} | {sum(bool(b) for b in r['budget_reached'])} of "
+                     f"{len(r['budget_reached'])} |")
+    return [t["rule"] + ".", "", *lines]
 
 
 def render_structure_markdown(results: dict) -> str:
@@ -156,13 +237,17 @@ def render_structure_markdown(results: dict) -> str:
         f"{size['seeds']} seeds ({', '.join(map(str, results['seeds']))}); per seed {size['train_sentences']} training "
         f"sentences ({'a disjoint' if results.get('train_subsets_disjoint', True) else 'an overlapping'} subset of "
         "`train`), "
-        f"SPCN {size['spcn_epochs']} epoch(s); nouns and verbs dropped to `{proto['unk']}` at rate "
-        f"{proto['word_dropout']} while fitting, the same copy for every model; unseen words are `{proto['unk']}` for "
-        "every model. Accuracy in %, mean over seeds with a 95% t-interval; differences are paired by seed. "
+        f"SPCN {size['spcn_epochs']} epoch(s); every training token dropped to `{proto['unk']}` at rate "
+        f"{proto['word_dropout']} (whatever its word or role) while fitting, the same copy for every model; "
+        + ("never-seen words are `<unk>` for every model. " if proto.get("unseen", "unk") == "unk" else
+           "never-seen words get fresh random codes in every model. ")
+        + "Accuracy in %, mean over seeds with a 95% bootstrap interval over seeds and test sentences; "
+        "differences are paired by seed and sentence, Holm-adjusted within each table. "
         f"Run time {results['seconds']:.0f} s.",
         "",
-        *(["**Quick run (`--quick`): smaller training and fewer epochs, a smoke test. The GRU taggers are "
-           "undertrained at this budget, so its verdicts are not the experiment's; cite the default run.**", ""]
+        *(["**Quick run (`--quick`): fewer training and evaluation sentences, a smoke test; every model still "
+           "trains to its early-stopping point. Its verdicts are not the experiment's (they depend on the "
+           "labelled data size: see the arms); cite the default run.**", ""]
           if results.get("quick") else []),
         "### The paper's rows",
         "",
@@ -170,17 +255,22 @@ def render_structure_markdown(results: dict) -> str:
         "",
         "Verdicts follow from the intervals: *met* if the interval lies at or above the paper's value "
         "(strictly above 0 for the \"SPCN above BiGRU\" rows), *refuted* if it lies below, otherwise "
-        "*not resolved at this budget*.",
+        "*not resolved at this budget*; *not reachable on this grammar* when the paper's value lies beyond the "
+        "row's causal cap (the measure with a perfect causal reader in SPCN's place).",
     ]
     gap = results.get("window_gap")
     if gap:
         lines += ["", "### Do the structural roles need structure?", "",
-                  f"On `{gap['split']}`, structural roles ({gap['tokens']} tokens): causal ceiling "
-                  f"{_pct(gap['causal_ceiling'])} %, best window tagger with k ≤ 6 (k = {gap['best_k']}, tables from a "
-                  f"fresh sample) {_pct(gap['best_window_ceiling'])} %, the trained `window` baseline "
-                  f"{_ci(gap['trained_window'])} %: "
-                  f"gaps {100 * gap['gap_ceiling']:.1f} and {100 * gap['gap_trained_window']:.1f} points "
-                  f"(required ≥ {100 * gap['required_gap']:.0f}: {'passes' if gap['passes'] else 'FAILS'})."]
+                  f"On `{gap['split']}`, structural roles ({gap['tokens']} tokens; kinds with windows up to "
+                  f"k = {gap.get('max_k', 6)}): causal ceiling {_pct(gap['causal_ceiling'])} %; the window tagger "
+                  f"(tables from a fresh sample) at every k below; its smallest gap is "
+                  f"{100 * gap.get('min_gap', gap['gap_ceiling']):.1f} points "
+                  f"(k = {gap.get('min_gap_k', gap['best_k'])}); the trained `window` baseline "
+                  f"{_ci(gap['trained_window'])} %, gap "
+                  f"{100 * gap['gap_trained_window']:.1f} points. Required at every k: ≥ "
+                  f"{100 * gap['required_gap']:.0f} points: {'passes' if gap['passes'] else 'FAILS'}."]
+        if "by_k" in gap:
+            lines += ["", *_window_gap_table(gap)]
     lines += ["", "### Every model on every split", "",
               "Each column's header holds the split's exact ceilings for those tokens (causal: best possible reader of "
               "the prefix; bidirectional: of the whole sentence)."]
@@ -193,11 +283,19 @@ def render_structure_markdown(results: dict) -> str:
               "*higher*/*lower*: the 95% interval excludes 0; *equivalent*: the 90% interval lies inside "
               f"±{100 * margin:.0f} "
               "point (two one-sided tests).", "", *_learning_table(results)]
+    if results.get("hebbian_learning"):
+        lines += ["", "**Does SPCN's Hebbian learning matter? (claim row)**", "", *_hebbian_lines(results)]
+    if results.get("ratios"):
+        lines += ["", "### The ratios a causal reader can reach", "", *_ratios_table(results)]
     if results.get("counterfactual"):
         lines += ["", "### Counterfactual: word->role shortcuts reversed", "", *_counterfactual_table(results)]
+    if results.get("training"):
+        lines += ["", "### Training: every supervised model early-stopped alike", "", *_training_table(results)]
     for split in results["per_role"]:
         lines += ["", f"### Per role: {split}", "", *_per_role_table(results, split)]
-    lines += ["", "### Ceilings and kinds (fresh grammar-A sample)", "", *_ceilings_table(results)]
+    lines += ["", "### Ceilings and kinds (fresh grammar-A sample)", "", *_ceilings_table(results),
+              "", "Kinds at each window cap (the kind rule with windows up to the cap):", "",
+              *_kind_sensitivity(results)]
     return "\n".join(lines) + "\n"
 
 
@@ -278,9 +376,10 @@ def render_structure_figures(results: dict, out_dir: str | Path) -> dict[str, Pa
     names = list(ce)
     fig, ax = plt.subplots(figsize=(12, 4.5))
     x = np.arange(len(names))
-    for k in range(1, 7):
+    ks = sorted(int(k) for k in ce[names[0]]["window_k"])
+    for k in [k for k in ks if k in (1, 2, 4, 6, 8, 10, 12)]:
         ax.plot(x, [ce[n]["window_k"].get(str(k), ce[n]["window_k"].get(k)) for n in names], marker=".", linewidth=0.8,
-                color=plt.cm.Greys(0.3 + 0.1 * k), label=f"window k={k}")
+                color=plt.cm.Greys(0.25 + 0.055 * k), label=f"window k={k}")
     ax.plot(x, [ce[n]["causal"] for n in names], marker="o", color="tab:red", label="causal")
     ax.plot(x, [ce[n]["bidirectional"] for n in names], marker="x", color="tab:purple", label="bidirectional")
     ax.set_xticks(x, [f"{n}\n({ce[n]['kind']})" for n in names], rotation=45, ha="right", fontsize=8)

@@ -104,7 +104,7 @@ ROWS: dict[str, Row] = {
         lambda t: _grammar("build", "--out", str(_text(t / "out", "x")), "--train-size", "20"),
         "exists and is not a folder", 2, out="out/dataset_dict.json"),
     "grammar build: out of range": Row(lambda t: _grammar("build", "--out", str(t / "out"), "--train-size", "0"),
-                                       "train_size must be a positive integer", 2),
+                                       "--train_size/--train-size: must be a positive integer", 2),
     "grammar run: missing dataset": Row(
         lambda t: _grammar("run", "--dataset", str(t / "none"), "--out", str(t / "out")), "does not exist", 2),
     "grammar run: truncated Arrow file": Row(
@@ -112,7 +112,7 @@ ROWS: dict[str, Row] = {
         "ds is not a saved DatasetDict", 2),
     "grammar run: wrong type": Row(
         lambda t: _grammar("run", "--dataset", str(t), "--out", str(t / "out"), "--seeds", "x"),
-        "--seeds: invalid int value", 2),
+        "--seeds: must be a positive integer", 2),
 }
 
 

@@ -12,7 +12,7 @@ import pytest
 from grammar_probe import ceilings as ceil
 from grammar_probe.grammar import OPEN_CLASSES, Alternative, Grammar, Role, grammar_a
 
-FILL = 7  # the cue of TA/TB sits 8 tokens back: beyond any window with k <= 6
+FILL = 13  # the cue of TA/TB sits 14 tokens back: beyond any window with k <= 12
 
 
 def _toy() -> Grammar:
@@ -72,7 +72,7 @@ def test_exact_ceilings_match_hand_values(toy):
 
 def test_window_ceilings_match_hand_values(toy):
     roles, best_k = toy
-    for k in range(0, 7):  # no window with k <= 6 reaches the cue: the majority TA is always guessed
+    for k in range(0, 13):  # no window with k <= 12 reaches the cue: the majority TA is always guessed
         assert roles["TA"].window_k[k] == 1 and roles["TB"].window_k[k] == 0
         assert roles["TA"].id_window_k[k] == pytest.approx(0.75, abs=0.03)
         assert roles["TB"].id_window_k[k] == pytest.approx(0.25, abs=0.03)
@@ -87,6 +87,7 @@ def test_kinds_follow_the_rule(toy):
     roles, _ = toy
     kinds = {r: c.kind for r, c in roles.items()}
     assert kinds["TA"] == kinds["TB"] == "structural"
+    assert roles["TA"].kinds_by_cap() == {6: "structural", 8: "structural", 12: "structural"}
     assert kinds["Y1"] == kinds["Y2"] == kinds["Z1"] == "ambiguous"
     assert kinds["N1"] == kinds["N2"] == "local"
     assert kinds["P1"] == kinds["CUE"] == kinds["END"] == kinds["Z2"] == "lexical"
@@ -96,7 +97,7 @@ def test_derive_kind_thresholds():
     def c(causal, id_causal, id_windows, id_unseen=None):
         return ceil.RoleCeilings(
             tokens=1, causal=causal, bidirectional=1, causal_unseen=causal, window_k={}, window_k_in_sample={},
-            window_best=0, id_causal=id_causal, id_bidirectional=1,
+            window_k_se={}, window_best=0, id_causal=id_causal, id_bidirectional=1,
             id_causal_unseen=id_causal if id_unseen is None else id_unseen,
             id_window_k=dict(enumerate(id_windows)),
         )
@@ -106,6 +107,10 @@ def test_derive_kind_thresholds():
     assert ceil.derive_kind(c(1, 1, [0.5] + [0.91] * 6)) == "local"
     assert ceil.derive_kind(c(1, 1, [0.98] + [1] * 6)) == "lexical"  # the word alone, within WORD_TOL
     assert ceil.derive_kind(c(1, 1, [0.5] + [1] * 6, id_unseen=0.9)) == "lexical"  # identity needed
+    # The cap decides: a window that reaches the ceiling only at k = 10 is structural under cap 8, not 12.
+    late = c(1, 1, [0.5] * 10 + [1] * 3)
+    assert ceil.derive_kind(late, 8) == "structural" and ceil.derive_kind(late) == "local"
+    assert late.kinds_by_cap() == {6: "structural", 8: "structural", 12: "local"}
 
 
 def _enumerate(g: Grammar):
@@ -176,23 +181,49 @@ def test_unseen_observation_set_and_impossible_sentence():
 
 @pytest.mark.parametrize("seed", [0])
 def test_shipped_grammar_structural_roles_need_more_than_a_window(seed):
-    """The acceptance property on a small sample: structural roles exist, their causal ceiling is 1 and
-    the best k <= 6 window is >= 15 points below it; nouns and verbs as <unk> keep structure decidable."""
+    """The acceptance property on a small sample: structural roles exist, their causal ceiling is 1 and at
+    every window size k <= 12 the window tagger is >= 10 points below it (token-weighted over the structural
+    roles); nouns and verbs as <unk> keep structure decidable. (The committed build checks it on 200k
+    sentences; this sample is smaller, so the held-out tables are weaker and the check uses a 12-point margin.)"""
     g = grammar_a()
     rng = random.Random(f"test/{seed}")
-    sents = [g.sample(rng) for _ in range(6000)]
-    roles, _ = ceil.estimate_ceilings(g, sents[:400], sents, unseen=frozenset(OPEN_CLASSES))
+    sents = [g.sample(rng) for _ in range(8000)]
+    roles, _ = ceil.estimate_ceilings(g, sents[:300], sents, unseen=frozenset(OPEN_CLASSES))
     kinds = {r: c.kind for r, c in roles.items()}
-    for role in ("VERB_MAIN", "VERB_EMB", "OBJ_EMB", "LOC_MAIN", "LOC_EMB"):
+    for role in ("DET_MAIN", "DET_EMB", "VERB_MAIN", "VERB_EMB", "OBJ_MAIN", "OBJ_EMB", "LOC_MAIN", "LOC_EMB"):
         assert kinds[role] == "structural", role
     assert kinds["REL_SUBJ"] == kinds["REL_OBJ"] == "ambiguous"
     assert kinds["INSTRUMENT"] == kinds["COMPANION"] == kinds["PREP"] == kinds["END"] == "lexical"
     structural = [c for c in roles.values() if c.kind == "structural"]
     n = sum(c.tokens for c in structural)
-    causal = sum(c.causal * c.tokens for c in structural) / n
-    window = sum(c.window_best * c.tokens for c in structural) / n
-    assert causal == 1 and causal - window >= 0.15
+    assert sum(c.causal * c.tokens for c in structural) / n == 1
+    for k in range(ceil.MAX_WINDOW + 1):
+        window = sum(c.window_k[k] * c.tokens for c in structural) / n
+        assert 1 - window >= 0.12, k
     assert all(c.causal_unseen == 1 for c in structural)
+
+
+def test_window_estimate_states_its_sampling_error():
+    g = grammar_a()
+    rng = random.Random(5)
+    rows = [(s.classes, s.roles) for s in (g.sample(rng) for _ in range(2000))]
+    est = ceil.window_estimate(rows, max_k=12)
+    assert set(est.standard_error) == set(range(13))
+    se = est.standard_error[12]["VERB_MAIN"]
+    assert 0 < se < 0.05
+    assert est.standard_error[0]["END"] == 0  # the full stop is always END: no sampling error at all
+
+
+def test_sparse_tables_equal_dense_counting():
+    """The sparse (key, role) table gives the posterior that plain counting gives."""
+    rows = [(("a", "b", "a"), ("X", "Y", "X")), (("a", "b", "b"), ("X", "Y", "Z")), (("b", "a"), ("Z", "X"))]
+    t = ceil.WindowTables(rows, ["X", "Y", "Z"], max_k=1)
+    gold, credit, ident = t.token_scores(rows)
+    # k = 0: "b" is Y twice and Z twice -> a tie (credit 1/2), posterior 1/2 each.
+    b_tokens = [i for i, o in enumerate(o for obs, _ in rows for o in obs) if o == "b"]
+    assert all(credit[0, i] == 0.5 and ident[0, i] == 0.5 for i in b_tokens)
+    # k = 1: "a b" -> Y always, "b b" -> Z, "<s> b" -> Z.
+    assert credit[1].tolist() == [1.0] * 8 and ident[1].tolist() == [1.0] * 8
 
 
 def test_toy_grammar_enumeration_is_complete():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import filecmp
 import json
+import os
 import random
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 import datasets
 import pytest
 
+from ema_boundary.io import MARKER
 from grammar_probe.dataset import (
     FEATURES,
     SPLITS,
@@ -155,8 +157,9 @@ def test_deterministic_by_fingerprint_and_bytes(tmp_path):
         assert a[split]._fingerprint == b[split]._fingerprint != c[split]._fingerprint
     write_dataset(a, tmp_path / "a")
     write_dataset(b, tmp_path / "b")
-    cmp = filecmp.dircmp(tmp_path / "a", tmp_path / "b")
-    files = [p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file()]
+    # Every file but the output marker (it records when the folder was written) is byte-identical.
+    cmp = filecmp.dircmp(tmp_path / "a", tmp_path / "b", ignore=[MARKER])
+    files = [p.relative_to(tmp_path / "a") for p in (tmp_path / "a").rglob("*") if p.is_file() and p.name != MARKER]
     assert files and not cmp.diff_files
     for rel in files:
         assert (tmp_path / "a" / rel).read_bytes() == (tmp_path / "b" / rel).read_bytes(), rel
@@ -172,7 +175,7 @@ def test_ceilings_cover_every_role_and_evaluation_split(ceilings, ds):
     assert set(ceilings["splits"]) == set(SPLITS) - {"train", "validation"}
     for c in ceilings["roles"].values():
         assert c["kind"] in ("structural", "local", "lexical", "ambiguous")
-        assert set(c["window_k"]) == set(range(7)) and 0 <= c["causal"] <= c["bidirectional"] + 1e-9
+        assert set(c["window_k"]) == set(range(13)) and 0 <= c["causal"] <= c["bidirectional"] + 1e-9
     novel = ceilings["splits"]["test_novel_words"]
     assert novel["INSTRUMENT"]["causal"] < 0.6 < ceilings["splits"]["test_within_a"]["INSTRUMENT"]["causal"]
     assert "window_best" in ceilings["splits"]["test_within_a"]["VERB_MAIN"]
@@ -258,36 +261,70 @@ def test_missing_or_bad_ceilings_file_is_one_clear_error(ds, tmp_path):
 def test_cli_build_rejects_bad_size_with_one_line(tmp_path):
     out = tmp_path / "never"
     proc = subprocess.run(
-        [sys.executable, "-m", "grammar_probe", "build", "--out", str(out), "--train-size", "0"],
+        [sys.executable, "-m", "grammar_probe", "build", "--output_dir", str(out), "--train_size", "0"],
         capture_output=True, text=True, cwd=Path(__file__).parents[1],
     )
     assert proc.returncode == 2
-    assert proc.stderr.strip() == "error: train_size must be a positive integer, got 0"
+    assert proc.stderr.strip() == ("python -m grammar_probe build: error: argument --train_size/--train-size: "
+                                   "must be a positive integer, got '0'")
     assert not out.exists() and not list(tmp_path.iterdir())
 
 
-@pytest.mark.parametrize(("flag", "field"), [("--ceiling-sentences", "ceiling_sentences"),
-                                           ("--window-sentences", "window_sentences")])
-def test_cli_build_rejects_bad_ceiling_sizes_before_any_work(tmp_path, capsys, flag, field):
+@pytest.mark.parametrize("flag", ["--ceiling_sentences", "--window-sentences", "--seed"])
+def test_cli_build_rejects_bad_numbers_before_any_work(tmp_path, capsys, flag):
     from grammar_probe.__main__ import main
 
     out = tmp_path / "never"
-    assert main(["build", "--out", str(out), flag, "0"]) == 2
-    assert capsys.readouterr().err.strip() == f"error: {field} must be a positive integer, got 0"
+    with pytest.raises(SystemExit) as exit_:
+        main(["build", "--output_dir", str(out), flag, "-1"])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and flag.replace("-", "_").lstrip("_") in err.replace("-", "_")
     assert not out.exists() and not list(tmp_path.iterdir())
 
 
-def test_cli_build_writes_dataset(tmp_path):
-    out = tmp_path / "corpus"
-    proc = subprocess.run(
-        [sys.executable, "-m", "grammar_probe", "build", "--out", str(out), "--train-size", "300",
-         "--validation-size", "20", "--test-size", "20", "--ceiling-sentences", "50", "--window-sentences", "200"],
-        capture_output=True, text=True, cwd=Path(__file__).parents[1],
+def _build(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "grammar_probe", "build", *argv, "--train_size", "300", "--validation_size", "20",
+         "--test_size", "20", "--ceiling_sentences", "50", "--window_sentences", "200"],
+        capture_output=True, text=True, cwd=cwd or Path(__file__).parents[1],
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
     )
+
+
+def test_cli_build_writes_dataset_and_refuses_to_replace_without_the_flag(tmp_path):
+    out = tmp_path / "corpus"
+    proc = _build("--out", str(out), "--seed", "3")  # the old spelling stays an alias
     assert proc.returncode == 0, proc.stderr
     assert len(datasets.load_from_disk(str(out))["train"]) == 300
     assert load_ceilings(out)["config"]["window_sentences"] == 200
-    assert [p.name for p in tmp_path.iterdir()] == ["corpus"]  # no temp folder left behind
+    assert load_ceilings(out)["config"]["seed"] == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus"]  # no temp folder left behind
+    again = _build("--output_dir", str(out))
+    assert again.returncode == 2 and "--overwrite_output_dir" in again.stderr
+    assert len(again.stderr.strip().splitlines()) == 1
+    assert _build("--output_dir", str(out), "--overwrite_output_dir").returncode == 0
+
+
+def test_cli_never_replaces_a_folder_the_user_made(tmp_path):
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "precious.txt").write_text("keep me")
+    proc = _build("--output_dir", str(mine), "--overwrite_output_dir")
+    assert proc.returncode == 2 and "is not an output of grammar_probe build" in proc.stderr
+    assert (mine / "precious.txt").read_text() == "keep me" and [p.name for p in mine.iterdir()] == ["precious.txt"]
+    here = _build("--output_dir", ".", cwd=tmp_path)  # the working folder, refused before any work
+    assert here.returncode == 2 and "working folder" in here.stderr
+
+
+def test_cli_help_lists_output_dir_and_defaults():
+    for command in ("build", "run", "arms"):
+        proc = subprocess.run([sys.executable, "-m", "grammar_probe", command, "--help"], capture_output=True,
+                              text=True, cwd=Path(__file__).parents[1])
+        assert proc.returncode == 0
+        text = " ".join(proc.stdout.split())
+        assert "--output_dir" in text and "--overwrite_output_dir" in text and "--seed" in text
+        assert "(default: 0)" in text
 
 
 def test_atomic_dir_replaces_on_success_and_keeps_old_on_failure(tmp_path):
@@ -304,3 +341,20 @@ def test_atomic_dir_replaces_on_success_and_keeps_old_on_failure(tmp_path):
         (tmp / "b.txt").write_text("second")
     assert sorted(p.name for p in target.iterdir()) == ["b.txt"]
     assert [p.name for p in tmp_path.iterdir()] == ["out"]
+
+
+def test_dataset_card_is_a_hub_dataset_card(ds, tmp_path):
+    from huggingface_hub import DatasetCard
+
+    from grammar_probe.card import build_card
+
+    path = tmp_path / "README.md"
+    path.write_text(build_card(ds, {"seed": 0}, None).content, encoding="utf-8")
+    card = DatasetCard.load(path)
+    data = card.data.to_dict()
+    assert data["license"] == "apache-2.0" and data["language"] == ["en"]
+    assert data["task_categories"] == ["token-classification"] and data["task_ids"] == ["parsing"]
+    assert data["annotations_creators"] == ["machine-generated"] == data["language_creators"]
+    assert data["source_datasets"] == ["original"] and data["pretty_name"].startswith("Grammar-probe")
+    assert [c["split"] for c in data["configs"][0]["data_files"]] == list(ds)
+    assert "# Grammar-probe role corpus" in card.text and "--seed 0" in card.text

@@ -1,0 +1,202 @@
+"""The conditions each structure claim holds in: every paper row as a function of the labelled training
+sentences and of the unseen-word protocol (``python -m grammar_probe arms``).
+
+Two families of arms, each one full ``run`` (all models, all seeds, all test splits) of
+:func:`grammar_probe.experiment.run_experiment`:
+
+- **size arms**: the protocol as fixed (:data:`grammar_probe.protocol.PROTOCOL`), with ``sizes`` labelled
+  training sentences per seed (default 250, 500, 1000, 2000, 4000);
+- **protocol arms**: the 2 x 2 {word dropout on (the protocol's rate), off} x {never-seen words read as
+  ``<unk>``, as fresh random codes}, at one size.
+
+``arms.json`` holds, for every paper row and every arm, SPCN's value with its interval and verdict, the
+same measure for the BiGRU's causal twin, the window tagger and the plain EMA, and the row's causal cap;
+``conditions`` lists, per row, the arms where the row is *met*, *refuted*, not resolved or not reachable.
+``arms.md`` renders it; one figure per paper row (``arms_<row>.png``): the measure against the training
+size (left) and across the protocol 2 x 2 (right). Each arm's own ``results.json`` and report are kept
+under ``arms/<arm>/``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from ema_boundary.io import atomic_dir, write_json
+from grammar_probe.experiment import SHORTCUTS, run_experiment
+from grammar_probe.protocol import FULL, PROTOCOL, Protocol, RunSize
+
+__all__ = ["ARMS_TOOL", "DEFAULT_SIZES", "PROTOCOL_ARMS", "run_arms"]
+
+ARMS_TOOL = "grammar_probe arms"  # the output-folder marker's tool name (ema_boundary.io)
+DEFAULT_SIZES: tuple[int, ...] = (250, 500, 1000, 2000, 4000)
+PROTOCOL_ARMS: dict[str, dict] = {  # name: changes to the protocol
+    "dropout_unk": {},
+    "dropout_random_codes": {"unseen": "random_codes"},
+    "no_dropout_unk": {"word_dropout": 0.0},
+    "no_dropout_random_codes": {"word_dropout": 0.0, "unseen": "random_codes"},
+}
+COMPARED = ("spcn", "plain_ema", "window", "causal_gru")  # the models whose row value each arm records
+
+
+def _row_values(results: dict) -> dict:
+    """Per paper row: SPCN's value, verdict, the causal cap, and the same measure for the compared models."""
+    out = {}
+    for name, row in results["paper"].items():
+        models = {"spcn": {"value": row["ours"], "verdict": row["verdict"]}}
+        models.update({m: row["shortcuts"][m] for m in SHORTCUTS if m in COMPARED})
+        out[name] = {"description": row["description"], "paper": row["paper"], "target": row["target"],
+                     "verdict": row["verdict"], "reachable": row.get("reachable", True),
+                     "causal_cap": row.get("causal_cap"), "models": models}
+    if results.get("ratios"):
+        out["ratios"] = {k: v for k, v in results["ratios"].items() if isinstance(v, dict)}
+    return out
+
+
+def run_arms(
+    dataset: str | os.PathLike,
+    output_dir: str | os.PathLike,
+    sizes: Sequence[int] = DEFAULT_SIZES,
+    size: RunSize = FULL,
+    protocol: Protocol = PROTOCOL,
+    protocol_size: int | None = None,
+    seed: int = 0,
+    splits: Sequence[str] | None = None,
+    threads: int = 1,
+    workers: int = 2,
+    overwrite: bool = False,
+    progress: bool = True,
+    **run_kwargs,
+) -> dict:
+    """Run every arm, write ``output_dir`` (atomically; a failed run keeps its partial output beside it)
+    and return the ``arms.json`` content. ``size`` gives seeds, epochs and evaluation sentences for every
+    arm; ``protocol_size`` the training sentences of the protocol arms (default ``size.train_sentences``)."""
+    if not sizes:
+        raise ValueError("sizes must name at least one training size")
+    start = time.perf_counter()
+    arms: dict[str, dict] = {}
+    plan = [(f"size_{n}", "train_sentences", n, dataclasses.replace(size, train_sentences=n), protocol)
+            for n in sizes]
+    n_protocol = protocol_size or size.train_sentences
+    plan += [(f"protocol_{name}", "protocol", name, dataclasses.replace(size, train_sentences=n_protocol),
+              dataclasses.replace(protocol, **changes)) for name, changes in PROTOCOL_ARMS.items()]
+    with atomic_dir(output_dir, tool=ARMS_TOOL, overwrite=overwrite, keep_on_error=True) as tmp:
+        for name, axis, value, arm_size, arm_protocol in plan:
+            if progress:
+                print(f"arm {name}: {arm_size.train_sentences} training sentences per seed, "
+                      f"dropout {arm_protocol.word_dropout}, unseen words as {arm_protocol.unseen}", flush=True)
+            t = time.perf_counter()
+            results = run_experiment(dataset, tmp / "arms" / name, seed=seed, splits=splits, threads=threads,
+                                     workers=workers, size=arm_size, protocol=arm_protocol, progress=False,
+                                     **run_kwargs)
+            arms[name] = {"axis": axis, "value": value, "train_sentences": arm_size.train_sentences,
+                          "protocol": dataclasses.asdict(arm_protocol), "seeds": results["seeds"],
+                          "train_subsets_disjoint": results["train_subsets_disjoint"],
+                          "seconds": time.perf_counter() - t, "rows": _row_values(results)}
+        summary = {
+            "schema": "grammar_probe.arms/1",
+            "size": dataclasses.asdict(size), "sizes": list(sizes), "protocol_size": n_protocol,
+            "protocol_arms": PROTOCOL_ARMS, "base_protocol": dataclasses.asdict(protocol), "seed": seed,
+            "arms": arms, "conditions": _conditions(arms), "seconds": time.perf_counter() - start,
+        }
+        write_json(tmp / "arms.json", summary)
+        (tmp / "arms.md").write_text(render_arms_markdown(summary), encoding="utf-8")
+        render_arms_figures(summary, Path(tmp))
+    return summary
+
+
+def _conditions(arms: dict) -> dict:
+    """Per paper row: the arms grouped by the row's verdict there."""
+    rows = next(iter(arms.values()))["rows"]
+    out = {}
+    for row in rows:
+        if row == "ratios":
+            continue
+        by_verdict: dict[str, list[str]] = {}
+        for name, arm in arms.items():
+            by_verdict.setdefault(arm["rows"][row]["verdict"], []).append(name)
+        out[row] = by_verdict
+    return out
+
+
+def _fmt(row: str, value: dict | None) -> str:
+    if not value:
+        return "—"
+    lo, hi = value["ci95"]
+    scale, unit = (1, "") if row == "ratio_within_a" else (100, "")
+    digits = 3 if row == "ratio_within_a" else 1
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return f"{scale * value['mean']:.{digits}f}{unit}"
+    return f"{scale * value['mean']:.{digits}f} [{scale * lo:.{digits}f}, {scale * hi:.{digits}f}]{unit}"
+
+
+def render_arms_markdown(summary: dict) -> str:
+    """``arms.md``: per paper row, a table of arms (SPCN's value and verdict, the compared models' values)."""
+    arms = summary["arms"]
+    lines = ["## The conditions each structure claim holds in", "",
+             f"{summary['size']['seeds']} seeds per arm; size arms: {', '.join(map(str, summary['sizes']))} labelled "
+             f"training sentences per seed with the fixed protocol; protocol arms: the 2 x 2 of word dropout "
+             f"(on = {summary['base_protocol']['word_dropout']}, off) and the reading of never-seen words (`<unk>`, "
+             f"fresh random codes) at {summary['protocol_size']} sentences. Ratios as ratios, accuracies and "
+             f"differences in % / points, mean [95% bootstrap interval]. {summary['seconds'] / 60:.1f} min.", ""]
+    first = next(iter(arms.values()))["rows"]
+    for row, r in first.items():
+        if row == "ratios":
+            continue
+        lines += [f"### {r['description']}", "", f"Paper: {r['paper']}. Verdict by arm: " + "; ".join(
+            f"{v}: {', '.join(names)}" for v, names in summary["conditions"][row].items()) + ".", "",
+            "| arm | SPCN | verdict | " + " | ".join(m for m in COMPARED if m != "spcn") + " | causal cap |",
+            "|---|---|---|" + "---|" * (len(COMPARED) - 1) + "---|"]
+        for name, arm in arms.items():
+            a = arm["rows"][row]
+            cells = [_fmt(row, a["models"][m]["value"]) if m in a["models"] else "—" for m in COMPARED if m != "spcn"]
+            lines.append(f"| {name} | {_fmt(row, a['models']['spcn']['value'])} | {a['verdict']} | "
+                         + " | ".join(cells) + f" | {_fmt(row, a.get('causal_cap'))} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def render_arms_figures(summary: dict, out_dir: Path) -> dict[str, Path]:
+    """One PNG per paper row: the measure against training size (left), across the protocol 2 x 2 (right)."""
+    from ema_boundary.figures import pyplot, save
+
+    plt = pyplot()
+    arms = summary["arms"]
+    size_arms = [a for a in arms.values() if a["axis"] == "train_sentences"]
+    protocol_arms = [(n, a) for n, a in arms.items() if a["axis"] == "protocol"]
+    paths = {}
+    for row, r in next(iter(arms.values()))["rows"].items():
+        if row == "ratios":
+            continue
+        scale = 1 if row == "ratio_within_a" else 100
+        fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw={"width_ratios": [3, 2]})
+        for m in COMPARED:
+            pts = [(a["value"], a["rows"][row]["models"][m]["value"]) for a in size_arms
+                   if m in a["rows"][row]["models"]]
+            if pts:
+                x = [p[0] for p in pts]
+                y = [scale * p[1]["mean"] for p in pts]
+                err = [[scale * (p[1]["mean"] - p[1]["ci95"][0]) for p in pts],
+                       [scale * (p[1]["ci95"][1] - p[1]["mean"]) for p in pts]]
+                left.errorbar(x, y, yerr=err, marker="o", capsize=3, label=m)
+        left.axhline(scale * r["target"], color="black", linestyle="--", linewidth=0.8, label="paper / target")
+        left.set_xscale("log")
+        left.set_xlabel("labelled training sentences per seed")
+        left.set_title(r["description"][:70], fontsize=9)
+        left.legend(fontsize=7)
+        for i, (_, a) in enumerate(protocol_arms):
+            v = a["rows"][row]["models"]["spcn"]["value"]
+            right.errorbar([i], [scale * v["mean"]], yerr=[[scale * (v["mean"] - v["ci95"][0])],
+                                                            [scale * (v["ci95"][1] - v["mean"])]], fmt="o", capsize=3)
+        right.axhline(scale * r["target"], color="black", linestyle="--", linewidth=0.8)
+        right.set_xticks(range(len(protocol_arms)), [n.replace("protocol_", "").replace("_", "\n", 1)
+                                                     for n, _ in protocol_arms], fontsize=7)
+        right.set_title("SPCN across the unseen-word protocol", fontsize=9)
+        fig.tight_layout()
+        paths[row] = out_dir / f"arms_{row}.png"
+        save(fig, paths[row])
+    return paths
