@@ -26,7 +26,6 @@ folder with a tokenizer is probed on the embedded help-topics text; one without 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,11 +33,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, positive_int
+from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, add_output_dir, positive_int
 from ema_boundary.figures import pyplot, save
-from ema_boundary.io import check_output_dir, write_json
+from ema_boundary.io import atomic_dir, check_output_dir, write_json
 
 PROG = "python -m eval.depth"
+TOOL = "eval.depth"  # the name in its output folder's marker
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json")
 
 __all__ = ["depth_dilution", "ridge_r2", "token_accuracy", "probe_ids", "render_depth_figure", "main"]
@@ -193,11 +193,10 @@ def render_depth_figure(results: dict[str, dict], path: Path | str) -> None:
 
 
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = UsageParser(prog=PROG, description=__doc__.split("\n\n")[0],
-                    formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = UsageParser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--model_name_or_path", nargs="+", required=True, metavar="FOLDER",
                    help="trained SPEN folders (save_pretrained); several are compared in one figure")
-    p.add_argument("--output_dir", required=True, help="output folder (depth.json, depth.png)")
+    add_output_dir(p, "output folder (depth.json, depth.png)", aliases=())
     p.add_argument("--num_sequences", type=positive_int, default=64, help="sequences probed (80%% fit, 20%% held out)")
     p.add_argument("--seq_len", type=positive_int, default=128, help="tokens per sequence")
     p.add_argument("--seed", type=int, default=0, help="seed of the random token ids (folders without a tokenizer)")
@@ -245,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("--num_sequences must be >= 2 (20% are held out)")
         if not args.ridge >= 0:
             raise UsageError(f"--ridge must be >= 0, got {args.ridge}")
-        check_output_dir(args.output_dir)
+        check_output_dir(args.output_dir, tool=TOOL, overwrite=args.overwrite_output_dir)
         results: dict[str, dict] = {}
         if len({Path(f).resolve() for f in args.model_name_or_path}) != len(args.model_name_or_path):
             raise UsageError("--model_name_or_path: the same folder is given twice")
@@ -258,16 +257,10 @@ def main(argv: list[str] | None = None) -> int:
             except ValueError as e:
                 raise UsageError(f"--model_name_or_path {folder}: {e}") from None
             results[name] = {"folder": str(folder), "inputs": what, **result}
-        # Only depth.json and depth.png are (re)written, each atomically: anything else in the folder stays.
-        out = Path(args.output_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        tmp = out / f".depth.{os.getpid()}.tmp.png"  # matplotlib takes the format from the suffix
-        try:
-            render_depth_figure(results, tmp)
-            os.replace(tmp, out / "depth.png")
-        finally:
-            tmp.unlink(missing_ok=True)
-        write_json(out / "depth.json", results)
+        # The folder is eval.depth's own (a marker names it): a user's folder is never written into.
+        with atomic_dir(args.output_dir, tool=TOOL, overwrite=args.overwrite_output_dir) as tmp:
+            render_depth_figure(results, tmp / "depth.png")
+            write_json(tmp / "depth.json", results)
     except UsageError as err:
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return EXIT_USAGE

@@ -90,17 +90,16 @@ def test_command_writes_json_and_figure_for_two_models(tmp_path, capsys) -> None
     for residual in ("add", "attention"):
         deep_model(residual).save_pretrained(tmp_path / residual)
     out = tmp_path / "out"
-    out.mkdir()
-    (out / "notes.txt").write_text("mine")
-    code = main(["--model_name_or_path", str(tmp_path / "add"), str(tmp_path / "attention"),
-                 "--output_dir", str(out), "--num_sequences", "10", "--seq_len", "16"])
-    assert code == 0
+    argv = ["--model_name_or_path", str(tmp_path / "add"), str(tmp_path / "attention"),
+            "--output_dir", str(out), "--num_sequences", "10", "--seq_len", "16"]
+    assert main(argv) == 0
     results = json.loads((out / "depth.json").read_text())
     assert set(results) == {"add", "attention"}
     assert results["attention"]["residual"] == "attention" and results["add"]["inputs"] == "random token ids"
     assert (out / "depth.png").stat().st_size > 1000
-    assert (out / "notes.txt").read_text() == "mine"  # nothing of the user's is removed
-    assert sorted(p.name for p in out.iterdir()) == ["depth.json", "depth.png", "notes.txt"]
+    assert sorted(p.name for p in out.iterdir()) == [".ema-boundary-output.json", "depth.json", "depth.png"]
+    assert main(argv) == 2  # its own earlier output is replaced only when asked
+    assert main([*argv, "--overwrite_output_dir"]) == 0
 
 
 @pytest.mark.parametrize(
