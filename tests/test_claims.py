@@ -48,7 +48,8 @@ def test_the_table_is_consistent(committed: dict) -> None:
         assert claim.side in ("structure", "content") and claim.sentence and claim.rule_text
         assert _in_schema(claim.measurement), claim.key  # every measurement is a key of report.json's schema
         # ... and of the committed run, unless its experiment came after that run (then the row says "not run")
-        assert get(committed, claim.measurement) is not None or claim.id in ("selection_escapes_recall",), claim.key
+        later = ("selection_escapes_recall", "hebbian_learning")
+        assert get(committed, claim.measurement) is not None or claim.id in later, claim.key
         for e in claim.explanations:
             assert e.experiment in EXPERIMENTS, (claim.id, e.experiment)
     assert {"perplexity_gap", "readers_identical", "selection_escapes", "recall_lost"} <= set(ids)
@@ -173,3 +174,18 @@ def test_the_escape_rule_reads_the_recall_maps_verdicts():
             "verdict": verdict, "reason": ""}}}
         assert claim.rule({}, escape).verdict is want
     assert claim.rule({}, {"headline": None, "comparisons": {}}).verdict is Verdict.NOT_RUN
+
+
+def test_structure_rows_read_reachability_and_the_hebbian_row() -> None:
+    results = json.loads((REPO / "docs/structure/default_seed21/results.json").read_text())
+    rows = {r["id"]: r for r in evaluate({"structure": results})}
+    within = rows["ratio_within_a"]
+    assert [p["id"] for p in within["preconditions"]] == ["no_short_window", "reachable"]
+    assert within["preconditions"][1]["holds"] is True and "causal cap 0.99" in within["preconditions"][1]["numbers"]
+    assert within["verdict"] == Verdict.REFUTED.value  # reachable, and SPCN/BiGRU 0.907 is below 0.96
+    hebb = rows["hebbian_learning"]
+    assert "SPCN − frozen twin +0.2 points" in hebb["ours"] and hebb["verdict"] == Verdict.NOT_RESOLVED.value
+    unreachable = copy.deepcopy(results)
+    unreachable["paper"]["ratio_within_a"]["reachable"] = False
+    row = next(r for r in evaluate({"structure": unreachable}) if r["id"] == "ratio_within_a")
+    assert row["verdict"] == Verdict.NOT_TESTABLE.value and "out of reach" in row["detail"]
