@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterable, Sequence
 
 __all__ = ["EXIT_INTERRUPTED", "EXIT_UPLOAD_FAILED", "EXIT_USAGE", "UsageError", "UsageParser", "add_output_dir",
-           "comma_list", "first_line", "flatten", "looks_like_path", "positive_int"]
+           "comma_list", "first_line", "flatten", "looks_like_path", "non_negative_int", "positive_int"]
 
 EXIT_USAGE = 2
 EXIT_UPLOAD_FAILED = 3
@@ -61,15 +61,24 @@ def first_line(err: BaseException, limit: int = 300) -> str:
     return f"{line} (partial output and logs kept in {kept})" if kept else line
 
 
-def positive_int(value: str) -> int:
-    """An argparse ``type``: a positive integer (argparse prefixes the message with "argument --flag: ")."""
+def _int_at_least(value: str, low: int, what: str) -> int:
     try:
         n = int(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value!r}")
+        raise argparse.ArgumentTypeError(f"must be a {what} integer, got {value!r}") from None
+    if n < low:
+        raise argparse.ArgumentTypeError(f"must be a {what} integer, got {value!r}")
     return n
+
+
+def positive_int(value: str) -> int:
+    """An argparse ``type``: a positive integer (argparse prefixes the message with "argument --flag: ")."""
+    return _int_at_least(value, 1, "positive")
+
+
+def non_negative_int(value: str) -> int:
+    """An argparse ``type``: an integer >= 0 (a seed)."""
+    return _int_at_least(value, 0, "non-negative")
 
 
 def comma_list(value: str) -> list[str]:

@@ -13,7 +13,15 @@ import dataclasses
 import sys
 from collections.abc import Sequence
 
-from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, add_output_dir, first_line, positive_int
+from ema_boundary.cli import (
+    EXIT_USAGE,
+    UsageError,
+    UsageParser,
+    add_output_dir,
+    first_line,
+    non_negative_int,
+    positive_int,
+)
 from grammar_probe.grammar import GrammarError
 
 
@@ -21,16 +29,6 @@ def _fail(message: str) -> int:
     """A bad value found after parsing: one line on stderr, exit status 2."""
     print(f"error: {message}", file=sys.stderr)
     return EXIT_USAGE
-
-
-def _non_negative(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {value!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {value!r}")
-    return n
 
 
 def _option(parser: argparse.ArgumentParser, name: str, **kwargs) -> None:
@@ -45,7 +43,7 @@ def _parser() -> argparse.ArgumentParser:
 
     build = sub.add_parser("build", help="write the grammar corpus (save_to_disk + parquet + card + ceilings)")
     add_output_dir(build, "output folder for the corpus, its ceilings.json and its card")
-    _option(build, "seed", type=_non_negative, default=0, help="corpus seed (every split and the ceiling sample)")
+    _option(build, "seed", type=non_negative_int, default=0, help="corpus seed (every split and the ceiling sample)")
     _option(build, "train_size", type=positive_int, default=10000,
             help="train sentences (a run draws one disjoint subset per seed)")
     _option(build, "validation_size", type=positive_int, default=1000, help="sentences per validation split")
@@ -73,7 +71,7 @@ def _add_run_options(p: argparse.ArgumentParser, arms: bool = False) -> None:
                    "output folder (arms.json, arms.md, one figure per paper row, each arm's results.json)")
     p.add_argument("--quick", action="store_true", help="the quick preset: fewer training sentences and "
                    "evaluation sentences per split (a smoke test)")
-    _option(p, "seed", type=_non_negative, default=0, help="base seed (seed s uses s*1000 + r for r < seeds)")
+    _option(p, "seed", type=non_negative_int, default=0, help="base seed (seed s uses s*1000 + r for r < seeds)")
     p.add_argument("--splits", nargs="+", default=None, help="evaluate these splits (None: every test_* split; "
                    "validation_novel_words is the development one)")
     _option(p, "threads", type=positive_int, default=1, help="torch intra-op threads per worker")

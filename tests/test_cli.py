@@ -46,3 +46,12 @@ def test_first_line_names_kept_output():
     err.kept_at = "/x/report.failed"
     assert first_line(err) == "first (partial output and logs kept in /x/report.failed)"
     assert first_line(ValueError()) == "ValueError"
+
+
+def test_non_negative_int_takes_zero_and_refuses_negatives():
+    from ema_boundary.cli import non_negative_int
+
+    assert non_negative_int("0") == 0 and non_negative_int("7") == 7
+    for bad in ("-1", "x"):
+        with pytest.raises(argparse.ArgumentTypeError, match="non-negative integer"):
+            non_negative_int(bad)

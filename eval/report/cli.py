@@ -12,7 +12,15 @@ import shlex
 import sys
 from pathlib import Path
 
-from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, add_output_dir, first_line, positive_int
+from ema_boundary.cli import (
+    EXIT_USAGE,
+    UsageError,
+    UsageParser,
+    add_output_dir,
+    first_line,
+    non_negative_int,
+    positive_int,
+)
 from ema_boundary.io import OutputError, atomic_file, check_output_dir
 from eval.report.plan import CORPORA, PLANS, SCALES, Plan, PlanError
 
@@ -38,16 +46,6 @@ def _check_corpus(parser: UsageParser, corpus: str) -> None:
         parser.error(f"--corpus {corpus}: a binary file, not text")
     if not head.strip():
         parser.error(f"--corpus {corpus}: empty")
-
-
-def _non_negative(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {value!r}") from None
-    if n < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer, got {value!r}")
-    return n
 
 
 def _read_report(parser: UsageParser, path: Path) -> dict:
@@ -112,7 +110,7 @@ def parser() -> tuple[UsageParser, dict[str, UsageParser]]:
                           "(streamed from the hub) or a text file")
     rep.add_argument("--scale", choices=SCALES, default="tiny",
                      help="tiny CPU models, or the paper's 130M SPEN vs GPT-2 small (GPU)")
-    rep.add_argument("--seed", type=_non_negative, default=0, help="seed of the grammar corpus, SPCN and probes")
+    rep.add_argument("--seed", type=non_negative_int, default=0, help="seed of the grammar corpus, SPCN and probes")
     rep.add_argument("--max_steps", "--max-steps", dest="max_steps", type=positive_int,
                      help="cap on every training run's optimizer steps (a smoke test)")
     render = sub.add_parser("render", help="re-render a report's index.md from its report.json",
