@@ -33,7 +33,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, add_output_dir, positive_int
+from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, add_output_dir, first_line, positive_int
 from ema_boundary.figures import pyplot, save
 from ema_boundary.io import atomic_dir, check_output_dir, write_json
 
@@ -230,8 +230,7 @@ def _load(folder: str) -> torch.nn.Module:
     try:
         return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
     except Exception as e:
-        message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UsageError(f"--model_name_or_path {folder}: does not load ({message})") from None
+        raise UsageError(f"--model_name_or_path {folder}: does not load ({first_line(e)})") from None
 
 
 def main(argv: list[str] | None = None) -> int:
