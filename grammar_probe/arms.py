@@ -79,6 +79,7 @@ def run_arms(
         raise ValueError("sizes must name at least one training size")
     start = time.perf_counter()
     arms: dict[str, dict] = {}
+    done: dict[tuple, tuple[str, dict]] = {}  # (size, protocol) -> (arm, results): an identical arm runs once
     plan = [(f"size_{n}", "train_sentences", n, dataclasses.replace(size, train_sentences=n), protocol)
             for n in sizes]
     n_protocol = protocol_size or size.train_sentences
@@ -90,13 +91,22 @@ def run_arms(
                 print(f"arm {name}: {arm_size.train_sentences} training sentences per seed, "
                       f"dropout {arm_protocol.word_dropout}, unseen words as {arm_protocol.unseen}", flush=True)
             t = time.perf_counter()
-            results = run_experiment(dataset, tmp / "arms" / name, seed=seed, splits=splits, threads=threads,
-                                     workers=workers, size=arm_size, protocol=arm_protocol, progress=False,
-                                     **run_kwargs)
+            same = done.get((arm_size, arm_protocol))  # the protocol arm at a size arm's size and protocol
+            if same is not None:
+                results = same[1]
+                (tmp / "arms" / name).mkdir(parents=True)
+                (tmp / "arms" / name / "SAME_AS.txt").write_text(f"the same run as arms/{same[0]}\n",
+                                                                 encoding="utf-8")
+            else:
+                results = run_experiment(dataset, tmp / "arms" / name, seed=seed, splits=splits, threads=threads,
+                                         workers=workers, size=arm_size, protocol=arm_protocol, progress=False,
+                                         **run_kwargs)
+                done[(arm_size, arm_protocol)] = (name, results)
             arms[name] = {"axis": axis, "value": value, "train_sentences": arm_size.train_sentences,
                           "protocol": dataclasses.asdict(arm_protocol), "seeds": results["seeds"],
                           "train_subsets_disjoint": results["train_subsets_disjoint"],
-                          "seconds": time.perf_counter() - t, "rows": _row_values(results)}
+                          "seconds": time.perf_counter() - t, "rows": _row_values(results),
+                          "same_run_as": same[0] if same is not None else None}
         summary = {
             "schema": "grammar_probe.arms/1",
             "size": dataclasses.asdict(size), "sizes": list(sizes), "protocol_size": n_protocol,
