@@ -20,6 +20,7 @@ under ``arms/<arm>/``.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import os
 import time
@@ -111,12 +112,22 @@ def run_arms(
             "schema": "grammar_probe.arms/1",
             "size": dataclasses.asdict(size), "sizes": list(sizes), "protocol_size": n_protocol,
             "protocol_arms": PROTOCOL_ARMS, "base_protocol": dataclasses.asdict(protocol), "seed": seed,
+            "dataset": _dataset_config(dataset),
             "arms": arms, "conditions": _conditions(arms), "seconds": time.perf_counter() - start,
         }
         write_json(tmp / "arms.json", summary)
         (tmp / "arms.md").write_text(render_arms_markdown(summary), encoding="utf-8")
         render_arms_figures(summary, Path(tmp))
     return summary
+
+
+def _dataset_config(dataset: object) -> dict | None:
+    """The corpus the arms ran on, as ``grammar_probe build`` recorded it (its folder and grammar seed)."""
+    if not isinstance(dataset, (str, os.PathLike)):
+        return None
+    ceilings = Path(dataset) / "ceilings.json"
+    config = json.loads(ceilings.read_text())["config"] if ceilings.is_file() else None
+    return {"path": str(dataset), "config": config}
 
 
 def _conditions(arms: dict) -> dict:

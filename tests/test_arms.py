@@ -21,7 +21,7 @@ def arms_dir(tmp_path_factory):
     corpus = build_dataset(seed=2, train_size=200, validation_size=15, test_size=15)
     ceilings = compute_ceilings(corpus, seed=2, ceiling_sentences=60, window_sentences=600)
     out = tmp_path_factory.mktemp("arms") / "out"
-    run_arms(corpus, out, sizes=(20, 40), size=TINY_RUN, protocol_size=30, seed=0, workers=1, progress=False,
+    run_arms(corpus, out, sizes=(20, 40), size=TINY_RUN, protocol_size=40, seed=0, workers=1, progress=False,
              ceilings=ceilings, spcn_config=TINY, splits=["test_within_a", "test_novel_words"])
     return out
 
@@ -32,7 +32,11 @@ def test_arms_cover_sizes_and_the_protocol_2x2(arms_dir):
     protocols = {(a["protocol"]["word_dropout"], a["protocol"]["unseen"]) for n, a in summary["arms"].items()
                  if n.startswith("protocol_")}
     assert protocols == {(0.15, "unk"), (0.15, "random_codes"), (0.0, "unk"), (0.0, "random_codes")}
-    assert {a["train_sentences"] for n, a in summary["arms"].items() if n.startswith("protocol_")} == {30}
+    assert {a["train_sentences"] for n, a in summary["arms"].items() if n.startswith("protocol_")} == {40}
+    # the protocol arm at a size arm's size and protocol is that arm's run, not a second one
+    assert summary["arms"]["protocol_dropout_unk"]["same_run_as"] == "size_40"
+    assert summary["arms"]["protocol_dropout_unk"]["rows"] == summary["arms"]["size_40"]["rows"]
+    assert summary["arms"]["protocol_no_dropout_unk"]["same_run_as"] is None
     for arm in summary["arms"].values():
         assert set(arm["rows"]) >= {"ratio_within_a", "novel_structural_spcn_minus_bigru"}
         assert len(arm["seeds"]) == 2
@@ -52,7 +56,8 @@ def test_protocol_arms_change_what_the_models_read(arms_dir):
     assert res["protocol"]["unseen"] == "random_codes" and res["protocol"]["word_dropout"] == 0.15
     off = json.loads((arms_dir / "arms" / "protocol_no_dropout_unk" / "results.json").read_text())
     assert all(log["unk_rate_train"] == 0 for log in off["logs"])
-    on = json.loads((arms_dir / "arms" / "protocol_dropout_unk" / "results.json").read_text())
+    assert not (arms_dir / "arms" / "protocol_dropout_unk" / "results.json").exists()
+    on = json.loads((arms_dir / "arms" / "size_40" / "results.json").read_text())
     assert all(log["unk_rate_train"] > 0 for log in on["logs"])
 
 

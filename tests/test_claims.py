@@ -189,3 +189,18 @@ def test_structure_rows_read_reachability_and_the_hebbian_row() -> None:
     unreachable["paper"]["ratio_within_a"]["reachable"] = False
     row = next(r for r in evaluate({"structure": unreachable}) if r["id"] == "ratio_within_a")
     assert row["verdict"] == Verdict.NOT_TESTABLE.value and "out of reach" in row["detail"]
+
+
+def test_structure_rows_carry_their_conditions_across_the_committed_arms() -> None:
+    from eval.report.conditions import conditions_block
+    from tests.test_conditions import _arms
+
+    results = json.loads((REPO / "docs/structure/default_seed21/results.json").read_text())
+    report = {"structure": results, "structure_conditions": conditions_block(_arms(), "docs/x/arms.json")}
+    rows = {r["id"]: r for r in evaluate(report)}
+    assert rows["ratio_within_a"]["conditions"].startswith("met in 1 of 3 arms")
+    assert "conditions" not in rows["deep_accuracy"]  # no arm measured it
+    assert "conditions" not in rows["perplexity_gap"]  # content rows have no arms
+    assert "conditions" not in {r["id"]: r for r in evaluate({"structure": results})}["ratio_within_a"]
+    lines = "\n".join(headline({**report, "claims": list(rows.values())}))
+    assert "Conditions: met in 1 of 3 arms" in lines

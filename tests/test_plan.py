@@ -63,6 +63,7 @@ def test_the_names_are_the_variant_tables() -> None:
     ("language_model: {spen: nowhere.yaml}\n", 1, "language_model.spen 'nowhere.yaml': no such train.py YAML"),
     ("workers: two\n", 1, "workers must be int, got 'two'"),
     ("grammar: {quick: 1}\n", 1, "grammar.quick must be bool"),
+    ("grammar:\n  arms: nowhere/arms.json\n", 2, "grammar.arms"),
     ("recall: [\n", 2, "not valid YAML"),
 ])
 def test_bad_plans_name_the_line_and_the_field(tmp_path: Path, text: str, line: int, message: str) -> None:

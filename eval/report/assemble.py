@@ -15,6 +15,8 @@ from typing import Any
 from ema_boundary import stats
 from ema_boundary.paper import PAPER
 from eval.report.claims import evaluate
+from eval.report.conditions import conditions_block, read_arms
+from eval.report.plan import REPO
 from eval.report.schema import SCHEMA_VERSION
 
 NAMES = {"spen": "spen", "gpt2": "gpt2_arch"}  # report.json's keys for the headline pair
@@ -101,6 +103,10 @@ def assemble(plan: Any, structure: dict, lm: dict, ngram: dict, regime: dict, pr
         },
         "command": top_command,
     }
+    if plan.grammar.arms:
+        arms = plan.grammar.arms
+        path = arms if os.path.isabs(arms) else os.path.join(REPO, arms)
+        report["structure_conditions"] = conditions_block(read_arms(path), arms)
     report["claims"] = evaluate(report)
     return report
 

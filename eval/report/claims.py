@@ -116,6 +116,8 @@ class Claim:
     rule_text: str  # the verdict rule in words
     preconditions: tuple[Precondition, ...] = ()
     explanations: tuple[Explanation, ...] = ()
+    # Where the claim holds across the suite's committed arms (None: no arms for this claim, or not in the report)
+    conditions: Callable[[Report], str | None] | None = None
 
     @property
     def key(self) -> str:
@@ -440,6 +442,17 @@ def _structure_paper(row_id: str) -> Callable[[Report], str]:
     return paper
 
 
+def _arms_conditions(row_id: str) -> Callable[[Report], str | None]:
+    """The row across the committed grammar_probe arms (labelled data size, unseen-word protocol), when the
+    plan named them (report.json's ``structure_conditions``)."""
+    def conditions(report: Report) -> str | None:
+        from eval.report.conditions import phrase
+
+        block = report.get("structure_conditions")
+        return phrase(block, row_id) if block else None
+    return conditions
+
+
 def _fixed(text: str) -> Callable[[Report], str]:
     return lambda report: text
 
@@ -469,7 +482,8 @@ CLAIMS: tuple[Claim, ...] = (
                          _shortcut_meets(row, ("majority_word", "window"))),
              Explanation("a plain EMA of the word codes (or SPCN with frozen weights) meets it as well: the fixed-rate "
                          "traces carry it, not SPCN's learning", f"shortcuts:{row}",
-                         _shortcut_meets(row, ("plain_ema", "spcn_frozen")))))
+                         _shortcut_meets(row, ("plain_ema", "spcn_frozen")))),
+            conditions=_arms_conditions(row))
       for row in STRUCTURE_ROWS),
     Claim("hebbian_learning", "structure",
           "SPCN's precision-gated Hebbian learning is what lets its traces carry structure",
@@ -536,19 +550,24 @@ class Row:
     strength: str
     preconditions: list[dict[str, Any]] = field(default_factory=list)
     explanations: list[dict[str, str]] = field(default_factory=list)
+    conditions: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "side": self.side, "sentence": self.sentence, "paper": self.paper,
-                "measurement": self.measurement, "rule": self.rule, "verdict": self.verdict.value,
-                "detail": self.detail, "ours": self.ours, "strength": self.strength,
-                "preconditions": self.preconditions, "explanations": self.explanations}
+        row = {"id": self.id, "side": self.side, "sentence": self.sentence, "paper": self.paper,
+               "measurement": self.measurement, "rule": self.rule, "verdict": self.verdict.value,
+               "detail": self.detail, "ours": self.ours, "strength": self.strength,
+               "preconditions": self.preconditions, "explanations": self.explanations}
+        if self.conditions:
+            row["conditions"] = self.conditions
+        return row
 
 
 def evaluate_claim(claim: Claim, report: Report) -> Row:
     """One claim against one report: its preconditions, then (only if they hold) its verdict rule."""
     value = get(report, claim.measurement)
     base = dict(id=claim.id, side=claim.side, sentence=claim.sentence, paper=claim.paper(report),
-                measurement=claim.key, rule=claim.rule_text)
+                measurement=claim.key, rule=claim.rule_text,
+                conditions=claim.conditions(report) if claim.conditions is not None else None)
     if value is None or value == {}:
         return Row(**base, verdict=Verdict.NOT_RUN, detail="", ours=f"no `{claim.key}` in this report", strength="")
     outcome = claim.rule(report, value)

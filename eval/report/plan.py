@@ -104,6 +104,9 @@ class GrammarPlan:
     train_sentences: int | None = _rule(_positive)
     eval_sentences: int | None = _rule(_positive)
     workers: int = _rule(_positive, 2)
+    # A committed `python -m grammar_probe arms` arms.json (repository-relative): the conditions (labelled data
+    # size, unseen-word protocol) each structure row holds in, too long to run inside the report's budget.
+    arms: str | None = None
 
 
 @dataclass(frozen=True)
@@ -308,6 +311,14 @@ class _Checker:
             given = getattr(lm, which)
             if not (REPO / given).is_file() and not Path(given).is_file():
                 raise self.error(("language_model", which), f"{given!r}: no such train.py YAML")
+        arms = parts["grammar"].arms
+        if arms is not None:
+            from eval.report.conditions import read_arms
+
+            try:
+                read_arms(arms if Path(arms).is_absolute() else REPO / arms)
+            except UsageError as e:
+                raise self.error(("grammar", "arms"), str(e).removeprefix("grammar.arms: ")) from None
         for axis in ("predictors", "traces"):
             arms = getattr(ablation, axis)
             if arms is not None and REFERENCE_ARM not in arms:

@@ -179,6 +179,30 @@ def structure_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
     for key in ("structure_by_kind", "structure_per_role", "ceilings", "learning"):
         if key in figure_paths:
             lines += ["", f"![{key}]({figure_paths[key]})"]
+    if report.get("structure_conditions"):
+        lines += ["", *conditions_table(report["structure_conditions"])]
+    return lines
+
+
+def conditions_table(block: dict) -> list[str]:
+    """The paper rows across the committed grammar_probe arms: SPCN's verdict and mean in every arm."""
+    from eval.report.conditions import PROTOCOL_NAMES, value_text
+
+    rows = block["rows"]
+    arms = list(next(iter(rows.values()))["arms"].items()) if rows else []
+    head = [f"{a['value']:,} sent." if a["axis"] == "train_sentences" else PROTOCOL_NAMES.get(n, n) for n, a in arms]
+    lines = ["### The conditions each row holds in (committed arms)", "",
+             f"From `{block['source']}` (`python -m grammar_probe arms`, seed {block['seed']}): the whole structure "
+             f"experiment at {', '.join(f'{n:,}' for n in block['sizes'])} labelled sentences per seed, and the "
+             f"unseen-word protocol's 2 x 2 at {block['protocol_size']:,}; {block['seeds']} seeds per arm, "
+             f"{block['seconds'] / 60:.0f} min. Each cell: SPCN's verdict (its mean).", "",
+             "| row | " + " | ".join(head) + " |", "|---|" + "---|" * len(head)]
+    for row_id, r in rows.items():
+        cells = []
+        for name, _ in arms:
+            a = r["arms"][name]
+            cells.append(f"{a['verdict']} ({value_text(row_id, r['paper'], a['spcn'])})")
+        lines.append(f"| {r['description']} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -190,7 +214,8 @@ def _claim_line(row: dict) -> str:
         line += f"; the verdict rule alone would read: {row['ours']}"
     else:
         line += f" ({row['ours']})"
-    return line + "." + "".join(_explanation(e) for e in row["explanations"])
+    line += "." + "".join(_explanation(e) for e in row["explanations"])
+    return line + (f" Conditions: {row['conditions']}." if row.get("conditions") else "")
 
 
 def _explanation(e: dict) -> str:
