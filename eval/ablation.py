@@ -33,12 +33,13 @@ output and ``--overwrite_output_dir`` is given.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import shutil
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -152,7 +153,8 @@ def _plot(result: dict[str, Any], path: Path) -> None:
 
 def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variants: Sequence[str] | None = None,
                  traces: Sequence[str] | None = None, max_steps: int | None = None,
-                 data: Sequence[str] | None = None, lr: float | None = None, workers: int = 1,
+                 data: Sequence[str] | None = None, lr: float | Mapping[str, float] | None = None,
+                 lr_grid: Sequence[float] | None = None, workers: int = 1,
                  reference: str | None = None, margin: float | None = DEFAULT_MARGIN,
                  tokenizer: str | Path | None = None, seed: int | None = None,
                  overwrite: bool = False) -> dict[str, Any]:
@@ -160,9 +162,13 @@ def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variant
 
     `variants` picks predictor arms (default: all of PREDICTOR_VARIANTS); `traces` runs the trace ablation
     instead (TRACE_VARIANTS: the linear reader over each trace). Seeds are `seed` (default: the YAML's) +
-    0..seeds-1. `lr` overrides the YAML's rate for every arm; `workers` runs that many trainings at a time
-    (one torch thread each). `overwrite` replaces this tool's own earlier output in `out_dir`.
-    Returns the content of ablation.json. Bad input raises UsageError before anything is written.
+    0..seeds-1. `lr` overrides the YAML's rate: one rate for every arm, or ``{arm: rate}`` (each arm at its own
+    rate). `lr_grid` chooses each arm's own rate instead: every arm trains at every rate of the grid with the
+    first seed, the rate with the lowest final validation loss is the arm's, and the other seeds train at it
+    (``rates`` in ablation.json: the grid's losses, the choice, and whether it is at the grid's edge).
+    `workers` runs that many trainings at a time (one torch thread each). `overwrite` replaces this tool's own
+    earlier output in `out_dir`. Returns the content of ablation.json. Bad input raises UsageError before
+    anything is written.
     """
     config, out_dir = Path(config), Path(out_dir)
     for name, value in (("--seeds", seeds), ("--workers", workers), ("--max_steps", max_steps)):
@@ -170,8 +176,13 @@ def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variant
             raise UsageError(f"{name} must be a positive integer, got {value!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise UsageError(f"--seed must be a non-negative integer, got {seed!r}")
-    if lr is not None and not (isinstance(lr, (int, float)) and 0 < lr < math.inf):
-        raise UsageError(f"--learning_rate must be a positive number, got {lr!r}")
+    if lr is not None and lr_grid is not None:
+        raise UsageError("--learning_rate and --lr_grid: give one (a rate, or a grid each arm chooses from)")
+    for rate in (lr.values() if isinstance(lr, Mapping) else [lr]) if lr is not None else list(lr_grid or []):
+        if isinstance(rate, bool) or not (isinstance(rate, (int, float)) and 0 < rate < math.inf):
+            raise UsageError(f"--learning_rate must be a positive number, got {rate!r}")
+    if lr_grid is not None and (not lr_grid or len(set(lr_grid)) != len(lr_grid)):
+        raise UsageError(f"--lr_grid must list distinct rates, got {list(lr_grid)!r}")
     if margin is not None and not (isinstance(margin, (int, float)) and 0 < margin < math.inf):
         raise UsageError(f"--margin must be a positive number, got {margin!r}")
     if tokenizer is not None and not (Path(tokenizer) / "tokenizer_config.json").is_file():
@@ -181,6 +192,8 @@ def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variant
     reference = reference or REFERENCE[axis]
     if reference not in chosen:
         raise UsageError(f"--reference {reference!r} is not among the arms {list(chosen)}")
+    if isinstance(lr, Mapping) and set(lr) != set(chosen):
+        raise UsageError(f"--learning_rate: rates for {sorted(lr)}, but the arms are {list(chosen)}")
     check_output_dir(out_dir, tool=TOOL, overwrite=overwrite)
     base_model = json.loads((Path(cfg["model_name_or_path"]) / "config.json").read_text())
     steps = max_steps or cfg["max_steps"]
@@ -188,50 +201,72 @@ def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variant
     data = list(data) if data else cfg["data"]
     tokens = steps * cfg["total_train_batch_size"] * cfg["block_size"]
 
+    grid = [float(r) for r in lr_grid] if lr_grid is not None else None
+    rate_of = {name: float(lr[name] if isinstance(lr, Mapping) else lr or cfg["learning_rate"]) for name in chosen}
     result: dict[str, Any] = {
         "axis": axis, "config": str(config), "model_config": cfg["model_name_or_path"], "max_steps": steps,
-        "tokens": tokens, "lr": lr or cfg["learning_rate"], "seeds": seed_list, "data": data, "design": DESIGN,
-        "reference": reference, "equivalence_margin": margin, "variants": {},
+        "tokens": tokens, "lr": rate_of[reference], "lrs": rate_of, "lr_grid": grid, "seeds": seed_list,
+        "data": data, "design": DESIGN, "reference": reference, "equivalence_margin": margin, "variants": {},
     }
     # A failed ablation keeps its folder (every run's log) as NAME.failed, named in the error.
     with atomic_dir(out_dir, tool=TOOL, overwrite=overwrite, keep_on_error=True) as tmp:
         tok_dir = Path(tokenizer).resolve() if tokenizer else build_tokenizer(cfg, data, tmp / "tokenizer")
-        runs: list[Run] = []
+        def run(name: str, seed: int, rate: float) -> Run:
+            # With a grid, each (arm, rate) has its folder; the seeds at the chosen rate live beside the grid's.
+            folder = Path("runs") / name / (f"lr_{rate:g}" if grid else "") / f"seed_{seed}"
+            argv = ["--config", tmp / "configs" / name / "train.yaml", "--output_dir", tmp / folder, "--seed", seed,
+                    "--tokenizer", tok_dir, "--learning_rate", rate]
+            return Run(str(folder.relative_to("runs")), tuple(argv))
+
         for name, fields in chosen.items():
             # The arm: the base SPEN config with only the ablated fields changed.
             vdir = tmp / "configs" / name
             vdir.mkdir(parents=True)
             write_json(vdir / "config.json", {**base_model, **fields})
             vcfg = {**cfg, "model_name_or_path": str(vdir.resolve()), "max_steps": steps,
-                    "learning_rate": lr or cfg["learning_rate"], "data": data,
+                    "learning_rate": rate_of[name], "data": data,
                     # More validation and logging points for the curves; neither draws random numbers, so the
                     # training trajectory is the one the YAML alone would give.
                     "eval_steps": max(1, steps // CURVE_POINTS),
                     "logging_steps": max(1, steps // (4 * CURVE_POINTS)), "save_steps": steps, "save_total_limit": 1}
             vcfg.pop("output_dir", None)
             (vdir / "train.yaml").write_text(yaml.safe_dump(vcfg, sort_keys=False))
-            for seed in seed_list:
-                argv = ["--config", vdir / "train.yaml", "--output_dir", tmp / "runs" / name / f"seed_{seed}",
-                        "--seed", seed, "--tokenizer", tok_dir]
-                runs.append(Run(f"{name}/seed_{seed}", tuple(argv)))
-        train_runs(runs, tmp / "logs", workers, desc=f"{axis} ablation")
+        runs: dict[tuple[str, int], Run] = {}  # (arm, seed) -> the run at the arm's rate
+        if grid:
+            trials = {(name, rate): run(name, seed_list[0], rate) for name in chosen for rate in grid}
+            train_runs(list(trials.values()), tmp / "logs", workers, desc=f"{axis} ablation: each arm's rate")
+            result["rates"] = {}
+            for name in chosen:
+                losses = {rate: read_metrics(trials[name, rate].output_dir / "metrics.jsonl")["val_loss"][-1]
+                          for rate in grid}
+                rate_of[name] = min(grid, key=losses.__getitem__)
+                result["rates"][name] = {"chosen": rate_of[name], "grid": {f"{r:g}": v for r, v in losses.items()},
+                                         "edge": len(grid) > 1 and rate_of[name] in (min(grid), max(grid)),
+                                         "chosen_on": f"final validation loss, seed {seed_list[0]}"}
+                runs[name, seed_list[0]] = trials[name, rate_of[name]]
+            result["lr"] = rate_of[reference]
+        rest = {(name, seed): run(name, seed, rate_of[name]) for name in chosen for seed in seed_list
+                if (name, seed) not in runs}
+        train_runs(list(rest.values()), tmp / "logs", workers, desc=f"{axis} ablation")
+        runs.update(rest)
         for yaml_file in (tmp / "configs").glob("*/train.yaml"):  # they must name the final folder once renamed
             yaml_file.write_text(_final_paths(yaml_file.read_text(), tmp, out_dir))
 
+        for path in (tmp / "runs").glob("**/checkpoints"):
+            shutil.rmtree(path, ignore_errors=True)  # resumable state: not needed once a run is done
         for name, fields in chosen.items():
             arm_runs = {}
             for seed in seed_list:
-                run = next(r for r in runs if r.name == f"{name}/seed_{seed}")
-                shutil.rmtree(run.output_dir / "checkpoints", ignore_errors=True)  # resumable state: not needed
-                curve = read_metrics(run.output_dir / "metrics.jsonl")
+                r = runs[name, seed]
+                curve = read_metrics(r.output_dir / "metrics.jsonl")
                 arm_runs[str(seed)] = {"final_val_loss": curve["val_loss"][-1],
                                        "final_val_ppl": math.exp(curve["val_loss"][-1]),
-                                       "run_dir": str(Path("runs") / name / f"seed_{seed}"),
-                                       "command": run.command, "curve": curve}
-            final_dir = runs[0].output_dir.parent.parent / name / f"seed_{seed_list[0]}" / "final"
+                                       "run_dir": str(Path("runs") / r.name), "command": r.command, "curve": curve}
+            final_dir = runs[name, seed_list[0]].output_dir / "final"
             n_params = param_count(final_dir)
             result["variants"][name] = {
-                "fields": fields, "parameters": n_params, "tokens_per_parameter": tokens / n_params,
+                "fields": fields, "lr": rate_of[name], "parameters": n_params,
+                "tokens_per_parameter": tokens / n_params,
                 "non_embedding_parameters": _non_embedding(final_dir),
                 "mean_val_loss": statistics.fmean(r["final_val_loss"] for r in arm_runs.values()),
                 "runs": arm_runs}
@@ -274,6 +309,23 @@ def build_tokenizer(cfg: dict[str, Any], data: list[str], folder: Path) -> Path:
     return folder.resolve()
 
 
+def _rates(text: str) -> float | dict[str, float]:
+    """``--learning_rate``: one rate, or ``ARM=RATE,...``."""
+    try:
+        if "=" not in text:
+            return float(text)
+        return {arm.strip(): float(rate) for arm, rate in (item.split("=", 1) for item in comma_list(text))}
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a rate or ARM=RATE,ARM=RATE, got {text!r}") from None
+
+
+def _grid(text: str) -> list[float]:
+    try:
+        return [float(r) for r in comma_list(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected rates separated by commas, got {text!r}") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = UsageParser(prog="python -m eval.ablation", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", required=True,
@@ -290,8 +342,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
                    help="equivalence margin in nats, declared before the run")
     p.add_argument("--max_steps", type=_positive_int, help="optimizer steps per run (default: the YAML's)")
-    p.add_argument("--learning_rate", "--lr", dest="lr", type=float,
-                   help="peak learning rate of every arm (default: the YAML's)")
+    p.add_argument("--learning_rate", "--lr", dest="lr", type=_rates,
+                   help="peak learning rate of every arm, or each arm's as ARM=RATE,ARM=RATE (default: the YAML's)")
+    p.add_argument("--lr_grid", type=_grid, metavar="RATES",
+                   help="each arm chooses its own rate from these (comma separated) on the first seed's final "
+                        "validation loss; the other seeds train at it (default: no grid)")
     p.add_argument("--data", nargs="+", metavar="PATH", help="training data (default: the YAML's, as in train.py)")
     p.add_argument("--tokenizer", metavar="DIR", help="tokenizer folder for every run (default: the YAML's, or a "
                                                       "BPE trained on the data once)")
@@ -304,7 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = run_ablation(args.config, args.seeds, args.output_dir, variants=flatten(args.variants),
                               traces=flatten(args.trace), max_steps=args.max_steps, data=args.data, lr=args.lr,
-                              workers=args.workers, reference=args.reference, margin=args.margin,
+                              lr_grid=args.lr_grid, workers=args.workers, reference=args.reference, margin=args.margin,
                               tokenizer=args.tokenizer, seed=args.seed, overwrite=args.overwrite_output_dir)
     except UsageError as e:
         print(f"{p.prog}: error: {first_line(e)}", file=sys.stderr)

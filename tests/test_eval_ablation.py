@@ -90,6 +90,34 @@ def test_trace_ablation_in_two_processes(tmp_path):
     assert (tmp_path / "abl" / "logs" / "linear-selective_seed_7.log").is_file()
 
 
+def test_each_arm_chooses_its_own_rate_from_the_grid(tmp_path):
+    config = write_micro_config(tmp_path / "micro.yaml")
+    out = tmp_path / "abl"
+    result = run_ablation(config, 2, out, traces=["linear", "linear-selective"], max_steps=1, lr_grid=[1e-3, 3e-2])
+    assert result["lr_grid"] == [1e-3, 3e-2]
+    for arm, rates in result["rates"].items():
+        grid = {float(r): loss for r, loss in rates["grid"].items()}
+        assert rates["chosen"] == min(grid, key=grid.get) and rates["edge"]  # a 2-point grid: always at an edge
+        var = result["variants"][arm]
+        assert var["lr"] == rates["chosen"] and result["lrs"][arm] == rates["chosen"]
+        # the first seed is the grid's run at the chosen rate; the second trained at that rate too
+        assert var["runs"]["7"]["run_dir"] == f"runs/{arm}/lr_{rates['chosen']:g}/seed_7"
+        assert var["runs"]["7"]["final_val_loss"] == grid[rates["chosen"]]
+        assert _settings_of(var["runs"]["8"]["command"])["learning_rate"] == rates["chosen"]
+        for rate in grid:  # every trial of the grid is kept
+            assert (out / "runs" / arm / f"lr_{rate:g}" / "seed_7" / "final" / "config.json").is_file()
+    assert result["lr"] == result["rates"]["linear"]["chosen"]
+
+
+def test_arms_at_their_own_given_rates(tmp_path):
+    config = write_micro_config(tmp_path / "micro.yaml")
+    result = run_ablation(config, 1, tmp_path / "abl", traces=["linear", "linear-selective"], max_steps=1,
+                          lr={"linear": 1e-3, "linear-selective": 2e-3})
+    assert result["lrs"] == {"linear": 1e-3, "linear-selective": 2e-3} and result["lr"] == 1e-3
+    command = result["variants"]["linear-selective"]["runs"]["7"]["command"]
+    assert _settings_of(command)["learning_rate"] == 2e-3
+
+
 def test_verdicts_follow_the_equivalence_test():
     seeds = {s: 4.0 + 0.05 * s for s in range(5)}
     # Identical arms: the 90% interval is the point 0, inside any margin: equivalent.
@@ -119,6 +147,10 @@ def test_verdicts_follow_the_equivalence_test():
     (["--config", "{micro}", "--lr", "-1"], "--learning_rate"),
     (["--config", "{micro}", "--learning_rate", "0"], "--learning_rate"),
     (["--config", "{micro}", "--seed", "-1"], "--seed"),
+    (["--config", "{micro}", "--lr_grid", "1e-3,fast"], "--lr_grid"),
+    (["--config", "{micro}", "--lr_grid", "1e-3,1e-3"], "--lr_grid"),
+    (["--config", "{micro}", "--lr_grid", "1e-3", "--learning_rate", "1e-3"], "--lr_grid"),
+    (["--config", "{micro}", "--learning_rate", "linear=1e-3"], "--learning_rate"),
     (["--config", "{micro}", "--max_steps", "0"], "--max_steps"),
     (["--config", "{micro}", "--margin", "0"], "--margin"),
     (["--config", "{micro}", "--reference", "quadratic"], "--reference"),
