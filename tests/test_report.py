@@ -363,3 +363,44 @@ def test_render_upgrade_rewrites_the_claims_from_the_table(tmp_path: Path) -> No
     validate(upgraded)
     assert upgraded["claims"] == evaluate(upgraded) != stale
     assert "not testable in this regime" in (folder / "index.md").read_text()
+
+
+def test_the_ablation_stage_trains_every_budget_at_the_rates_the_longest_chose(tmp_path: Path, monkeypatch) -> None:
+    import shlex
+    from dataclasses import replace
+
+    import eval.ablation as ablation
+    from eval.report import stages
+
+    calls: list[dict] = []
+    chosen = {"linear": 1e-3, "linear-selective": 1e-2}
+
+    def record(config, seeds, out_dir, **kwargs):
+        calls.append({"config": config, "seeds": seeds, "out_dir": out_dir, **kwargs})
+        return {"statement": "recorded", "lrs": chosen, "max_steps": kwargs["max_steps"], "tokens": 7,
+                "final_val_loss": {}, "comparisons": {}, "overall": None}
+
+    monkeypatch.setattr(ablation, "run_ablation", record)
+    plan = _tiny_plan(tmp_path)
+    plan = replace(plan, ablation=replace(plan.ablation, max_steps=None, budgets=(30, 10, 20), lr_grid=(1e-3, 1e-2),
+                                          traces=("linear", "linear-selective")))
+    result = stages.ablation(tmp_path, plan, "trace", 3e-3, tmp_path / "tokenizer")
+    assert [c["max_steps"] for c in calls] == [30, 10, 20]  # the longest first: it chooses the rates
+    assert calls[0]["lr_grid"] == (1e-3, 1e-2) and calls[0]["lr"] is None
+    assert all(c["lr"] == chosen and c["lr_grid"] is None for c in calls[1:])
+    assert list(result["budgets"]) == ["10", "20", "30"] and result["budgets"]["30"]["max_steps"] == 30
+    recorded = [result["budgets"][str(c["max_steps"])]["command"] for c in calls]
+    calls.clear()
+    for command in recorded:  # each budget's recorded line, parsed by the tool itself, is the stage's call
+        prog, *argv = shlex.split(command)[2:]
+        assert prog == "eval.ablation" and ablation.main(argv) == 0
+    assert [c["max_steps"] for c in calls] == [30, 10, 20]
+    assert calls[0]["lr_grid"] == [1e-3, 1e-2] and all(c["lr"] == chosen for c in calls[1:])
+
+
+def test_a_plan_gives_budgets_or_max_steps(tmp_path: Path) -> None:
+    from eval.report.plan import PlanError
+
+    (tmp_path / "plan.yaml").write_text("ablation:\n  max_steps: 10\n  budgets: [5, 10]\n")
+    with pytest.raises(PlanError, match="ablation.budgets and ablation.max_steps: give one"):
+        Plan.load(tmp_path / "plan.yaml")

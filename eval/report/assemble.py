@@ -38,6 +38,9 @@ def _ablation_summary(result: dict, steps_regime: dict[str, Any]) -> dict[str, A
                    "parameters": {v: var["parameters"] for v, var in result["variants"].items()},
                    "seeds": len(result["seeds"]), "lr": result["lr"]},
         "command": result["command"],
+        # Each arm's own rate (ablation.lr_grid) and the shorter budgets (ablation.budgets), when the plan has them.
+        **({"rates": result["rates"]} if result.get("rates") else {}),
+        **({"budgets": result["budgets"]} if result.get("budgets") else {}),
     }
 
 

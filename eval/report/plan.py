@@ -130,6 +130,10 @@ class AblationPlan:
     equivalence_margin: float = _rule(_margin, 0.02)  # nats
     predictors: tuple[str, ...] | None = _rule(_one_of(PREDICTOR_ARMS, "arm"))  # None: every predictor arm
     traces: tuple[str, ...] | None = _rule(_one_of(TRACE_ARMS, "arm"))  # None: every trace arm
+    # Budgets in steps (instead of max_steps): every arm x seed trains at each; the verdict is read at the longest.
+    budgets: tuple[int, ...] | None = _rule(_positive)
+    # Each arm's own rate, chosen from this grid at the longest budget (first seed); None: SPEN's chosen rate.
+    lr_grid: tuple[float, ...] | None = _rule(_rate)
 
 
 @dataclass(frozen=True)
@@ -319,6 +323,9 @@ class _Checker:
                 read_arms(arms if Path(arms).is_absolute() else REPO / arms)
             except UsageError as e:
                 raise self.error(("grammar", "arms"), str(e).removeprefix("grammar.arms: ")) from None
+        if ablation.budgets is not None and ablation.max_steps is not None:
+            raise self.error(("ablation", "budgets"), "and ablation.max_steps: give one (the longest budget is the "
+                                                      "verdict's)")
         for axis in ("predictors", "traces"):
             arms = getattr(ablation, axis)
             if arms is not None and REFERENCE_ARM not in arms:

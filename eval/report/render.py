@@ -137,26 +137,33 @@ def content_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
         a = report[key]
         r = a["regime"]
         tpp = statistics.fmean(r["tokens_per_parameter"].values())
+        rates = a.get("rates")
+        rate_text = (f"each arm at its own rate from the grid {', '.join(next(iter(rates.values()))['grid'])}, chosen "
+                     "on the first seed's validation loss (column \"rate\"; * at the grid's edge)" if rates
+                     else f"lr {r['lr']:g} (SPEN's from the grid)")
         lines += [
             "", f"## {title}", "",
             f"{r['seeds']} seeds per arm, paired by seed, {r['steps']} steps ({r['train_tokens']:,} tokens, about "
-            f"{tpp:.1f} tokens per parameter: shorter than the headline pair), lr {r['lr']:g} (SPEN's from the "
-            f"grid); each arm minus `{a['reference']}`, equivalence margin ±{a['equivalence_margin']:g} nats. "
-            "The intervals are each comparison's own; the verdicts use Holm-adjusted p-values across the arms, "
-            "so an interval that just excludes 0 can stay \"not resolved\".",
+            f"{tpp:.1f} tokens per parameter), {rate_text}; each arm minus `{a['reference']}`, equivalence margin "
+            f"±{a['equivalence_margin']:g} nats. The intervals are each comparison's own; the verdicts use "
+            "Holm-adjusted p-values across the arms, so an interval that just excludes 0 can stay \"not resolved\".",
             "",
-            "| arm | parameters | mean validation loss | minus reference [95% CI] | could detect | verdict |",
-            "|---|---:|---:|---|---:|---|",
+            "| arm | parameters | rate | mean validation loss | minus reference [95% CI] | could detect | verdict |",
+            "|---|---:|---:|---:|---|---:|---|",
         ]
         for arm, loss in a["final_loss"].items():
+            rate = (f"{rates[arm]['chosen']:g}{'*' if rates[arm]['edge'] else ''}" if rates and arm in rates
+                    else f"{r['lr']:g}")
             cmp_arm = a["comparisons"].get(arm)
             if cmp_arm is None:
-                lines.append(f"| `{arm}` (reference) | {r['parameters'][arm]:,} | {loss:.4f} | — | — | — |")
+                lines.append(f"| `{arm}` (reference) | {r['parameters'][arm]:,} | {rate} | {loss:.4f} | — | — | — |")
                 continue
             lo, hi = cmp_arm["ci95"]
-            lines.append(f"| `{arm}` | {r['parameters'][arm]:,} | {loss:.4f} | {cmp_arm['difference']:+.4f} "
+            lines.append(f"| `{arm}` | {r['parameters'][arm]:,} | {rate} | {loss:.4f} | {cmp_arm['difference']:+.4f} "
                          f"[{lo:+.4f}, {hi:+.4f}] | {cmp_arm['detectable']:.3f} | {cmp_arm['conclusion']} |")
         lines += ["", a["statement"] + "."]
+        if a.get("budgets"):
+            lines += ["", *budget_table(a)]
         if fig in figure_paths:
             lines += ["", f"![{fig}]({figure_paths[fig]})"]
     lines += [
@@ -170,6 +177,23 @@ def content_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
     for name in ("identity_at_lag", "recall", "recall_state"):
         if name in figure_paths:
             lines += ["", f"![{name}]({figure_paths[name]})"]
+    return lines
+
+
+def budget_table(a: dict) -> list[str]:
+    """An ablation at each budget of the plan: every arm's difference from the reference, with its verdict."""
+    budgets = a["budgets"]
+    arms = [arm for arm in a["final_loss"] if arm != a["reference"]]
+    lines = [f"Each arm minus `{a['reference']}` (nats, 95% interval, verdict) at every budget; the verdict above is "
+             "the longest budget's.", "",
+             "| steps | tokens | " + " | ".join(f"`{arm}`" for arm in arms) + " |", "|---:|---:|" + "---|" * len(arms)]
+    for steps, b in budgets.items():
+        cells = []
+        for arm in arms:
+            c = b["comparisons"].get(arm)
+            cells.append("—" if c is None else f"{c['difference']:+.3f} [{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}] "
+                                               f"{c['verdict']}")
+        lines.append(f"| {steps} | {b['tokens']:,} | " + " | ".join(cells) + " |")
     return lines
 
 
