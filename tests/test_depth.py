@@ -295,3 +295,43 @@ def test_experiment_bad_input_is_one_line_and_status_2(tmp_path, capsys, extra, 
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and match in err, err
     assert not (tmp_path / "o").exists()
+
+
+def experiment_result(gain: float = 0.1, loss_gap: float = -0.1, val_loss: float = 3.5, seeds: int = 5) -> dict:
+    """A depth.json as :func:`eval.depth.run_depth_experiment` writes it, from made-up per-seed measurements in which
+    attention recovers ``gain`` more token identity and changes the loss by ``loss_gap`` (for the report's tests)."""
+    from eval.depth import CLAIM, CLAIM_RULE, DESIGN, MARGINS, RESIDUALS, paired_table
+
+    runs: dict = {}
+    for residual in RESIDUALS:
+        on = residual == "attention"
+        runs[residual] = {}
+        for s in range(seeds):
+            wobble = 0.004 * (-1) ** s  # seed-to-seed spread of the differences
+            shares = [0.9 - 0.1 * i + (0.05 if on else 0.0) + wobble for i in range(4)]
+            rms = [0.1 * (1 + (0.1 if on else 1.0) * i) for i in range(5)]
+            runs[residual][str(s)] = {
+                "token_accuracy": 0.5 + 0.01 * s + (gain + wobble if on else 0.0), "token_chance": 0.1,
+                "embedding_share": 0.8, "block_share": shares, "earlier_share": sum(shares[:-1]) / 3,
+                "rms_growth": rms[-1] / rms[0] * (1 + wobble), "rms": rms,
+                "val_loss": val_loss + 0.01 * s + (loss_gap + wobble if on else 0.0),
+                "command": f"python train.py --seed {s}"}
+    ngram = {"unigram": math.exp(6.0), "bigram": math.exp(4.0), "trigram": math.exp(3.8), "train_tokens": 1000,
+             "eval_tokens": 100}
+    table = paired_table(runs)
+    gate = competence_gate({r: sum(x["val_loss"] for x in runs[r].values()) / seeds for r in RESIDUALS}, ngram)
+    return {"claim": CLAIM, "rule": CLAIM_RULE, "design": DESIGN, "config": "hub_configs/spen-depth8/train.yaml",
+            "model_config": "hub_configs/spen-depth8", "num_layers": 4, "hidden_size": 32,
+            "residuals": list(RESIDUALS), "reference": "add", "seeds": list(range(seeds)), "max_steps": 100,
+            "tokens": 204_800, "lr": 3e-3, "margins": dict(MARGINS), "min_seeds": MIN_SEEDS,
+            "probe": {"num_sequences": 64, "seq_len": 128, "ridge": 1e-3, "inputs": "validation blocks"},
+            "parameters": {"add": 100_000, "attention": 100_200}, "ngram": ngram, "gate": gate, "table": table,
+            **claim_verdict(table, gate), "runs": runs, "command": "python -m eval.depth --config x"}
+
+
+def test_the_made_up_experiment_comes_out_as_made() -> None:
+    met = experiment_result()
+    assert met["verdict"] == "met" and met["conclusion"] == "met" and met["gate"]["holds"] is True
+    assert met["table"]["log_rms_growth"]["verdict"] == "add higher"
+    assert experiment_result(gain=-0.1)["verdict"] == "refuted"
+    assert experiment_result(val_loss=4.5)["conclusion"] == NOT_TESTABLE
