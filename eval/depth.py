@@ -255,7 +255,6 @@ CLAIM_RULE = (
 ROW_VERDICTS = ("attention higher", "add higher", "equivalent", "not resolved")
 PARTLY_MET = "partly met"
 NOT_TESTABLE = "not testable in this regime"
-TRAIN_PROG = "python train.py"
 
 
 def run_scalars(measured: Mapping[str, Any]) -> dict[str, Any]:

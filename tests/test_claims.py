@@ -198,11 +198,11 @@ def test_the_depth_row_reads_eval_depths_verdict_behind_its_gate(committed: dict
     assert _row(committed, "depth_selection_recovers")["verdict"] == Verdict.NOT_RUN.value
     met = _row({**committed, "depth": experiment_result()}, "depth_selection_recovers")
     assert met["verdict"] == "met" and met["preconditions"][0]["holds"] is True
-    assert "token identity at the last layer, attention − add: +10.0 points" in met["ours"]
+    assert "token identity at the last layer, attention − add: +10.1 points" in met["ours"]
     assert "majority token 10.0%" in met["ours"] and "attention 1.4x" in met["ours"]
     refuted = _row({**committed, "depth": experiment_result(gain=-0.1)}, "depth_selection_recovers")
     assert refuted["verdict"] == "refuted" and Verdict(refuted["verdict"]).disagrees
     # Both arms above the bigram line: the numbers stay, the verdict is not drawn.
     above = _row({**committed, "depth": experiment_result(val_loss=4.5)}, "depth_selection_recovers")
     assert above["verdict"] == Verdict.NOT_TESTABLE.value and "bigram 4.000 nats" in above["detail"]
-    assert "+10.0 points" in above["ours"]
+    assert "+10.1 points" in above["ours"]
