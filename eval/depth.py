@@ -529,8 +529,9 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "(folders without a tokenizer; default: 0)")
     p.add_argument("--ridge", type=float, default=1e-3, help="L2 penalty of the probes on standardised features")
     train = p.add_argument_group("the experiment (with --config)")
-    train.add_argument("--residuals", type=comma_list, nargs="+", default=[list(RESIDUALS)], metavar="NAME",
-                       help="the residual arms, compared paired by seed (both of them)")
+    train.add_argument("--residuals", type=comma_list, nargs="+", metavar="NAME",
+                       help=f"the residual arms, compared paired by seed (default: {','.join(RESIDUALS)}, the only "
+                            "pair)")
     train.add_argument("--seeds", type=positive_int, default=MIN_SEEDS, help="seeds per arm: --seed + 0..N-1")
     train.add_argument("--max_steps", type=positive_int, help="optimizer steps per run (default: the YAML's)")
     train.add_argument("--learning_rate", type=float, help="peak learning rate of both arms (default: the YAML's)")
@@ -577,8 +578,8 @@ def _load(folder: str) -> torch.nn.Module:
 
 def _experiment(args: argparse.Namespace) -> None:
     result = run_depth_experiment(
-        args.config, args.seeds, args.output_dir, residuals=flatten(args.residuals), max_steps=args.max_steps,
-        lr=args.learning_rate, data=args.data, tokenizer=args.tokenizer, seed=args.seed, workers=args.workers,
+        args.config, args.seeds, args.output_dir, residuals=flatten(args.residuals) or RESIDUALS,
+        max_steps=args.max_steps, lr=args.learning_rate, data=args.data, tokenizer=args.tokenizer, seed=args.seed, workers=args.workers,
         margins={key: getattr(args, f"{key}_margin") for key in MARGINS}, num_sequences=args.num_sequences,
         seq_len=args.seq_len, ridge=args.ridge, overwrite=args.overwrite_output_dir)
     print(f"{CLAIM}: {result['conclusion']} ({result['reason']})")
