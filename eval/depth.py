@@ -579,7 +579,8 @@ def _load(folder: str) -> torch.nn.Module:
 def _experiment(args: argparse.Namespace) -> None:
     result = run_depth_experiment(
         args.config, args.seeds, args.output_dir, residuals=flatten(args.residuals) or RESIDUALS,
-        max_steps=args.max_steps, lr=args.learning_rate, data=args.data, tokenizer=args.tokenizer, seed=args.seed, workers=args.workers,
+        max_steps=args.max_steps, lr=args.learning_rate, data=args.data, tokenizer=args.tokenizer, seed=args.seed,
+        workers=args.workers,
         margins={key: getattr(args, f"{key}_margin") for key in MARGINS}, num_sequences=args.num_sequences,
         seq_len=args.seq_len, ridge=args.ridge, overwrite=args.overwrite_output_dir)
     print(f"{CLAIM}: {result['conclusion']} ({result['reason']})")
