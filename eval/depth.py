@@ -307,8 +307,8 @@ def _finite(x: float) -> float | None:
 def paired_table(runs: Mapping[str, Mapping[str, Mapping[str, Any]]], margins: Mapping[str, float] = MARGINS,
                  min_seeds: int = MIN_SEEDS) -> dict[str, Any]:
     """The paired comparisons attention - add over ``runs`` (``{residual: {seed: run}}``, each run with its
-    :func:`run_scalars` and ``val_loss``): ``token_accuracy``, ``earlier_share``, ``log_rms_growth``, ``val_loss``
-    and ``block_share`` (one row per block)."""
+    :func:`run_scalars` and ``val_loss``): ``token_accuracy``, ``embedding_share`` (the token vector's R^2, clipped),
+    ``earlier_share``, ``log_rms_growth``, ``val_loss`` and ``block_share`` (one row per block)."""
     sel, ref = runs[SELECTION], runs[REFERENCE]
 
     def values(arm: Mapping[str, Mapping[str, Any]], key: str, f=lambda v: v) -> dict[str, float]:
@@ -317,6 +317,8 @@ def paired_table(runs: Mapping[str, Mapping[str, Mapping[str, Any]]], margins: M
     table = {
         "token_accuracy": paired_row(values(sel, "token_accuracy"), values(ref, "token_accuracy"),
                                      margins["token_accuracy"], True, min_seeds),
+        "embedding_share": paired_row(values(sel, "embedding_share"), values(ref, "embedding_share"),
+                                      margins["earlier_share"], True, min_seeds),
         "earlier_share": paired_row(values(sel, "earlier_share"), values(ref, "earlier_share"),
                                     margins["earlier_share"], True, min_seeds),
         # Growth is a ratio: compared on the log scale, no margin (the sign is what the claim reads).

@@ -273,10 +273,11 @@ def test_experiment_trains_both_arms_with_the_same_seeds_and_writes_the_table(tm
                   for arm in result["runs"].values() for r in arm.values()}
     assert len(tokenizers) == 1
     table = result["table"]
-    assert set(table) == {"token_accuracy", "earlier_share", "log_rms_growth", "val_loss", "block_share"}
+    assert set(table) == {"token_accuracy", "embedding_share", "earlier_share", "log_rms_growth", "val_loss",
+                          "block_share"}
     assert len(table["block_share"]) == 3 and table["token_accuracy"]["seeds"] == ["7", "8"]
     # Two seeds: every row and the claim are "not resolved"; the gate's numbers are there either way.
-    assert {row["verdict"] for row in [*table.values()][:4]} == {"not resolved"}
+    assert {row["verdict"] for row in [*table.values()][:5]} == {"not resolved"}
     assert result["verdict"] == "not resolved at this budget"
     assert result["gate"]["holds"] is False and result["conclusion"] == NOT_TESTABLE
     assert result["ngram"]["train_tokens"] == result["tokens"] == 2 * 4 * 32

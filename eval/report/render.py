@@ -201,6 +201,8 @@ def _depth_table(d: dict) -> list[str]:
     growth = {r: statistics.fmean(math.log(x["rms_growth"]) for x in runs[r].values()) for r in ("add", "attention")}
     rows = [("token identity at the last layer (held-out accuracy)", t["token_accuracy"], 100, 1, "%",
              f"majority token {100 * chance:.1f}%, ceiling 100%"),
+            *([("the embedding (token vector), share recovered (R², clipped)", t["embedding_share"], 100, 1, "%",
+                "ceiling 100%")] if "embedding_share" in t else []),
             ("earlier blocks' outputs, share recovered (mean R², clipped to [0, 1])", t["earlier_share"], 100, 1, "%",
              "ceiling 100%"),
             *[(f"block {i}'s output, share recovered", row, 100, 1, "%", "") for i, row in enumerate(t["block_share"])],
