@@ -417,6 +417,9 @@ def test_the_escape_routes_section_shows_both_maps_with_their_verdicts(tmp_path:
     assert "*fixed accumulation across depth dilutes; input-dependent depth selection recovers it*: **met**" in section
     with pytest.raises(ValueError, match="depth"):
         validate({**report, "depth": {**report["depth"], "verdict": "probably"}})
+    rows = [{**row, "verdict": "maybe"} for row in report["depth"]["table"]["block_share"]]
+    with pytest.raises(ValueError, match="depth.table.block_share.0.verdict"):
+        validate({**report, "depth": {**report["depth"], "table": {**report["depth"]["table"], "block_share": rows}}})
     assert "| the embedding (token vector), share recovered (R², clipped) | 80.0% | 80.0% |" in section
     # A recall map whose models carry their two axes: one line per write rule, the models by state numbers.
     recall = report["probes"]["recall"]
