@@ -418,7 +418,7 @@ def test_the_escape_routes_section_shows_both_maps_with_their_verdicts(tmp_path:
     with pytest.raises(ValueError, match="depth"):
         validate({**report, "depth": {**report["depth"], "verdict": "probably"}})
     rows = [{**row, "verdict": "maybe"} for row in report["depth"]["table"]["block_share"]]
-    with pytest.raises(ValueError, match="depth.table.block_share.0.verdict"):
+    with pytest.raises(ValueError, match=r"depth\.table\.block_share\.\d\.verdict: .maybe. is not one of"):
         validate({**report, "depth": {**report["depth"], "table": {**report["depth"]["table"], "block_share": rows}}})
     assert "| the embedding (token vector), share recovered (R², clipped) | 80.0% | 80.0% |" in section
     # A recall map whose models carry their two axes: one line per write rule, the models by state numbers.
