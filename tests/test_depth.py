@@ -336,3 +336,25 @@ def test_the_made_up_experiment_comes_out_as_made() -> None:
     assert met["table"]["log_rms_growth"]["verdict"] == "add higher"
     assert experiment_result(gain=-0.1)["verdict"] == "refuted"
     assert experiment_result(val_loss=4.5)["conclusion"] == NOT_TESTABLE
+
+
+def test_the_shipped_deep_narrow_pair_differs_only_in_the_residual() -> None:
+    import train_config
+    from modeling_spen import SPENConfig
+
+    yamls = {r: train_config.read_yaml(REPO / "hub_configs" / name / "train.yaml")
+             for r, name in (("add", "spen-depth8"), ("attention", "spen-depth8-attention"))}
+    configs = {r: json.loads((REPO / y["model_name_or_path"] / "config.json").read_text()) for r, y in yamls.items()}
+    drop = ("model_name_or_path", "output_dir")
+    assert {k: v for k, v in yamls["add"].items() if k not in drop} == \
+        {k: v for k, v in yamls["attention"].items() if k not in drop}
+    assert {r: c.pop("residual") for r, c in configs.items()} == {"add": "add", "attention": "attention"}
+    assert configs["add"] == configs["attention"] and configs["add"]["num_hidden_layers"] >= 8
+    # The parameter counts the YAMLs' comments state.
+    counts = {}
+    for r, c in configs.items():
+        fields = {k: v for k, v in c.items() if k not in ("model_type", "architectures")}
+        with torch.device("meta"):
+            model = SPENForCausalLM(SPENConfig(**fields, residual=r))
+        counts[r] = sum(p.numel() for p in model.parameters())
+    assert counts == {"add": 166_720, "attention": 167_264}
