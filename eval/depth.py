@@ -21,19 +21,55 @@ accumulated, and the LayerNorm's per-token rescaling would hide an exact copy fr
 writes ``depth.json`` (one entry per model) and ``depth.png`` (both measurements against depth). A
 folder with a tokenizer is probed on the embedded help-topics text; one without on random token ids
 (``inputs`` in the JSON says which).
+
+**The experiment** (``--config`` instead of ``--model_name_or_path``) trains the models first and compares them:
+
+    python -m eval.depth --config hub_configs/spen-depth8/train.yaml --residuals add,attention --seeds 5 \
+        --max_steps 650 --output_dir outputs/depth --workers 2
+
+Every residual arm is trained by train.py from the same YAML (only the model config's ``residual`` differs), with
+the same seeds, data order, tokenizer (built once) and schedule: the design is blocked by seed. Each trained model
+is measured on the first ``--num_sequences`` validation blocks (held-out text): (a) and (b) above, and (c) its
+final validation loss beside the Kneser-Ney bigram's on the same blocks, counted on the tokens the runs read (the
+competence gate: a model above the bigram line cannot speak to a loss difference). The paired table (attention
+minus add, per seed) holds: token identity recovered at the last layer, the share recovered of each earlier
+block's output (R^2 clipped to [0, 1]: a probe worse than the mean recovers nothing), the log of the final
+stream's RMS growth (final stream over embedding) and the validation loss, each with its 95% t interval (clipped
+to [-1, 1] for the bounded shares), an equivalence test against a margin declared before the run and a verdict
+from the interval (:func:`paired_row`). The claim "fixed accumulation across depth dilutes; input-dependent
+depth selection recovers it" gets a verdict by :data:`CLAIM_RULE` (:func:`claim_verdict`). Written:
+``depth.json`` (design, per run the measurements and the command, the table, the gate, the verdict),
+``depth.png``, ``runs/<residual>/seed_<n>/`` (train.py's folders), ``configs/``, ``tokenizer/``, ``logs/``.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import shutil
+import statistics
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+import yaml
 
-from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, add_output_dir, first_line, positive_int
+from ema_boundary import stats
+from ema_boundary.cli import (
+    EXIT_USAGE,
+    UsageError,
+    UsageParser,
+    add_output_dir,
+    comma_list,
+    first_line,
+    flatten,
+    non_negative_int,
+    positive_int,
+)
 from ema_boundary.figures import pyplot, save
 from ema_boundary.io import atomic_dir, check_output_dir, write_json
 
@@ -41,7 +77,9 @@ PROG = "python -m eval.depth"
 TOOL = "eval.depth"  # the name in its output folder's marker
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json")
 
-__all__ = ["depth_dilution", "ridge_r2", "token_accuracy", "probe_ids", "render_depth_figure", "main"]
+__all__ = ["depth_dilution", "ridge_r2", "token_accuracy", "probe_ids", "render_depth_figure",
+           "RESIDUALS", "REFERENCE", "MARGINS", "MIN_SEEDS", "CLAIM_RULE", "run_depth_experiment", "run_scalars",
+           "paired_row", "paired_table", "competence_gate", "claim_verdict", "render_experiment_figure", "main"]
 
 
 def _split(n: int) -> int:
@@ -192,15 +230,322 @@ def render_depth_figure(results: dict[str, dict], path: Path | str) -> None:
     save(fig, path)
 
 
+# ---------------------------------------------------------------------------------------------
+# The experiment: train add and attention twins with the same seeds, measure, compare paired by seed
+# ---------------------------------------------------------------------------------------------
+
+RESIDUALS = ("add", "attention")  # SPENConfig.residual's values
+REFERENCE, SELECTION = "add", "attention"  # fixed accumulation, input-dependent selection in depth
+MIN_SEEDS = 5  # the suite's rule: a verdict that rests on a difference needs >= 5 paired seeds
+# Declared before the run (the command's flags): differences smaller than these count as "equal" only through the
+# equivalence test. Shares and accuracies are fractions (0.02 = 2 points); the loss is in nats.
+MARGINS = {"token_accuracy": 0.02, "earlier_share": 0.02, "val_loss": 0.02}
+DESIGN = ("seed-blocked: every residual arm trains with each seed from the same YAML (only the model config's "
+          "`residual` differs), reading the same batches in the same order with the same tokenizer; the arms are "
+          "compared within seed (attention minus add)")
+CLAIM = "fixed accumulation across depth dilutes; input-dependent depth selection recovers it"
+CLAIM_RULE = (
+    "refuted if attention residuals recover no more token identity at the last layer than the residual sum "
+    "(add higher, or equivalent within the declared margin); met if they recover more (95% interval above 0), "
+    "the sum's final stream grows more with depth (the measured dilution: log RMS growth, add higher) and "
+    "attention's validation loss is lower; partly met if they recover more but the growth or the loss "
+    "difference is not shown; otherwise not resolved. Each difference: paired by seed, >= 5 seeds. The "
+    "loss counts only where both arms are below the Kneser-Ney bigram on the same tokens (the competence gate); "
+    "where the gate fails the claim is not testable in this regime")
+ROW_VERDICTS = ("attention higher", "add higher", "equivalent", "not resolved")
+PARTLY_MET = "partly met"
+NOT_TESTABLE = "not testable in this regime"
+
+
+def run_scalars(measured: Mapping[str, Any]) -> dict[str, Any]:
+    """What the paired table compares, from one model's :func:`depth_dilution`: token identity at the last layer,
+    the share recovered of each block's output (R^2 clipped to [0, 1]) and its mean over the blocks before the last,
+    and the final stream's RMS over the embedding's (its growth with depth)."""
+    rec = measured["recovered"]
+    shares = [min(1.0, max(0.0, r)) for r in rec["blocks"]]
+    earlier = shares[:-1] or shares
+    return {"token_accuracy": rec["token_accuracy"], "token_chance": rec["token_chance"],
+            "embedding_share": min(1.0, max(0.0, rec["embedding_r2"])), "block_share": shares,
+            "earlier_share": statistics.fmean(earlier), "rms_growth": measured["rms"][-1] / measured["rms"][0]}
+
+
+def paired_row(attention: Mapping[str, float], add: Mapping[str, float], margin: float | None,
+               bounded: bool, min_seeds: int = MIN_SEEDS) -> dict[str, Any]:
+    """``attention - add`` paired by seed (:func:`ema_boundary.stats.compare`): the arms' means, the difference with
+    its 95% t interval (clipped to [-1, 1] when ``bounded``: the range of a difference of two fractions), the 90%
+    interval, the equivalence test against ``margin`` and a verdict from the interval only (:data:`ROW_VERDICTS`):
+    fewer than ``min_seeds`` paired seeds: "not resolved"; the 95% interval above 0: "attention higher", below:
+    "add higher"; the 90% interval inside ``(-margin, margin)``: "equivalent"; otherwise "not resolved"."""
+    c = stats.compare(attention, add, margin)
+    lo, hi = c.ci95
+    if bounded:
+        lo, hi = max(-1.0, lo), min(1.0, hi)
+    seeds = list(c.seeds)
+    interval = f"95% interval [{lo:+.4f}, {hi:+.4f}]"
+    if len(seeds) < min_seeds:
+        verdict, reason = "not resolved", f"{len(seeds)} paired seed(s), fewer than the {min_seeds} a verdict needs"
+    elif lo > 0:
+        verdict, reason = "attention higher", f"{interval} above 0"
+    elif hi < 0:
+        verdict, reason = "add higher", f"{interval} below 0"
+    elif c.verdict == "equivalent":
+        verdict, reason = "equivalent", f"90% interval [{c.ci90[0]:+.4f}, {c.ci90[1]:+.4f}] inside ±{margin:g}"
+    else:
+        verdict, reason = "not resolved", f"{interval} holds 0" + (
+            f" and the 90% interval is not inside ±{margin:g}" if margin else "")
+    return {"attention": statistics.fmean(attention[s] for s in seeds), "add": statistics.fmean(add[s] for s in seeds),
+            "difference": c.difference, "ci95": [_finite(lo), _finite(hi)], "ci90": [_finite(x) for x in c.ci90],
+            "p_difference": _finite(c.p_difference), "margin": margin, "seeds": seeds, "verdict": verdict,
+            "reason": reason}
+
+
+def _finite(x: float) -> float | None:
+    """None for what one seed cannot estimate (JSON without NaN)."""
+    return x if math.isfinite(x) else None
+
+
+def paired_table(runs: Mapping[str, Mapping[str, Mapping[str, Any]]], margins: Mapping[str, float] = MARGINS,
+                 min_seeds: int = MIN_SEEDS) -> dict[str, Any]:
+    """The paired comparisons attention - add over ``runs`` (``{residual: {seed: run}}``, each run with its
+    :func:`run_scalars` and ``val_loss``): ``token_accuracy``, ``embedding_share`` (the token vector's R^2, clipped),
+    ``earlier_share``, ``log_rms_growth``, ``val_loss`` and ``block_share`` (one row per block)."""
+    sel, ref = runs[SELECTION], runs[REFERENCE]
+
+    def values(arm: Mapping[str, Mapping[str, Any]], key: str, f=lambda v: v) -> dict[str, float]:
+        return {s: f(r[key]) for s, r in arm.items()}
+
+    table = {
+        "token_accuracy": paired_row(values(sel, "token_accuracy"), values(ref, "token_accuracy"),
+                                     margins["token_accuracy"], True, min_seeds),
+        "embedding_share": paired_row(values(sel, "embedding_share"), values(ref, "embedding_share"),
+                                      margins["earlier_share"], True, min_seeds),
+        "earlier_share": paired_row(values(sel, "earlier_share"), values(ref, "earlier_share"),
+                                    margins["earlier_share"], True, min_seeds),
+        # Growth is a ratio: compared on the log scale, no margin (the sign is what the claim reads).
+        "log_rms_growth": paired_row(values(sel, "rms_growth", math.log), values(ref, "rms_growth", math.log), None,
+                                     False, min_seeds),
+        "val_loss": paired_row(values(sel, "val_loss"), values(ref, "val_loss"), margins["val_loss"], False,
+                               min_seeds),
+    }
+    layers = len(next(iter(ref.values()))["block_share"])
+    table["block_share"] = [
+        paired_row({s: r["block_share"][i] for s, r in sel.items()}, {s: r["block_share"][i] for s, r in ref.items()},
+                   margins["earlier_share"], True, min_seeds) for i in range(layers)]
+    return table
+
+
+def competence_gate(losses: Mapping[str, float], ngram: Mapping[str, Any]) -> dict[str, Any]:
+    """Whether every arm's mean validation loss (``{residual: nats}``) is below the Kneser-Ney bigram's on the same
+    blocks: ``{"holds", "numbers", "bigram_loss"}``."""
+    bigram = math.log(ngram["bigram"])
+    holds = all(loss < bigram for loss in losses.values())
+    numbers = (", ".join(f"`{r}` {loss:.3f} nats (perplexity {math.exp(loss):.1f})" for r, loss in losses.items())
+               + f"; Kneser-Ney bigram {bigram:.3f} nats (perplexity {ngram['bigram']:.1f}) on the same tokens")
+    return {"holds": holds, "numbers": numbers, "bigram_loss": bigram}
+
+
+def claim_verdict(table: Mapping[str, Any], gate: Mapping[str, Any] | None = None) -> dict[str, str]:
+    """The claim's verdict by :data:`CLAIM_RULE` from :func:`paired_table`'s rows: ``{"verdict", "reason",
+    "conclusion"}``; ``conclusion`` is the verdict, or "not testable in this regime" where ``gate`` fails."""
+    acc, growth, loss = table["token_accuracy"], table["log_rms_growth"], table["val_loss"]
+    if acc["verdict"] in ("add higher", "equivalent"):
+        verdict = stats.REFUTED
+        reason = f"token identity at the last layer: {acc['verdict']} ({acc['reason']})"
+    elif acc["verdict"] != "attention higher":
+        verdict, reason = stats.NOT_RESOLVED, f"token identity at the last layer: {acc['reason']}"
+    else:
+        diluted = growth["verdict"] == "add higher"
+        better = loss["verdict"] == "add higher"  # the sum's loss is higher: attention's lower
+        verdict = stats.MET if diluted and better else PARTLY_MET
+        reason = (f"attention recovers more token identity ({acc['reason']}); the sum's stream grows "
+                  + ("more" if diluted else f"not shown more ({growth['verdict']})")
+                  + f"; attention's loss {'lower' if better else loss['verdict']}")
+    testable = gate is None or gate.get("holds") is True
+    return {"verdict": verdict, "reason": reason, "conclusion": verdict if testable else NOT_TESTABLE}
+
+
+def _read_train_yaml(config: Path) -> dict[str, Any]:
+    import train_config
+
+    try:
+        cfg = train_config.read_yaml(config)
+    except train_config.ConfigError as e:
+        raise UsageError(f"--config {e}") from None
+    model = json.loads((Path(cfg["model_name_or_path"]) / "config.json").read_text())
+    if model.get("model_type") != "spen":
+        raise UsageError(f"--config {config}: {cfg['model_name_or_path']} is not a SPEN config (the experiment "
+                         "swaps SPEN's residual)")
+    return cfg
+
+
+def run_depth_experiment(config: str | Path, seeds: int, out_dir: str | Path, *,
+                         residuals: Sequence[str] = RESIDUALS, max_steps: int | None = None, lr: float | None = None,
+                         data: Sequence[str] | None = None, tokenizer: str | Path | None = None,
+                         seed: int | None = None, workers: int = 1, margins: Mapping[str, float] = MARGINS,
+                         num_sequences: int = 64, seq_len: int = 128, ridge: float = 1e-3,
+                         overwrite: bool = False) -> dict[str, Any]:
+    """Train each residual arm x seed (train.py), measure (a), (b), (c) on each model, compare paired by seed and
+    write ``out_dir`` (the module docstring). Returns depth.json's content; bad input raises :class:`UsageError`
+    before anything is written."""
+    from ema_boundary import corpus
+    from eval.ablation import build_tokenizer
+    from eval.ngram import ngram_references
+    from eval.runs import Run, param_count, read_metrics, train_runs
+
+    config, out_dir = Path(config), Path(out_dir)
+    if sorted(residuals) != sorted(RESIDUALS) or len(residuals) != len(RESIDUALS):
+        raise UsageError(f"--residuals must name both of {', '.join(RESIDUALS)} (the comparison is paired), "
+                         f"got {','.join(residuals)}")
+    if lr is not None and not 0 < lr < math.inf:
+        raise UsageError(f"--learning_rate must be a positive number, got {lr!r}")
+    for name, value in margins.items():
+        if not 0 < value < 1:
+            raise UsageError(f"--{name}_margin must lie in (0, 1), got {value!r}")
+    if num_sequences < 2:
+        raise UsageError("--num_sequences must be >= 2 (20% are held out)")
+    if tokenizer is not None and not (Path(tokenizer) / "tokenizer_config.json").is_file():
+        raise UsageError(f"--tokenizer {tokenizer}: not a tokenizer folder (no tokenizer_config.json)")
+    cfg = _read_train_yaml(config)
+    check_output_dir(out_dir, tool=TOOL, overwrite=overwrite)
+    base = json.loads((Path(cfg["model_name_or_path"]) / "config.json").read_text())
+    steps = max_steps or cfg["max_steps"]
+    seed_list = [(cfg["seed"] if seed is None else seed) + i for i in range(seeds)]
+    data = list(data) if data else cfg["data"]
+    tokens = steps * cfg["total_train_batch_size"] * cfg["block_size"]
+    rate = lr or cfg["learning_rate"]
+    result: dict[str, Any] = {
+        "claim": CLAIM, "rule": CLAIM_RULE, "design": DESIGN, "config": str(config),
+        "model_config": cfg["model_name_or_path"], "num_layers": base["num_hidden_layers"],
+        "hidden_size": base["hidden_size"], "residuals": list(RESIDUALS), "reference": REFERENCE,
+        "seeds": seed_list, "max_steps": steps, "tokens": tokens, "lr": rate, "data": data,
+        "margins": dict(margins), "min_seeds": MIN_SEEDS,
+        "probe": {"num_sequences": num_sequences, "seq_len": seq_len, "ridge": ridge,
+                  "inputs": "the first validation blocks (held-out text)"},
+    }
+    with atomic_dir(out_dir, tool=TOOL, overwrite=overwrite, keep_on_error=True) as tmp:
+        tok_dir = Path(tokenizer).resolve() if tokenizer else build_tokenizer(cfg, data, tmp / "tokenizer")
+        runs: list[Run] = []
+        for residual in RESIDUALS:
+            arm = tmp / "configs" / residual
+            arm.mkdir(parents=True)
+            write_json(arm / "config.json", {**base, "residual": residual})
+            arm_cfg = {**cfg, "model_name_or_path": str(arm.resolve()), "max_steps": steps, "learning_rate": rate,
+                       "data": data, "eval_steps": steps, "logging_steps": max(1, steps // 20), "save_steps": steps,
+                       "save_total_limit": 1}
+            arm_cfg.pop("output_dir", None)
+            (arm / "train.yaml").write_text(yaml.safe_dump(arm_cfg, sort_keys=False))
+            for s in seed_list:
+                argv = ["--config", arm / "train.yaml", "--output_dir", tmp / "runs" / residual / f"seed_{s}",
+                        "--seed", s, "--tokenizer", tok_dir]
+                runs.append(Run(f"{residual}/seed_{s}", tuple(argv)))
+        train_runs(runs, tmp / "logs", workers, desc="depth experiment")
+
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(tok_dir)
+        try:
+            blocks = corpus.validation_blocks(data, cfg["val_every"], tok, seq_len - 1, num_sequences)
+            ngram = ngram_references(data, cfg["val_every"], tok, cfg["block_size"], cfg["max_eval_samples"],
+                                     train_tokens=tokens)
+        except corpus.DataError as e:
+            raise UsageError(f"--config {config}: {e}") from None
+        if blocks.shape[0] < 2:
+            raise UsageError(f"--num_sequences: the validation split holds {blocks.shape[0]} block(s) of "
+                             f"{seq_len} tokens; 2 or more are needed")
+        by_arm: dict[str, dict[str, dict[str, Any]]] = {r: {} for r in RESIDUALS}
+        for run in runs:
+            residual, s = run.name.split("/seed_")
+            shutil.rmtree(run.output_dir / "checkpoints", ignore_errors=True)  # resumable state: not needed
+            model = _load(str(run.output_dir / "final"))
+            measured = depth_dilution(model, blocks, ridge)
+            val_loss = read_metrics(run.output_dir / "metrics.jsonl")["val_loss"][-1]
+            by_arm[residual][s] = {**run_scalars(measured), "val_loss": val_loss, "rms": measured["rms"],
+                                   "recovered": measured["recovered"], "run_dir": f"runs/{residual}/seed_{s}",
+                                   "command": run.command}
+        result["parameters"] = {r: param_count(tmp / "runs" / r / f"seed_{seed_list[0]}" / "final")
+                                for r in RESIDUALS}
+        result["runs"] = by_arm
+        result["ngram"] = {k: ngram[k] for k in ("unigram", "bigram", "trigram", "train_tokens", "eval_tokens")}
+        result["gate"] = competence_gate({r: statistics.fmean(x["val_loss"] for x in by_arm[r].values())
+                                          for r in RESIDUALS}, ngram)
+        result["table"] = paired_table(by_arm, margins)
+        result.update(claim_verdict(result["table"], result["gate"]))
+        result = json.loads(json.dumps(result).replace(str(tmp.resolve()), str(out_dir.resolve()))
+                            .replace(str(tmp), str(out_dir)))
+        write_json(tmp / "depth.json", result)
+        render_experiment_figure(result, tmp / "depth.png")
+    return result
+
+
+def render_experiment_figure(result: Mapping[str, Any], path: Path | str) -> None:
+    """Three panels: (a) the stream's RMS against depth, (b) the share recovered of the embedding and of each block's
+    output from the final stream (mean over seeds, the seeds' range shaded), (c) token identity at the last layer
+    per seed, the two arms of a seed joined, chance marked."""
+    plt = pyplot()
+    fig, (ax_rms, ax_rec, ax_tok) = plt.subplots(1, 3, figsize=(14, 3.9))
+    for residual, runs in result["runs"].items():
+        rms = [r["rms"] for r in runs.values()]
+        rec = [[r["embedding_share"], *r["block_share"]] for r in runs.values()]
+        for ax, curves in ((ax_rms, rms), (ax_rec, rec)):
+            x = range(len(curves[0]))
+            cols = list(zip(*curves, strict=True))
+            label = f"{residual} ({len(curves)} seeds)"
+            line = ax.plot(x, [statistics.fmean(c) for c in cols], marker="o", label=label)
+            ax.fill_between(x, [min(c) for c in cols], [max(c) for c in cols], alpha=0.2, color=line[0].get_color())
+    seeds = [str(s) for s in result["seeds"]]
+    for s in seeds:
+        ax_tok.plot([0, 1], [result["runs"][r][s]["token_accuracy"] for r in (REFERENCE, SELECTION)], color="gray",
+                    marker="o", alpha=0.7)
+    chance = statistics.fmean(r["token_chance"] for r in result["runs"][REFERENCE].values())
+    ax_tok.axhline(chance, color="black", ls=":", lw=1, label=f"majority token ({chance:.1%})")
+    row = result["table"]["token_accuracy"]
+    ax_tok.set(xticks=[0, 1], xticklabels=[REFERENCE, SELECTION], xlim=(-0.3, 1.3), ylabel="held-out accuracy",
+               title=f"(c) token identity, last layer\nattention − add {row['difference']:+.3f}: {row['verdict']}")
+    ax_rms.set(xlabel="depth (block input; last: final stream)", ylabel="RMS", title="(a) stream magnitude")
+    ax_rms.set_yscale("log")
+    ax_rec.set(xlabel="source (0: embedding, i: block i-1's output)", ylabel="share recovered (R$^2$, clipped)",
+               title="(b) recovered from the final stream", ylim=(-0.05, 1.05))
+    for ax in (ax_rms, ax_rec, ax_tok):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle(f"{result['num_layers']} blocks, width {result['hidden_size']}, {result['max_steps']} steps: "
+                 f"{result['conclusion']}", fontsize=9)
+    fig.tight_layout()
+    save(fig, path)
+
+
 def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = UsageParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    p.add_argument("--model_name_or_path", nargs="+", required=True, metavar="FOLDER",
-                   help="trained SPEN folders (save_pretrained); several are compared in one figure")
-    add_output_dir(p, "output folder (depth.json, depth.png)", aliases=())
+    mode = p.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--model_name_or_path", nargs="+", metavar="FOLDER",
+                      help="measure trained SPEN folders (save_pretrained); several are compared in one figure")
+    mode.add_argument("--config", metavar="YAML",
+                      help="train and measure: the train.py YAML of a SPEN model (e.g. "
+                           "hub_configs/spen-depth8/train.yaml), trained once per residual arm and seed")
+    add_output_dir(p, "output folder (depth.json, depth.png; with --config also the runs, written when the "
+                      "experiment ends, a failed one kept as NAME.failed with its logs)", aliases=())
     p.add_argument("--num_sequences", type=positive_int, default=64, help="sequences probed (80%% fit, 20%% held out)")
     p.add_argument("--seq_len", type=positive_int, default=128, help="tokens per sequence")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random token ids (folders without a tokenizer)")
+    p.add_argument("--seed", type=non_negative_int,
+                   help="with --config: the first seed (default: the YAML's); else the seed of the random token ids "
+                        "(folders without a tokenizer; default: 0)")
     p.add_argument("--ridge", type=float, default=1e-3, help="L2 penalty of the probes on standardised features")
+    train = p.add_argument_group("the experiment (with --config)")
+    train.add_argument("--residuals", type=comma_list, nargs="+", metavar="NAME",
+                       help=f"the residual arms, compared paired by seed (default: {','.join(RESIDUALS)}, the only "
+                            "pair)")
+    train.add_argument("--seeds", type=positive_int, default=MIN_SEEDS, help="seeds per arm: --seed + 0..N-1")
+    train.add_argument("--max_steps", type=positive_int, help="optimizer steps per run (default: the YAML's)")
+    train.add_argument("--learning_rate", type=float, help="peak learning rate of both arms (default: the YAML's)")
+    train.add_argument("--data", nargs="+", metavar="SOURCE", help="training data (default: the YAML's)")
+    train.add_argument("--tokenizer", metavar="DIR",
+                       help="tokenizer folder for every run (default: the YAML's, or a BPE trained on the data once)")
+    train.add_argument("--workers", type=positive_int, default=1,
+                       help="trainings at a time, in processes of one torch thread each (1: in this process)")
+    for key, value in MARGINS.items():
+        unit = "nats" if key == "val_loss" else "a fraction: 0.02 = 2 points"
+        train.add_argument(f"--{key}_margin", type=float, default=value,
+                           help=f"equivalence margin of {key.replace('_', ' ')} ({unit}), declared before the run")
     return p.parse_args(argv)
 
 
@@ -233,35 +578,52 @@ def _load(folder: str) -> torch.nn.Module:
         raise UsageError(f"--model_name_or_path {folder}: does not load ({first_line(e)})") from None
 
 
+def _experiment(args: argparse.Namespace) -> None:
+    result = run_depth_experiment(
+        args.config, args.seeds, args.output_dir, residuals=flatten(args.residuals) or RESIDUALS,
+        max_steps=args.max_steps, lr=args.learning_rate, data=args.data, tokenizer=args.tokenizer, seed=args.seed,
+        workers=args.workers,
+        margins={key: getattr(args, f"{key}_margin") for key in MARGINS}, num_sequences=args.num_sequences,
+        seq_len=args.seq_len, ridge=args.ridge, overwrite=args.overwrite_output_dir)
+    print(f"{CLAIM}: {result['conclusion']} ({result['reason']})")
+
+
+def _measure(args: argparse.Namespace) -> None:
+    if args.num_sequences < 2:
+        raise UsageError("--num_sequences must be >= 2 (20% are held out)")
+    check_output_dir(args.output_dir, tool=TOOL, overwrite=args.overwrite_output_dir)
+    results: dict[str, dict] = {}
+    if len({Path(f).resolve() for f in args.model_name_or_path}) != len(args.model_name_or_path):
+        raise UsageError("--model_name_or_path: the same folder is given twice")
+    names = _short_names(args.model_name_or_path)
+    for name, folder in zip(names, args.model_name_or_path, strict=True):
+        model = _load(folder)
+        ids, what = probe_ids(folder, model.config.vocab_size, args.num_sequences, args.seq_len, args.seed or 0)
+        try:
+            result = depth_dilution(model, ids, args.ridge)
+        except ValueError as e:
+            raise UsageError(f"--model_name_or_path {folder}: {e}") from None
+        results[name] = {"folder": str(folder), "inputs": what, **result}
+    # The folder is eval.depth's own (a marker names it): a user's folder is never written into.
+    with atomic_dir(args.output_dir, tool=TOOL, overwrite=args.overwrite_output_dir) as tmp:
+        render_depth_figure(results, tmp / "depth.png")
+        write_json(tmp / "depth.json", results)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _parse_args(argv)
     except SystemExit as e:  # a usage error (already printed in one line) or --help
         return int(e.code or 0)
     try:
-        if args.num_sequences < 2:
-            raise UsageError("--num_sequences must be >= 2 (20% are held out)")
         if not args.ridge >= 0:
             raise UsageError(f"--ridge must be >= 0, got {args.ridge}")
-        check_output_dir(args.output_dir, tool=TOOL, overwrite=args.overwrite_output_dir)
-        results: dict[str, dict] = {}
-        if len({Path(f).resolve() for f in args.model_name_or_path}) != len(args.model_name_or_path):
-            raise UsageError("--model_name_or_path: the same folder is given twice")
-        names = _short_names(args.model_name_or_path)
-        for name, folder in zip(names, args.model_name_or_path, strict=True):
-            model = _load(folder)
-            ids, what = probe_ids(folder, model.config.vocab_size, args.num_sequences, args.seq_len, args.seed)
-            try:
-                result = depth_dilution(model, ids, args.ridge)
-            except ValueError as e:
-                raise UsageError(f"--model_name_or_path {folder}: {e}") from None
-            results[name] = {"folder": str(folder), "inputs": what, **result}
-        # The folder is eval.depth's own (a marker names it): a user's folder is never written into.
-        with atomic_dir(args.output_dir, tool=TOOL, overwrite=args.overwrite_output_dir) as tmp:
-            render_depth_figure(results, tmp / "depth.png")
-            write_json(tmp / "depth.json", results)
+        if args.config is not None:
+            _experiment(args)
+        else:
+            _measure(args)
     except UsageError as err:
-        print(f"{PROG}: error: {err}", file=sys.stderr)
+        print(f"{PROG}: error: {first_line(err)}", file=sys.stderr)
         return EXIT_USAGE
     print(f"wrote {Path(args.output_dir) / 'depth.json'}")
     return 0

@@ -48,7 +48,7 @@ def test_the_table_is_consistent(committed: dict) -> None:
         assert claim.side in ("structure", "content") and claim.sentence and claim.rule_text
         assert _in_schema(claim.measurement), claim.key  # every measurement is a key of report.json's schema
         # ... and of the committed run, unless its experiment came after that run (then the row says "not run")
-        later = ("selection_escapes_recall", "hebbian_learning")
+        later = ("selection_escapes_recall", "hebbian_learning", "depth_selection_recovers")
         assert get(committed, claim.measurement) is not None or claim.id in later, claim.key
         for e in claim.explanations:
             assert e.experiment in EXPERIMENTS, (claim.id, e.experiment)
@@ -204,3 +204,20 @@ def test_structure_rows_carry_their_conditions_across_the_committed_arms() -> No
     assert "conditions" not in {r["id"]: r for r in evaluate({"structure": results})}["ratio_within_a"]
     lines = "\n".join(headline({**report, "claims": list(rows.values())}))
     assert "Conditions: met in 1 of 3 arms" in lines
+
+
+def test_the_depth_row_reads_eval_depths_verdict_behind_its_gate(committed: dict) -> None:
+    from tests.test_depth import experiment_result
+
+    # No depth section in the plan: no depth block, the row is "not run".
+    assert _row(committed, "depth_selection_recovers")["verdict"] == Verdict.NOT_RUN.value
+    met = _row({**committed, "depth": experiment_result()}, "depth_selection_recovers")
+    assert met["verdict"] == "met" and met["preconditions"][0]["holds"] is True
+    assert "token identity at the last layer, attention − add: +10.1 points" in met["ours"]
+    assert "majority token 10.0%" in met["ours"] and "attention 1.4x" in met["ours"]
+    refuted = _row({**committed, "depth": experiment_result(gain=-0.1)}, "depth_selection_recovers")
+    assert refuted["verdict"] == "refuted" and Verdict(refuted["verdict"]).disagrees
+    # Both arms above the bigram line: the numbers stay, the verdict is not drawn.
+    above = _row({**committed, "depth": experiment_result(val_loss=4.5)}, "depth_selection_recovers")
+    assert above["verdict"] == Verdict.NOT_TESTABLE.value and "bigram 4.000 nats" in above["detail"]
+    assert "+10.1 points" in above["ours"]

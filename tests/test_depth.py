@@ -1,6 +1,8 @@
 """eval.depth: the depth-dilution measurement responds to what the stream keeps; the command and its bad input."""
 
 import json
+import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -10,6 +12,8 @@ from eval.depth import depth_dilution, main, ridge_r2, token_accuracy
 from modeling_spen import SPENForCausalLM
 from modeling_spen.modeling_spen import ResidualProjection
 from tests.test_modeling import tiny_config
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def deep_model(residual: str = "add", seed: int = 0, **overrides) -> SPENForCausalLM:
@@ -142,3 +146,215 @@ def test_models_are_named_by_their_shortest_distinct_path_tails() -> None:
 
     assert _short_names(["/r/add/final", "/r/attention/final"]) == ["add/final", "attention/final"]
     assert _short_names(["/r/a", "/r/b"]) == ["a", "b"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The experiment: paired rows, the claim's verdict, the gate, and the command end to end
+# ---------------------------------------------------------------------------------------------
+
+from eval.depth import (  # noqa: E402  (the experiment's API, after the measurement's tests)
+    MIN_SEEDS,
+    NOT_TESTABLE,
+    claim_verdict,
+    competence_gate,
+    paired_row,
+    run_scalars,
+)
+
+
+def _seeds(values) -> dict[str, float]:
+    return {str(i): float(v) for i, v in enumerate(values)}
+
+
+def test_paired_rows_decide_from_the_interval_and_need_five_seeds() -> None:
+    add = _seeds([0.50, 0.52, 0.48, 0.51, 0.49])
+    higher = paired_row(_seeds([0.60, 0.63, 0.57, 0.60, 0.60]), add, 0.02, bounded=True)
+    assert higher["verdict"] == "attention higher" and higher["difference"] == pytest.approx(0.10)
+    assert higher["add"] == pytest.approx(0.50) and higher["seeds"] == ["0", "1", "2", "3", "4"]
+    lower = paired_row(_seeds([0.40, 0.41, 0.39, 0.42, 0.38]), add, 0.02, bounded=True)
+    assert lower["verdict"] == "add higher" and lower["ci95"][1] < 0
+    same = paired_row(_seeds([0.501, 0.519, 0.481, 0.511, 0.489]), add, 0.02, bounded=True)
+    assert same["verdict"] == "equivalent" and "inside ±0.02" in same["reason"]
+    wide = paired_row(_seeds([0.9, 0.1, 0.9, 0.1, 0.5]), add, 0.02, bounded=True)
+    assert wide["verdict"] == "not resolved" and -1.0 <= wide["ci95"][0] and wide["ci95"][1] <= 1.0
+    # The same large difference on four seeds is not a verdict.
+    four = {k: v for k, v in add.items() if k != "4"}
+    assert paired_row({k: v + 0.1 for k, v in four.items()}, four, 0.02, True)["verdict"] == "not resolved"
+    assert MIN_SEEDS == 5
+    # An unbounded quantity keeps its t interval; bounded ones are clipped to the range of a difference of fractions.
+    spread = _seeds([0.0, 1.0, 0.0, 1.0, 1.0])
+    assert paired_row(spread, _seeds([1.0, 0.0, 1.0, 0.0, 0.0]), None, bounded=False)["ci95"][0] < -1.0
+    assert paired_row(spread, _seeds([1.0, 0.0, 1.0, 0.0, 0.0]), None, bounded=True)["ci95"][0] == -1.0
+
+
+def _row(verdict: str) -> dict:
+    return {"verdict": verdict, "reason": f"({verdict})"}
+
+
+@pytest.mark.parametrize("acc, growth, loss, expected", [
+    ("add higher", "add higher", "add higher", "refuted"),
+    ("equivalent", "add higher", "add higher", "refuted"),
+    ("not resolved", "add higher", "add higher", "not resolved at this budget"),
+    ("attention higher", "add higher", "add higher", "met"),
+    ("attention higher", "add higher", "not resolved", "partly met"),
+    ("attention higher", "not resolved", "add higher", "partly met"),
+    ("attention higher", "add higher", "attention higher", "partly met"),
+])
+def test_claim_verdict_follows_the_rule(acc: str, growth: str, loss: str, expected: str) -> None:
+    table = {"token_accuracy": _row(acc), "log_rms_growth": _row(growth), "val_loss": _row(loss)}
+    out = claim_verdict(table, {"holds": True})
+    assert out["verdict"] == expected and out["conclusion"] == expected and out["reason"]
+    # Behind a failed competence gate the same measurements are not testable; the rule's verdict is kept.
+    failed = claim_verdict(table, {"holds": False})
+    assert failed["verdict"] == expected and failed["conclusion"] == NOT_TESTABLE
+
+
+def test_competence_gate_is_the_bigram_line() -> None:
+    ngram = {"bigram": math.exp(4.0)}
+    assert competence_gate({"add": 3.9, "attention": 3.95}, ngram)["holds"] is True
+    gate = competence_gate({"add": 3.9, "attention": 4.1}, ngram)
+    assert gate["holds"] is False and "4.100 nats" in gate["numbers"] and gate["bigram_loss"] == pytest.approx(4.0)
+
+
+def test_run_scalars_clip_shares_and_take_the_growth() -> None:
+    measured = {"rms": [0.5, 1.0, 2.0], "recovered": {"embedding_r2": -0.2, "token_accuracy": 0.7,
+                                                       "token_chance": 0.1, "blocks": [0.4, -0.1, 1.0]}}
+    s = run_scalars(measured)
+    assert s["embedding_share"] == 0.0 and s["block_share"] == [0.4, 0.0, 1.0]
+    assert s["earlier_share"] == pytest.approx(0.2) and s["rms_growth"] == pytest.approx(4.0)
+
+
+def _local_corpus(path) -> str:
+    # Generated text (no third-party text): 300 paragraphs of pseudo-words from a fixed generator.
+    g = torch.Generator().manual_seed(0)
+    words = ["".join(chr(97 + int(c)) for c in torch.randint(0, 26, (int(n),), generator=g))
+             for n in torch.randint(2, 7, (200,), generator=g)]
+    paragraphs = [" ".join(words[int(i)] for i in torch.randint(0, 200, (40,), generator=g)) for _ in range(300)]
+    path.write_text("\n\n".join(paragraphs) + "\n")
+    return str(path)
+
+
+def _deep_micro_yaml(tmp_path) -> str:
+    import yaml
+
+    from tests.eval_testkit import MICRO_TRAIN
+
+    model = tmp_path / "model"
+    model.mkdir()
+    config = json.loads((REPO / "hub_configs" / "spen-depth8" / "config.json").read_text())
+    config.update(num_hidden_layers=3, hidden_size=16, intermediate_size=32, vocab_size=512)
+    (model / "config.json").write_text(json.dumps(config))
+    path = tmp_path / "micro.yaml"
+    path.write_text(yaml.safe_dump({**MICRO_TRAIN, "model_config": str(model),
+                                    "data": _local_corpus(tmp_path / "corpus.txt")}))
+    return str(path)
+
+
+def test_experiment_trains_both_arms_with_the_same_seeds_and_writes_the_table(tmp_path) -> None:
+    out = tmp_path / "depth"
+    argv = ["--config", _deep_micro_yaml(tmp_path), "--seeds", "2", "--max_steps", "2", "--num_sequences", "6",
+            "--seq_len", "16", "--output_dir", str(out)]
+    assert main(argv) == 0
+    result = json.loads((out / "depth.json").read_text())
+    assert ".tmp-" not in (out / "depth.json").read_text() and (out / "depth.png").stat().st_size > 1000
+    assert result["seeds"] == [7, 8] and result["residuals"] == ["add", "attention"] and result["num_layers"] == 3
+    for residual in ("add", "attention"):
+        model = json.loads((out / "configs" / residual / "config.json").read_text())
+        assert model["residual"] == residual
+        for seed in ("7", "8"):
+            run = result["runs"][residual][seed]
+            assert f"--seed {seed}" in run["command"] and (out / run["run_dir"] / "final" / "config.json").is_file()
+            assert len(run["rms"]) == 4 and len(run["block_share"]) == 3 and math.isfinite(run["val_loss"])
+            assert not (out / run["run_dir"] / "checkpoints").exists()
+    # Both arms differ only in the residual: the configs agree elsewhere, the tokenizer is one.
+    add, att = (json.loads((out / "configs" / r / "config.json").read_text()) for r in ("add", "attention"))
+    assert {k: v for k, v in add.items() if k != "residual"} == {k: v for k, v in att.items() if k != "residual"}
+    tokenizers = {(out / r["run_dir"] / "tokenizer" / "tokenizer.json").read_text()
+                  for arm in result["runs"].values() for r in arm.values()}
+    assert len(tokenizers) == 1
+    table = result["table"]
+    assert set(table) == {"token_accuracy", "embedding_share", "earlier_share", "log_rms_growth", "val_loss",
+                          "block_share"}
+    assert len(table["block_share"]) == 3 and table["token_accuracy"]["seeds"] == ["7", "8"]
+    # Two seeds: every row and the claim are "not resolved"; the gate's numbers are there either way.
+    assert {row["verdict"] for row in [*table.values()][:5]} == {"not resolved"}
+    assert result["verdict"] == "not resolved at this budget"
+    assert result["gate"]["holds"] is False and result["conclusion"] == NOT_TESTABLE
+    assert result["ngram"]["train_tokens"] == result["tokens"] == 2 * 4 * 32
+    assert main(argv) == 2  # its own earlier output is replaced only when asked
+
+
+@pytest.mark.parametrize("extra, match", [
+    (["--residuals", "add"], "--residuals must name both"),
+    (["--val_loss_margin", "2"], "--val_loss_margin"),
+    (["--model_name_or_path", "x"], "not allowed with argument"),
+    (["--learning_rate", "-1"], "--learning_rate"),
+])
+def test_experiment_bad_input_is_one_line_and_status_2(tmp_path, capsys, extra, match) -> None:
+    argv = ["--config", _deep_micro_yaml(tmp_path), "--output_dir", str(tmp_path / "o"), *extra]
+    code = main(argv)
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1 and match in err, err
+    assert not (tmp_path / "o").exists()
+
+
+def experiment_result(gain: float = 0.1, loss_gap: float = -0.1, val_loss: float = 3.5, seeds: int = 5) -> dict:
+    """A depth.json as :func:`eval.depth.run_depth_experiment` writes it, from made-up per-seed measurements in which
+    attention recovers ``gain`` more token identity and changes the loss by ``loss_gap`` (for the report's tests)."""
+    from eval.depth import CLAIM, CLAIM_RULE, DESIGN, MARGINS, RESIDUALS, paired_table
+
+    runs: dict = {}
+    for residual in RESIDUALS:
+        on = residual == "attention"
+        runs[residual] = {}
+        for s in range(seeds):
+            wobble = 0.004 * (-1) ** s  # seed-to-seed spread of the differences
+            shares = [0.9 - 0.1 * i + (0.05 if on else 0.0) + wobble for i in range(4)]
+            rms = [0.1 * (1 + (0.1 if on else 1.0) * i) for i in range(5)]
+            runs[residual][str(s)] = {
+                "token_accuracy": 0.5 + 0.01 * s + (gain + wobble if on else 0.0), "token_chance": 0.1,
+                "embedding_share": 0.8, "block_share": shares, "earlier_share": sum(shares[:-1]) / 3,
+                "rms_growth": rms[-1] / rms[0] * (1 + wobble), "rms": rms,
+                "val_loss": val_loss + 0.01 * s + (loss_gap + wobble if on else 0.0),
+                "command": f"python train.py --seed {s}"}
+    ngram = {"unigram": math.exp(6.0), "bigram": math.exp(4.0), "trigram": math.exp(3.8), "train_tokens": 1000,
+             "eval_tokens": 100}
+    table = paired_table(runs)
+    gate = competence_gate({r: sum(x["val_loss"] for x in runs[r].values()) / seeds for r in RESIDUALS}, ngram)
+    return {"claim": CLAIM, "rule": CLAIM_RULE, "design": DESIGN, "config": "hub_configs/spen-depth8/train.yaml",
+            "model_config": "hub_configs/spen-depth8", "num_layers": 4, "hidden_size": 32,
+            "residuals": list(RESIDUALS), "reference": "add", "seeds": list(range(seeds)), "max_steps": 100,
+            "tokens": 204_800, "lr": 3e-3, "margins": dict(MARGINS), "min_seeds": MIN_SEEDS,
+            "probe": {"num_sequences": 64, "seq_len": 128, "ridge": 1e-3, "inputs": "validation blocks"},
+            "parameters": {"add": 100_000, "attention": 100_200}, "ngram": ngram, "gate": gate, "table": table,
+            **claim_verdict(table, gate), "runs": runs, "command": "python -m eval.depth --config x"}
+
+
+def test_the_made_up_experiment_comes_out_as_made() -> None:
+    met = experiment_result()
+    assert met["verdict"] == "met" and met["conclusion"] == "met" and met["gate"]["holds"] is True
+    assert met["table"]["log_rms_growth"]["verdict"] == "add higher"
+    assert experiment_result(gain=-0.1)["verdict"] == "refuted"
+    assert experiment_result(val_loss=4.5)["conclusion"] == NOT_TESTABLE
+
+
+def test_the_shipped_deep_narrow_pair_differs_only_in_the_residual() -> None:
+    import train_config
+    from modeling_spen import SPENConfig
+
+    yamls = {r: train_config.read_yaml(REPO / "hub_configs" / name / "train.yaml")
+             for r, name in (("add", "spen-depth8"), ("attention", "spen-depth8-attention"))}
+    configs = {r: json.loads((REPO / y["model_name_or_path"] / "config.json").read_text()) for r, y in yamls.items()}
+    drop = ("model_name_or_path", "output_dir")
+    assert {k: v for k, v in yamls["add"].items() if k not in drop} == \
+        {k: v for k, v in yamls["attention"].items() if k not in drop}
+    assert {r: c.pop("residual") for r, c in configs.items()} == {"add": "add", "attention": "attention"}
+    assert configs["add"] == configs["attention"] and configs["add"]["num_hidden_layers"] >= 8
+    # The parameter counts the YAMLs' comments state.
+    counts = {}
+    for r, c in configs.items():
+        fields = {k: v for k, v in c.items() if k not in ("model_type", "architectures")}
+        with torch.device("meta"):
+            model = SPENForCausalLM(SPENConfig(**fields, residual=r))
+        counts[r] = sum(p.numel() for p in model.parameters())
+    assert counts == {"add": 166_720, "attention": 167_264}

@@ -116,3 +116,26 @@ def test_probe_settings_carry_the_plans_values(tmp_path: Path) -> None:
     settings = probe_settings(Plan.load(path, seed=3))
     assert settings.task.pairs == (2, 4) and settings.recipe.lrs == (2e-3,) and settings.recipe.steps == 30
     assert settings.seed == 3
+
+
+def test_the_depth_section_is_optional_checked_and_capped(tmp_path: Path) -> None:
+    from eval.report.plan import DepthPlan
+
+    assert Plan.load(REPO / PLANS["tiny", False]).depth is None  # the default leaves it to the full plan
+    full = Plan.load(REPO / "hub_configs/report/full.yaml")
+    assert isinstance(full.depth, DepthPlan) and full.depth.seeds >= 5
+    assert (REPO / full.depth.config).is_file()
+    path = tmp_path / "plan.yaml"
+    path.write_text("name: t\ndepth:\n  seeds: 5\n  max_steps: 40\n")
+    plan = Plan.load(path)
+    assert plan.depth == DepthPlan(seeds=5, max_steps=40) and plan.depth.loss_margin == 0.02
+    capped = Plan.make(plan=path, max_steps=7)
+    assert capped.depth.max_steps == 7 and Plan.make(plan=path, max_steps=70).depth.max_steps == 40
+    for text, needle in (("depth:\n  config: nope.yaml\n", ":2: depth.config 'nope.yaml': no such train.py YAML"),
+                         ("depth:\n  seeds: 0\n", ":2: depth.seeds must be positive"),
+                         ("depth:\n  accuracy_margin: 1.5\n", ":2: depth.accuracy_margin must be a rate"),
+                         ("depth:\n  residual: add\n", ":2: depth.residual is not a field")):
+        path.write_text(text)
+        with pytest.raises(PlanError) as err:
+            Plan.load(path)
+        assert needle in str(err.value), err.value

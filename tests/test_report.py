@@ -404,3 +404,71 @@ def test_a_plan_gives_budgets_or_max_steps(tmp_path: Path) -> None:
     (tmp_path / "plan.yaml").write_text("ablation:\n  max_steps: 10\n  budgets: [5, 10]\n")
     with pytest.raises(PlanError, match="ablation.budgets and ablation.max_steps: give one"):
         Plan.load(tmp_path / "plan.yaml")
+
+
+def test_the_depth_stage_records_the_command_of_its_call(tmp_path: Path, monkeypatch) -> None:
+    import shlex
+
+    import eval.depth as depth
+    from eval.report import stages
+
+    calls: list[tuple] = []
+
+    def record(config, seeds, out_dir, **kwargs):
+        calls.append((config, seeds, out_dir, kwargs))
+        return {"conclusion": "recorded", "reason": "recorded"}
+
+    monkeypatch.setattr(depth, "run_depth_experiment", record)
+    plan = _tiny_plan(tmp_path)
+    assert plan.depth is None and stages.depth(tmp_path, plan, tmp_path / "tokenizer") is None  # not in the plan
+    (tmp_path / "depth.yaml").write_text(TINY_PLAN + "depth:\n  seeds: 5\n  max_steps: 3\n  loss_margin: 0.05\n")
+    plan = Plan.load(tmp_path / "depth.yaml", corpus=str(tmp_path / "corpus.txt"))
+    result = stages.depth(tmp_path, plan, tmp_path / "tokenizer")
+    prog, *argv = shlex.split(result["command"])[2:]
+    assert prog == "eval.depth" and depth.main(argv) == 0  # the recorded line, parsed by the tool itself
+    (config, seeds, out, kwargs), (config2, seeds2, out2, kwargs2) = calls
+    assert str(config) == str(config2) and seeds == seeds2 == 5 and str(out) == str(out2)
+    for key, value in kwargs.items():
+        assert _plain(kwargs2[key]) == _plain(value), key
+    assert kwargs["margins"]["val_loss"] == 0.05 and kwargs["max_steps"] == 3
+
+
+def test_the_escape_routes_section_shows_both_maps_with_their_verdicts(tmp_path: Path) -> None:
+    from eval.report.assemble import depth_block
+    from eval.report.claims import evaluate
+    from eval.report.render import write_index
+    from tests.test_depth import experiment_result
+
+    report = json.loads((REPO / "docs/report/report.json").read_text())
+    report["claims"] = evaluate(report)  # today's table, with the depth row
+    write_index(report, report["figures"], tmp_path / "without.md")
+    without = (tmp_path / "without.md").read_text()
+    assert "## Escape routes: selection in time and in depth" in without
+    assert "Not run in this plan" in without and "**not run**" in without
+    report["depth"] = depth_block({**experiment_result(), "folder": "x"})
+    report["claims"] = evaluate(report)
+    validate(report)
+    write_index(report, {**report["figures"], "depth": "figures/depth.png"}, tmp_path / "index.md")
+    text = (tmp_path / "index.md").read_text()
+    section = text[text.index("## Escape routes"):]
+    assert "### In time: the recall map on two axes" in section and "### In depth" in section
+    assert "| token identity at the last layer (held-out accuracy) | 52.0% | 62.1% | +10.1 [" in section
+    assert "majority token 10.0%" in section and "add 5.0x, attention 1.4x" in section
+    assert "Competence gate (the loss part): holds" in section and "![depth](figures/depth.png)" in section
+    assert "*fixed accumulation across depth dilutes; input-dependent depth selection recovers it*: **met**" in section
+    with pytest.raises(ValueError, match="depth"):
+        validate({**report, "depth": {**report["depth"], "verdict": "probably"}})
+    rows = [{**row, "verdict": "maybe"} for row in report["depth"]["table"]["block_share"]]
+    with pytest.raises(ValueError, match=r"depth\.table\.block_share\.\d\.verdict: .maybe. is not one of"):
+        validate({**report, "depth": {**report["depth"], "table": {**report["depth"]["table"], "block_share": rows}}})
+    assert "| the embedding (token vector), share recovered (R², clipped) | 80.0% | 80.0% |" in section
+    # A recall map whose models carry their two axes: one line per write rule, the models by state numbers.
+    recall = report["probes"]["recall"]
+    for name, rule, state in (("spen-linear", "fixed", 192), ("spen-linear-learned", "learned_lti", 192),
+                              ("gpt2", "attention", 12_288)):
+        recall[name] = {**recall[name], "write_rule": rule, "state_numbers": state}
+    write_index(report, report["figures"], tmp_path / "axes.md")
+    axes = (tmp_path / "axes.md").read_text()
+    assert "| fixed (EMA rates) | `spen-linear` (192): " in axes
+    assert "| attention over tokens | `gpt2` (12,288): " in axes
+    assert "input-gated diagonal |" not in axes.split("### In time")[1].split("### In depth")[0]  # no such arm

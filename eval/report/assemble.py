@@ -79,7 +79,7 @@ def headline(lm: dict[str, Any], ngram: dict[str, Any], regime: dict[str, Any]) 
 
 
 def assemble(plan: Any, structure: dict, lm: dict, ngram: dict, regime: dict, pred: dict, traces: dict,
-             probes: dict, top_command: str, seconds: float) -> dict[str, Any]:
+             probes: dict, top_command: str, seconds: float, depth: dict | None = None) -> dict[str, Any]:
     import torch
     import transformers
 
@@ -110,8 +110,25 @@ def assemble(plan: Any, structure: dict, lm: dict, ngram: dict, regime: dict, pr
         arms = plan.grammar.arms
         path = arms if os.path.isabs(arms) else os.path.join(REPO, arms)
         report["structure_conditions"] = conditions_block(read_arms(path), arms)
+    if depth is not None:
+        report["depth"] = depth_block(depth)
     report["claims"] = evaluate(report)
     return report
+
+
+DEPTH_KEYS = ("claim", "rule", "design", "config", "model_config", "num_layers", "hidden_size", "residuals",
+              "reference", "seeds", "max_steps", "tokens", "lr", "margins", "min_seeds", "probe", "parameters",
+              "ngram", "gate", "table", "verdict", "reason", "conclusion", "command")
+DEPTH_RUN_KEYS = ("token_accuracy", "token_chance", "embedding_share", "block_share", "earlier_share", "rms_growth",
+                  "val_loss", "rms", "command")
+
+
+def depth_block(result: dict[str, Any]) -> dict[str, Any]:
+    """report.json's ``depth``: eval.depth's experiment (depth.json) with, per run, the numbers the table compares
+    and the RMS against depth (not the probes' raw R^2, which the shares clip), and the command."""
+    return {**{k: result[k] for k in DEPTH_KEYS},
+            "runs": {r: {s: {k: run[k] for k in DEPTH_RUN_KEYS} for s, run in by_seed.items()}
+                     for r, by_seed in result["runs"].items()}}
 
 
 def probe_block(probes: dict[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from eval.report.plan import Plan
 from eval.report.render import figures, write_index
 
 TOOL = "ema-boundary report"  # whose output folder this is (ema_boundary.io's marker)
-STAGES = ("tokenizer", "language_model", "ngram", "ablations", "content_probes", "structure", "writing")
+STAGES = ("tokenizer", "language_model", "ngram", "ablations", "content_probes", "depth", "structure", "writing")
 ERROR_LOG = "logs/error.log"  # a failed report's traceback, inside the folder kept as OUT.failed
 
 
@@ -107,6 +107,9 @@ def _run(tmp: Path, out: Path, plan: Plan, command: str, progress: Progress) -> 
         progress.start("content probes: identity at lag, the recall map")
         probes = stages.content_probes(work, plan, _checkpoints(lm, traces))
         progress.done("content_probes")
+        progress.start("depth: residual sum vs attention residuals" if plan.depth else "depth: not in the plan")
+        depth = stages.depth(work, plan, tokenizer)
+        progress.done("depth")
         progress.start("waiting for the structure stage")
         structure_result = structure.result()
     except BaseException:
@@ -115,7 +118,7 @@ def _run(tmp: Path, out: Path, plan: Plan, command: str, progress: Progress) -> 
     progress.done("structure")
     progress.start("writing the report")
     report = assemble(plan, structure_result, lm, ngram, regime, pred, traces, probes, command,
-                      time.time() - progress.started)
+                      time.time() - progress.started, depth=depth)
     report["environment"]["stage_seconds"] = progress.seconds
     # Paths inside the report name the final folder, not the temporary one.
     report = json.loads(json.dumps(report).replace(str(tmp), str(out)))

@@ -414,6 +414,46 @@ def _escape_rule(report: Report, escape: Mapping[str, Any]) -> Outcome:
     return Outcome(verdict, ours, "equal state, no escape" if row["verdict"] == "equivalent" else "", strength)
 
 
+def _depth_gate(report: Report) -> Check:
+    """eval.depth's competence gate: both residual arms below the Kneser-Ney bigram loss on the same tokens."""
+    gate = get(report, ("depth", "gate"))
+    if not isinstance(gate, Mapping) or "holds" not in gate:
+        return Check(None, "no depth experiment in this report")
+    return Check(bool(gate["holds"]), gate.get("numbers", ""))
+
+
+DEPTH_GATE = Precondition(
+    "depth_below_bigram", "both residual arms of the depth experiment below the Kneser-Ney bigram loss on the same "
+    "tokens (for the loss part of the rule)", _depth_gate)
+
+
+def _depth_rule(report: Report, d: Mapping[str, Any]) -> Outcome:
+    """eval.depth's claim verdict (:func:`eval.depth.claim_verdict`): the residual sum against Attention Residuals,
+    paired by seed: token identity at the last layer, the measured dilution (RMS growth, earlier blocks' shares)
+    and the loss."""
+    t = d.get("table") or {}
+    if "token_accuracy" not in t:
+        return Outcome(Verdict.NOT_RUN, "the depth experiment wrote no table")
+
+    def diff(row: Mapping[str, Any], scale: float = 1.0, unit: str = "", digits: int = 1) -> str:
+        lo, hi = (x if x is not None else float("nan") for x in row["ci95"])
+        return (f"{scale * row['difference']:+.{digits}f}{unit} [{scale * lo:+.{digits}f}, {scale * hi:+.{digits}f}] "
+                f"({row['verdict']})")
+
+    acc, share, growth, loss = t["token_accuracy"], t["earlier_share"], t["log_rms_growth"], t["val_loss"]
+    chance = [r["token_chance"] for r in (d.get("runs") or {}).get("add", {}).values()]
+    ours = (f"token identity at the last layer, attention − add: {diff(acc, 100, ' points')} (add {pct(acc['add'])}, "
+            f"attention {pct(acc['attention'])}" + (f"; majority token {pct(sum(chance) / len(chance))}" if chance
+                                                    else "") + "); "
+            f"earlier blocks' share recovered {diff(share, 100, ' points')}; final-stream RMS growth add "
+            f"{math.exp(growth['add']):.1f}x, attention {math.exp(growth['attention']):.1f}x; validation loss "
+            f"{diff(loss, 1.0, ' nats', 3)}")
+    verdicts = {v.value: v for v in Verdict}
+    strength = (f"{len(acc['seeds'])} paired seeds, {d['num_layers']} blocks, {d['max_steps']} steps; "
+                f"margins ±{100 * d['margins']['token_accuracy']:g} points, ±{d['margins']['val_loss']:g} nats")
+    return Outcome(verdicts.get(d["verdict"], Verdict.NOT_RESOLVED), ours, "", strength)
+
+
 def _structure_value(row_id: str, row: Mapping[str, Any], value: Any) -> str:
     from grammar_probe.render import paper_row_value
 
@@ -519,6 +559,16 @@ CLAIMS: tuple[Claim, ...] = (
           "the same state numbers at 16 pairs (paired interval over at least 5 seeds); refuted if the bank is "
           "higher or the two are equivalent within the declared margin; otherwise not resolved",
           (CONTROL_GATE,)),
+    Claim("depth_selection_recovers", "content",
+          "fixed accumulation across depth dilutes; input-dependent depth selection recovers it",
+          _fixed("the residual sum dilutes each layer's contribution; Attention Residuals (selection over depth) "
+                 "escape it (no number reported)"),
+          ("depth",), _depth_rule,
+          "eval.depth's rule: refuted if attention residuals recover no more token identity at the last layer than "
+          "the residual sum (add higher, or equivalent within the declared margin); met if they recover more, the "
+          "sum's final stream grows more with depth and attention's loss is lower; partly met if they recover "
+          "more but the growth or the loss is not shown; otherwise not resolved (paired by seed, >= 5 seeds)",
+          (DEPTH_GATE,)),
     Claim("recall_lost", "content",
           "no reader of fixed-rate EMA traces recovers token identity (associative recall)",
           _fixed("content is lost in the traces; no predictor recovers it"), ("probes", "recall"), _recall_rule,

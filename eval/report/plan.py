@@ -147,8 +147,23 @@ class RecallPlan:
     quick: bool = False  # the probes' quick settings (identity-at-lag sizes and the recall preset)
 
 
+@dataclass(frozen=True)
+class DepthPlan:
+    """The depth-dilution experiment (``python -m eval.depth --config``): a deep narrow SPEN with the residual sum
+    and with Attention Residuals, paired by seed. Optional: a plan without a ``depth`` section does not run it."""
+
+    config: str = "hub_configs/spen-depth8/train.yaml"  # the train.py YAML of the residual-sum arm
+    seeds: int = _rule(_positive, 5)
+    max_steps: int | None = _rule(_positive)  # None: the YAML's
+    accuracy_margin: float = _rule(_rate, 0.02)  # token identity at the last layer, a fraction
+    share_margin: float = _rule(_rate, 0.02)  # the share recovered of earlier blocks' outputs, a fraction
+    loss_margin: float = _rule(_margin, 0.02)  # nats
+
+
 SECTIONS: dict[str, type] = {"grammar": GrammarPlan, "language_model": LanguageModelPlan, "ablation": AblationPlan,
                              "recall": RecallPlan}
+SECTIONS["depth"] = DepthPlan
+OPTIONAL_SECTIONS = ("depth",)  # absent from a plan: the stage does not run (Plan's field is None)
 
 
 @dataclass(frozen=True)
@@ -165,6 +180,7 @@ class Plan:
     language_model: LanguageModelPlan = field(default_factory=LanguageModelPlan)
     ablation: AblationPlan = field(default_factory=AblationPlan)
     recall: RecallPlan = field(default_factory=RecallPlan)
+    depth: DepthPlan | None = None  # None: the plan has no depth section, the stage does not run
     declared: dict[str, Any] = field(default_factory=dict)  # the YAML as read
     lines: dict[tuple[str, ...], int] = field(default_factory=dict, repr=False, compare=False)  # key path -> line
 
@@ -180,9 +196,10 @@ class Plan:
         if max_steps is None:
             return p
         cap = lambda v: max_steps if v is None else min(v, max_steps)  # noqa: E731
-        return replace(p, language_model=replace(p.language_model, max_steps=cap(p.language_model.max_steps)),
-                       ablation=replace(p.ablation, max_steps=cap(p.ablation.max_steps)),
-                       recall=replace(p.recall, steps=cap(p.recall.steps)))
+        p = replace(p, language_model=replace(p.language_model, max_steps=cap(p.language_model.max_steps)),
+                    ablation=replace(p.ablation, max_steps=cap(p.ablation.max_steps)),
+                    recall=replace(p.recall, steps=cap(p.recall.steps)))
+        return p if p.depth is None else replace(p, depth=replace(p.depth, max_steps=cap(p.depth.max_steps)))
 
     @staticmethod
     def load(path: str | Path, scale: str = "tiny", corpus: str = "embedded", seed: int = 0) -> Plan:
@@ -269,7 +286,7 @@ class _Checker:
 
     def section(self, name: str, cls: type, raw: Any) -> Any:
         if raw is None:
-            return cls()
+            return None if name in OPTIONAL_SECTIONS else cls()
         if not isinstance(raw, dict):
             raise self.error((name,), "must be a mapping of fields")
         known = {f.name: f for f in fields(cls)}
@@ -330,8 +347,11 @@ class _Checker:
             arms = getattr(ablation, axis)
             if arms is not None and REFERENCE_ARM not in arms:
                 raise self.error(("ablation", axis), f"must include the reference arm {REFERENCE_ARM!r}")
+        depth = parts.get("depth")
+        if depth is not None and not (REPO / depth.config).is_file() and not Path(depth.config).is_file():
+            raise self.error(("depth", "config"), f"{depth.config!r}: no such train.py YAML")
 
 
-__all__ = ["Plan", "PlanError", "GrammarPlan", "LanguageModelPlan", "AblationPlan", "RecallPlan", "SCALES",
+__all__ = ["Plan", "PlanError", "GrammarPlan", "LanguageModelPlan", "AblationPlan", "RecallPlan", "DepthPlan", "SCALES",
            "CORPORA", "PLANS", "REPO", "PREDICTOR_ARMS", "TRACE_ARMS", "STATE_SIZE_ARMS", "RECALL_MODELS",
            "REFERENCE_ARM"]

@@ -8,8 +8,10 @@ import statistics
 from pathlib import Path
 
 from ema_boundary.figures import pyplot, save
+from ema_boundary.format import pct
 from ema_boundary.paper import ARXIV
 from eval.probes.render import render_content_probes_figures, render_content_probes_markdown
+from eval.recall import WRITE_RULES
 from eval.report.claims import EXPERIMENTS, INVERTIBILITY, Verdict, verdict_text
 from grammar_probe.render import render_structure_figures, render_structure_markdown
 
@@ -29,6 +31,9 @@ def figures(report: dict, work: Path, fig_dir: Path) -> dict[str, str]:
         paths[name] = f"figures/{p.name}"
     _learning_curves(report["content"], fig_dir / "learning_curves.png")
     paths["learning_curves"] = "figures/learning_curves.png"
+    if (work / "depth" / "depth.png").is_file():  # the depth experiment's own figure (eval.depth)
+        shutil.copyfile(work / "depth" / "depth.png", fig_dir / "depth.png")
+        paths["depth"] = "figures/depth.png"
     return paths
 
 
@@ -197,6 +202,102 @@ def budget_table(a: dict) -> list[str]:
     return lines
 
 
+def _claim_row(report: dict, claim_id: str) -> dict | None:
+    return next((r for r in report["claims"] if r["id"] == claim_id), None)
+
+
+def _verdict_line(row: dict | None) -> str:
+    """The claim row's verdict with what it read and its precondition, for a section's end."""
+    if row is None:
+        return "The claims table of this report has no row for it."
+    line = f"Claim row *{row['sentence']}*: **{verdict_text(row)}** ({row['ours']})"
+    return line + (f". Precondition: {_preconditions(row)}." if row["preconditions"] else ".")
+
+
+def _signed(row: dict, scale: float = 1.0, digits: int = 3) -> str:
+    lo, hi = (x if x is not None else math.nan for x in row["ci95"])
+    return f"{scale * row['difference']:+.{digits}f} [{scale * lo:+.{digits}f}, {scale * hi:+.{digits}f}]"
+
+
+def _depth_table(d: dict) -> list[str]:
+    t, runs = d["table"], d["runs"]
+    chance = statistics.fmean(r["token_chance"] for r in runs["add"].values())
+    growth = {r: statistics.fmean(math.log(x["rms_growth"]) for x in runs[r].values()) for r in ("add", "attention")}
+    rows = [("token identity at the last layer (held-out accuracy)", t["token_accuracy"], 100, 1, "%",
+             f"majority token {100 * chance:.1f}%, ceiling 100%"),
+            *([("the embedding (token vector), share recovered (R², clipped)", t["embedding_share"], 100, 1, "%",
+                "ceiling 100%")] if "embedding_share" in t else []),
+            ("earlier blocks' outputs, share recovered (mean R², clipped to [0, 1])", t["earlier_share"], 100, 1, "%",
+             "ceiling 100%"),
+            *[(f"block {i}'s output, share recovered", row, 100, 1, "%", "") for i, row in enumerate(t["block_share"])],
+            ("final-stream RMS over the embedding's (log; the measured growth)", t["log_rms_growth"], 1, 2, "",
+             f"add {math.exp(growth['add']):.1f}x, attention {math.exp(growth['attention']):.1f}x"),
+            ("validation loss (nats)", t["val_loss"], 1, 3, "",
+             f"Kneser-Ney bigram {d['gate']['bigram_loss']:.3f}, unigram {math.log(d['ngram']['unigram']):.3f}")]
+    lines = ["| quantity | add (residual sum) | attention (selection) | attention − add [95% interval] | verdict | "
+             "beside it |", "|---|---:|---:|---|---|---|"]
+    for label, row, scale, digits, unit, beside in rows:
+        lines.append(f"| {label} | {scale * row['add']:.{digits}f}{unit} | {scale * row['attention']:.{digits}f}{unit} "
+                     f"| {_signed(row, scale, digits)} | {row['verdict']} | {beside} |")
+    return lines
+
+
+def escape_routes_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
+    """The paper's escape routes, both maps beside their claim rows: in time, the recall map on its two axes (write
+    rule x state numbers per layer; the selective state against a bank of fixed rates with equal state); in depth,
+    the residual sum against Attention Residuals (eval.depth, report.json's ``depth``)."""
+    lines = ["## Escape routes: selection in time and in depth", "",
+             "The paper's general principle: accumulation with fixed coefficients dilutes information irreversibly, "
+             "along time (a fixed-rate trace) and along depth (the residual sum), and only learned, input-dependent "
+             "selection escapes it: gates as in Mamba and attention over tokens in time, Attention Residuals in "
+             "depth. Each route is one map and one claim row.", "",
+             "### In time: the recall map on two axes", ""]
+    recall = (report.get("probes") or {}).get("recall") or {}
+    described = {n: r for n, r in recall.items() if r.get("write_rule")}
+    if described:
+        at = max(int(n) for r in described.values() for n in r["accuracy"])
+        lines += [f"Accuracy at {at} pairs by write rule and decoding-state numbers per layer (the recall map above; "
+                  "copying a context value scores " + f"{100 / at:.1f}%).", "",
+                  "| write rule | models (state numbers per layer): accuracy |", "|---|---|"]
+        for rule, label in WRITE_RULES.items():
+            arms = sorted(((n, r) for n, r in described.items() if r["write_rule"] == rule),
+                          key=lambda x: x[1].get("state_numbers") or 0)
+            if arms:
+                cells = "; ".join(f"`{n}` ({r['state_numbers']:,}): {pct(r['accuracy'].get(str(at), math.nan))}"
+                                  if r.get("state_numbers") else f"`{n}`: {pct(r['accuracy'].get(str(at), math.nan))}"
+                                  for n, r in arms)
+                lines.append(f"| {label} | {cells} |")
+    else:
+        lines.append("This run's recall map does not describe its models by write rule and state numbers (a map "
+                     "from before the two axes).")
+    lines += ["", _verdict_line(_claim_row(report, "selection_escapes_recall"))]
+    if "recall_state" in figure_paths:
+        lines += ["", f"![recall on two axes]({figure_paths['recall_state']})"]
+    lines += ["", "### In depth: the residual sum against Attention Residuals", ""]
+    d = report.get("depth")
+    if not d:
+        return lines + ["Not run in this plan: the plan has no `depth` section (`python -m eval.depth --config "
+                        "hub_configs/spen-depth8/train.yaml` runs it alone).", "",
+                        _verdict_line(_claim_row(report, "depth_selection_recovers"))]
+    lines += [f"A deep narrow SPEN, {d['num_layers']} blocks of width {d['hidden_size']} ({d['parameters']['add']:,} "
+              f"parameters with the residual sum, {d['parameters']['attention']:,} with Attention Residuals), "
+              f"{d['max_steps']} steps ({d['tokens']:,} tokens), lr {d['lr']:g}, seeds "
+              f"{', '.join(map(str, d['seeds']))}: {d['design']}. Each model is probed on "
+              f"{d['probe']['num_sequences']} held-out blocks of {d['probe']['seq_len']} tokens: a ridge probe "
+              "from the final stream (before the final LayerNorm) to the token at each position and to what each "
+              "block wrote. Differences are paired by seed with 95% t intervals (clipped to [−1, 1] for fractions); "
+              f"margins declared before the run: ±{100 * d['margins']['token_accuracy']:g} points of accuracy, "
+              f"±{100 * d['margins']['earlier_share']:g} points of share, ±{d['margins']['val_loss']:g} nats.", "",
+              *_depth_table(d), "",
+              f"Competence gate (the loss part): {'holds' if d['gate']['holds'] else '**fails**'} "
+              f"({d['gate']['numbers']}). The rule's outcome: **{d['verdict']}** ({d['reason']}); behind the gate: "
+              f"**{d['conclusion']}**.", "", f"Rule: {d['rule']}.", "",
+              _verdict_line(_claim_row(report, "depth_selection_recovers"))]
+    if "depth" in figure_paths:
+        lines += ["", f"![depth]({figure_paths['depth']})"]
+    return lines
+
+
 def structure_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
     """The structure side: grammar_probe's own rendering of its results, then its figures."""
     lines = render_structure_markdown(report["structure"]).splitlines()
@@ -291,6 +392,8 @@ def write_index(report: dict, figure_paths: dict[str, str], path: Path) -> None:
         *structure_section(report, figure_paths),
         "",
         *content_section(report, figure_paths),
+        "",
+        *escape_routes_section(report, figure_paths),
         "", "## Reproduce", "", "```", report["command"], "```", "",
         "Each stage alone: see the `command` entries in `report.json`.", "",
     ]

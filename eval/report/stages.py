@@ -324,3 +324,34 @@ def regime(lm: dict[str, Any], ngram: dict[str, Any]) -> dict[str, Any]:
                   "epochs": a["train_tokens"] / split if split else None, "val_tokens": ngram["val_tokens"],
                   "steps": a["steps"], "lr": a["lr"], "seeds": len(a["runs"])}
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Depth: fixed accumulation (the residual sum) against selection in depth (Attention Residuals)
+# ---------------------------------------------------------------------------------------------
+
+DEPTH = ("python", "-m", "eval.depth")
+
+
+def depth(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any] | None:
+    """The depth-dilution experiment of the plan's ``depth`` section (:func:`eval.depth.run_depth_experiment`):
+    the deep narrow SPEN with ``residual="add"`` and ``"attention"``, paired by seed, on the report's data and
+    tokenizer; None when the plan has no depth section. The result carries the command line that reproduces it
+    (``python -m eval.depth --config``)."""
+    from eval.depth import run_depth_experiment
+    from eval.report.plan import REPO
+
+    d = plan.depth
+    if d is None:
+        return None
+    config = Path(d.config) if Path(d.config).is_absolute() else REPO / d.config
+    out = work / "depth"
+    margins = {"token_accuracy": d.accuracy_margin, "earlier_share": d.share_margin, "val_loss": d.loss_margin}
+    result = run_depth_experiment(config, d.seeds, out, max_steps=d.max_steps, data=plan.data, tokenizer=tokenizer,
+                                  workers=plan.workers, margins=margins)
+    result["command"] = command_line(DEPTH, {
+        "--config": config, "--seeds": d.seeds, "--max_steps": d.max_steps, "--data": plan.data,
+        "--tokenizer": tokenizer, "--workers": plan.workers, "--token_accuracy_margin": d.accuracy_margin,
+        "--earlier_share_margin": d.share_margin, "--val_loss_margin": d.loss_margin, "--output_dir": out})
+    result["folder"] = str(out)
+    return result
