@@ -153,6 +153,7 @@ class ScalePlan:
     vocab_size: int = 1024
     test_every: int = 3  # of the non-validation documents every N-th is test (scores every seed); 0: none
     test_blocks: int | None = None  # test blocks scored (None: all of the split)
+    ngram_tokens: int | None = None  # the most training tokens the Kneser-Ney counts read (None: what a run read)
     seed: int = 0  # the first seed; a size's seeds are seed, seed + 1, ...
     workers: int = 2  # train.py runs at a time, one torch thread each
     schedule: Schedule = field(default_factory=Schedule)
@@ -200,7 +201,7 @@ class _LadderChecker(_Checker):
     """The report plan's checks (types, ranges, one line with the YAML line) applied to a ladder."""
 
     TOP: typing.ClassVar[tuple[str, ...]] = ("name", "corpus", "tokenizer", "vocab_size", "test_every", "test_blocks",
-                                             "seed", "workers", "schedule", "sizes")
+                                             "ngram_tokens", "seed", "workers", "schedule", "sizes")
 
     def plan(self, raw: Any) -> ScalePlan:
         raw = raw or {}
@@ -211,9 +212,9 @@ class _LadderChecker(_Checker):
                 raise self.error((key,), f"is not a field (fields: {', '.join(self.TOP)})")
         hints = typing.get_type_hints(ScalePlan)
         checks = {"vocab_size": _positive, "test_every": _non_negative, "test_blocks": _positive,
-                  "seed": _non_negative, "workers": _positive}
+                  "ngram_tokens": _positive, "seed": _non_negative, "workers": _positive}
         values: dict[str, Any] = {}
-        for key in ("name", "corpus", "tokenizer", "vocab_size", "test_every", "test_blocks", "seed", "workers"):
+        for key in self.TOP[:-2]:
             if key in raw:
                 values[key] = self.value((key,), hints[key], raw[key], checks.get(key))
         values.setdefault("name", self.path.stem)
@@ -248,7 +249,7 @@ class _LadderChecker(_Checker):
         names = [s.name for s in plan.sizes]
         previous = 0
         for i, size in enumerate(plan.sizes):
-            if names.count(size.name) > 1:
+            if size.name in names[:i]:
                 raise self.error(("sizes", str(i), "name"), f"{size.name!r} names two sizes")
             counts = plan.counts(size)
             spen, gpt2 = counts["spen"]["non_embedding"], counts["gpt2"]["non_embedding"]
@@ -478,6 +479,7 @@ def _ngram_lines(plan: ScalePlan, tok: Any, split: str, test_every: int) -> Any:
     s, cache = plan.schedule, {}
 
     def lines(train_tokens: int) -> dict[str, Any]:
+        train_tokens = min(train_tokens, plan.ngram_tokens or train_tokens)
         full = cache.get("all")
         if full is not None and full["train_split_tokens"] is not None and train_tokens >= full["train_split_tokens"]:
             return full
@@ -587,7 +589,7 @@ def render_index(report: dict[str, Any]) -> str:
             grid = ", ".join(f"{lr}: {v:.4f}" for lr, v in a["lr_grid"].items())
             ci = "" if loss["ci95"] is None else f" [{f(loss['ci95'][0])}, {f(loss['ci95'][1])}]"
             lines.append(f"| {s['name']} | {a['label']} | {p['total']:,} / {p['non_embedding']:,} | "
-                         f"{s['train_tokens']:,} | {t['total']:.1f} / {t['non_embedding']:.1f} | {grid} | {a['lr']:g}"
+                         f"{s['train_tokens']:,} | {t['total']:.3g} / {t['non_embedding']:.3g} | {grid} | {a['lr']:g}"
                          f"{'' if a['lr_interior'] else ' (edge)'} | {loss['n']} | {f(loss['mean'])}{ci} | "
                          f"{f(s['bigram_loss'])} | {'yes' if a['below_bigram'] else 'no'} |")
     lines += ["", "| size | non-embedding parameters | SPEN - GPT-2 (nats) | 95% interval | seeds | reading |",
@@ -617,15 +619,15 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--plan", metavar="YAML", default=PLAN,
                         help="the ladder (hub_configs/report/scale.yaml: two CPU cores; scale-gpu.yaml: one GPU)")
     add_output_dir(parser, "the ladder's folder (report.json, index.md, gap.png, work/); an earlier ladder is "
-                           "replaced only with --overwrite_output_dir", required=False, default="outputs/scale")
+                           "replaced only with --overwrite_output_dir", aliases=(), required=False,
+                   default="outputs/scale")
     parser.add_argument("--max_steps", "--max-steps", dest="max_steps", type=positive_int,
                         help="cap on every run's optimizer steps (a smoke test)")
 
 
-def run(parser: Any, args: Any, argv: list[str] | None = None) -> int:
+def run(parser: Any, args: Any, command: str) -> int:
     """Check the plan and the output folder (exit 2, one line, nothing written), then run the ladder into its
-    folder (exit 1 on a failed stage, the partial folder kept with its logs)."""
-    import shlex
+    folder (exit 1 on a failed stage, the partial folder kept with its logs). ``command`` is recorded."""
     import sys
     import traceback
 
@@ -637,7 +639,6 @@ def run(parser: Any, args: Any, argv: list[str] | None = None) -> int:
         check_output_dir(args.output_dir, tool=TOOL, overwrite=args.overwrite_output_dir)
     except (PlanError, OutputError) as e:
         parser.error(f"--output_dir {e}" if isinstance(e, OutputError) else str(e))
-    command = shlex.join([parser.prog, *(argv if argv is not None else sys.argv[1:])])
     try:
         with atomic_dir(args.output_dir, tool=TOOL, overwrite=args.overwrite_output_dir, keep_on_error=True) as tmp:
             try:
@@ -662,13 +663,16 @@ def run(parser: Any, args: Any, argv: list[str] | None = None) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    import shlex
+    import sys
+
     from ema_boundary.cli import UsageParser
 
     parser = UsageParser(prog=PROG, description=__doc__.split("\n\n")[0])
     add_arguments(parser)
     try:
         args = parser.parse_args(argv)
-        return run(parser, args, argv)
+        return run(parser, args, shlex.join([PROG, *(argv if argv is not None else sys.argv[1:])]))
     except SystemExit as e:  # a usage error (printed in one line) or --help
         return int(e.code or 0)
 
@@ -678,6 +682,4 @@ __all__ = ["ScalePlan", "Schedule", "Size", "fair_pair", "gpt2_inner", "load_pla
 
 
 if __name__ == "__main__":
-    import sys
-
-    sys.exit(main())
+    raise SystemExit(main())
