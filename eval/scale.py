@@ -343,10 +343,12 @@ def mean_loss(folder: Path, blocks: Any, batch_size: int = 32) -> float:
     validation loss (:func:`train.lm_loss`) on other blocks."""
     import torch
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging
 
     import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
     from train import lm_loss
 
+    logging.disable_progress_bar()  # one load per seed: the ladder's progress lines say what is scored
     device = "cuda" if torch.cuda.is_available() else "cpu"
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).to(device).eval()
     total = 0.0
@@ -571,6 +573,13 @@ def render_figure(report: dict[str, Any], path: Path | str) -> None:
     save(fig, path)
 
 
+def _edge(arch: dict[str, Any]) -> str:
+    """Beside a chosen rate: whether it is an edge of its grid (where a better rate may lie outside)."""
+    if len(arch["lr_grid"]) == 1:
+        return " (one rate)"
+    return "" if arch["lr_interior"] else " (edge)"
+
+
 def render_index(report: dict[str, Any]) -> str:
     """The markdown summary: one row per size and architecture, the gap per size, what was scored and the time."""
     def f(v: float | None, digits: int = 4) -> str:
@@ -590,7 +599,7 @@ def render_index(report: dict[str, Any]) -> str:
             ci = "" if loss["ci95"] is None else f" [{f(loss['ci95'][0])}, {f(loss['ci95'][1])}]"
             lines.append(f"| {s['name']} | {a['label']} | {p['total']:,} / {p['non_embedding']:,} | "
                          f"{s['train_tokens']:,} | {t['total']:.3g} / {t['non_embedding']:.3g} | {grid} | {a['lr']:g}"
-                         f"{'' if a['lr_interior'] else ' (edge)'} | {loss['n']} | {f(loss['mean'])}{ci} | "
+                         f"{_edge(a)} | {loss['n']} | {f(loss['mean'])}{ci} | "
                          f"{f(s['bigram_loss'])} | {'yes' if a['below_bigram'] else 'no'} |")
     lines += ["", "| size | non-embedding parameters | SPEN - GPT-2 (nats) | 95% interval | seeds | reading |",
               "|---|---|---|---|---|---|"]
