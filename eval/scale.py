@@ -456,12 +456,23 @@ def run_ladder(plan: ScalePlan, work: Path, progress: Any = print) -> dict[str, 
     return {
         "tool": TOOL, "plan": {"path": plan.path, "declared": plan.declared}, "scored_on": split,
         "scored_on_note": _split_note(plan, split), "eval_tokens": int(blocks.shape[0] * (blocks.shape[1] - 1)),
+        "eval_documents": _documents(plan, split, test_every),
         "corpus": plan.corpus, "tokenizer": plan.tokenizer or f"byte-level BPE of {plan.vocab_size} tokens "
                                                               "trained on the training split",
         "sizes": sizes, "paper": paper_point(),
         "seconds": {"train": trained - started, "total": time.perf_counter() - started,
                     "cpu": sum(u.ru_utime + u.ru_stime for u in usage)},
     }
+
+
+def _documents(plan: ScalePlan, split: str, test_every: int) -> int | None:
+    """How many documents the scored blocks come from: the whole split's, when every block of a finite corpus is
+    scored (None otherwise: a streamed corpus, or the first ``test_blocks`` of the split)."""
+    from ema_boundary import corpus
+
+    if plan.corpus == "c4" or plan.test_blocks is not None:
+        return None
+    return sum(1 for _ in corpus.documents(plan.data, split, plan.schedule.val_every, test_every))
 
 
 def _split_note(plan: ScalePlan, split: str) -> str:
@@ -585,8 +596,11 @@ def render_index(report: dict[str, Any]) -> str:
     def f(v: float | None, digits: int = 4) -> str:
         return "-" if v is None else f"{v:.{digits}f}"
 
+    n_docs = report["eval_documents"]
+    documents = "" if n_docs is None else f" from {n_docs:,} documents"
     lines = [f"# The scale ladder: SPEN vs the GPT-2 architecture ({report['plan']['path']})", "",
-             f"Scored on: {report['scored_on_note']} ({report['eval_tokens']:,} tokens). Corpus: {report['corpus']}; "
+             f"Scored on: {report['scored_on_note']} ({report['eval_tokens']:,} tokens{documents}). "
+             f"Corpus: {report['corpus']}; "
              f"tokenizer: {report['tokenizer']}. Both architectures at each size by the fair recipe (init "
              "1/sqrt(width), positions = block size, heads of 16, matched non-embedding parameters).", "",
              "| size | architecture | total / non-embedding parameters | tokens | tokens per parameter (total / "

@@ -13,6 +13,7 @@ import pytest
 import torch
 import yaml
 
+from ema_boundary.corpus import split_of
 from ema_boundary.io import MARKER
 from eval.report.plan import PlanError
 from eval.scale import (
@@ -149,7 +150,7 @@ def _tiny_plan(tmp_path: Path) -> Path:
     docs = [" ".join(rng.choice(words) for _ in range(rng.randint(40, 90))) + "." for _ in range(60)]
     (tmp_path / "corpus.txt").write_text("\n\n".join(docs) + "\n")
     plan = {"name": "tiny", "corpus": str(tmp_path / "corpus.txt"), "vocab_size": 1024, "test_every": 3,
-            "test_blocks": 4, "workers": 1,
+            "test_blocks": None, "workers": 1,
             "schedule": {"block_size": 16, "batch_size": 4, "warmup_steps": 1, "eval_blocks": 2, "evaluations": 1},
             "sizes": [_size("w16", 16, max_steps=3, lr_grid=[1e-2, 3e-2]),
                       _size("w32", 32, max_steps=4, lr_grid=[3e-2], seeds=2)]}
@@ -165,6 +166,8 @@ def test_a_tiny_ladder_runs_end_to_end(tmp_path, capsys):
     report = json.loads((out / "report.json").read_text())
     assert (out / "gap.png").read_bytes()[:4] == b"\x89PNG" and (out / MARKER).is_file()
     assert report["scored_on"] == ("test" if train_has_test_split() else "validation")
+    held_out = 3 if report["scored_on"] == "test" else 0  # the plan's test_every, when train.py keeps it out
+    assert report["eval_documents"] == sum(split_of(i, 10, held_out) == report["scored_on"] for i in range(60))
     plan = load_plan(plan_path)
     assert [s["name"] for s in report["sizes"]] == ["w16", "w32"]
     for size, declared in zip(report["sizes"], plan.sizes, strict=True):
