@@ -314,8 +314,10 @@ def write_configs(plan: ScalePlan, size: Size, folder: Path, tokenizer: Path) ->
             "eval_blocks": s.eval_blocks, "save_every": size.max_steps, "keep_checkpoints": 1,
             "val_every": s.val_every, "seed": plan.seed,
         }
-        if scored_split(plan) == "test":
+        if scored_split(plan) == "test":  # train.py holds the test documents out and scores its final model
             train["test_every"] = plan.test_every
+            if plan.test_blocks is not None:
+                train["max_test_samples"] = plan.test_blocks
         (model / "train.yaml").write_text(f"# {ARCHITECTURES[arch]} at size {size.name} of {plan.path} (eval.scale)\n"
                                           + yaml.safe_dump(train, sort_keys=False))
         out[arch] = model / "train.yaml"
@@ -370,12 +372,10 @@ def run_ladder(plan: ScalePlan, work: Path, progress: Any = print) -> dict[str, 
 
     from transformers import AutoTokenizer
 
-    from ema_boundary import corpus
     from eval.runs import Run, param_count, read_metrics, train_runs
 
     started = time.perf_counter()
     split = scored_split(plan)
-    s = plan.schedule
     tokenizer = build_tokenizer(plan, work / "tokenizer")
     yamls = {size.name: write_configs(plan, size, work / "configs" / size.name, tokenizer) for size in plan.sizes}
 
@@ -401,17 +401,9 @@ def run_ladder(plan: ScalePlan, work: Path, progress: Any = print) -> dict[str, 
 
     tok = AutoTokenizer.from_pretrained(tokenizer)
     test_every = plan.test_every if split == "test" else 0
-    try:
-        if split == "test":
-            blocks = corpus.test_blocks(plan.data, s.val_every, tok, s.block_size, plan.test_blocks, test_every)
-        else:
-            blocks = corpus.validation_blocks(plan.data, s.val_every, tok, s.block_size, plan.test_blocks)
-    except corpus.DataError as e:
-        from ema_boundary.cli import UsageError
-
-        raise UsageError(f"{plan.path}: {e}") from None
-    progress(f"{PROG}: scoring every seed on {blocks.shape[0]:,} {split} blocks; Kneser-Ney n-grams on the same tokens")
+    score = _scorer(plan, split, tok)
     ngram = _ngram_lines(plan, tok, split, test_every)
+    progress(f"{PROG}: every seed scored on the {split} blocks; Kneser-Ney n-grams on the same tokens")
 
     sizes = []
     for size in plan.sizes:
@@ -427,9 +419,14 @@ def run_ladder(plan: ScalePlan, work: Path, progress: Any = print) -> dict[str, 
             if stored != counts[arch]["total"]:
                 raise AssertionError(f"{size.name}/{arch}: the checkpoint has {stored:,} parameters, the formula "
                                      f"{counts[arch]['total']:,}")
-            per_seed = {str(seed): {"loss": mean_loss(r.output_dir / "final", blocks),
-                                    "val_loss": read_metrics(r.output_dir / "metrics.jsonl")["val_loss"][-1],
-                                    "command": r.command} for seed, r in runs.items()}
+            per_seed = {}
+            for seed, r in runs.items():
+                loss, scored = score(r)
+                if scored != reference["eval_tokens"]:  # the bigram gate compares the same tokens, or nothing
+                    raise AssertionError(f"{r.name}: scored on {scored:,} tokens, the n-gram lines on "
+                                         f"{reference['eval_tokens']:,}")
+                per_seed[str(seed)] = {"loss": loss, "command": r.command,
+                                       "val_loss": read_metrics(r.output_dir / "metrics.jsonl")["val_loss"][-1]}
             losses = [x["loss"] for x in per_seed.values()]
             archs[arch] = {
                 "label": ARCHITECTURES[arch], "parameters": counts[arch],
@@ -455,7 +452,7 @@ def run_ladder(plan: ScalePlan, work: Path, progress: Any = print) -> dict[str, 
     usage = [resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
     return {
         "tool": TOOL, "plan": {"path": plan.path, "declared": plan.declared}, "scored_on": split,
-        "scored_on_note": _split_note(plan, split), "eval_tokens": int(blocks.shape[0] * (blocks.shape[1] - 1)),
+        "scored_on_note": _split_note(plan, split), "eval_tokens": sizes[0]["ngram"]["eval_tokens"],
         "eval_documents": _documents(plan, split, test_every),
         "corpus": plan.corpus, "tokenizer": plan.tokenizer or f"byte-level BPE of {plan.vocab_size} tokens "
                                                               "trained on the training split",
@@ -463,6 +460,33 @@ def run_ladder(plan: ScalePlan, work: Path, progress: Any = print) -> dict[str, 
         "seconds": {"train": trained - started, "total": time.perf_counter() - started,
                     "cpu": sum(u.ru_utime + u.ru_stime for u in usage)},
     }
+
+
+def _scorer(plan: ScalePlan, split: str, tok: Any) -> Any:
+    """``score(run) -> (loss, tokens scored)``: a finished run's loss on the scored blocks. On the test split,
+    train.py's own score of its final model (``test_loss`` on the ``max_test_samples`` first test blocks); on the
+    validation split (a train.py without a test split), :func:`mean_loss` of the final checkpoint on the same
+    validation blocks for every run."""
+    from ema_boundary import corpus
+    from ema_boundary.cli import UsageError
+
+    if split == "test":
+        from eval.runs import read_test  # with train.py's test split (test_every), eval.runs reads its score
+
+        def from_train(run: Any) -> tuple[float, int]:
+            found = read_test(run.output_dir / "metrics.jsonl")
+            if found is None:
+                raise AssertionError(f"no test_loss in {run.output_dir / 'metrics.jsonl'} ({run.command})")
+            return found["test_loss"], found["test_tokens"]
+
+        return from_train
+    s = plan.schedule
+    try:
+        blocks = corpus.validation_blocks(plan.data, s.val_every, tok, s.block_size, plan.test_blocks)
+    except corpus.DataError as e:
+        raise UsageError(f"{plan.path}: {e}") from None
+    targets = blocks.shape[0] * (blocks.shape[1] - 1)
+    return lambda run: (mean_loss(run.output_dir / "final", blocks), targets)
 
 
 def _documents(plan: ScalePlan, split: str, test_every: int) -> int | None:
