@@ -501,8 +501,8 @@ def _documents(plan: ScalePlan, split: str, test_every: int) -> int | None:
 
 def _split_note(plan: ScalePlan, split: str) -> str:
     if split == "test":
-        return (f"every seed scored on the test split (every {plan.test_every}-th non-validation document): "
-                "documents that neither trained a model nor chose a rate")
+        return (f"every seed scored on the test split (one in {plan.test_every} of the documents that are not "
+                "validation): documents that neither trained a model nor chose a rate")
     why = "the plan holds out no test documents" if not plan.test_every else "this train.py has no test_every setting"
     return (f"{why}: every seed scored on the validation split, whose first {plan.schedule.eval_blocks} blocks "
             "also chose the rate")
