@@ -156,6 +156,13 @@ class ScalePlan:
     ngram_tokens: int | None = None  # the most training tokens the Kneser-Ney counts read (None: what a run read)
     seed: int = 0  # the first seed; a size's seeds are seed, seed + 1, ...
     workers: int = 2  # train.py runs at a time, one torch thread each
+    # A rate chosen at an edge of the rates tried is not yet a choice: with extend_grid the next rate beyond that
+    # edge trains (the first seed) and the choice is made again, until it is interior or max_extensions rates were
+    # added for that size and architecture. The next rate is the edge times extend_factor (above) or divided by it
+    # (below); unset, the grid's own ratio at that edge.
+    extend_grid: bool = False
+    extend_factor: float | None = None
+    max_extensions: int = 2
     schedule: Schedule = field(default_factory=Schedule)
     sizes: tuple[Size, ...] = ()
     declared: dict[str, Any] = field(default_factory=dict)  # the YAML as read
@@ -192,6 +199,19 @@ class ScalePlan:
         return {a: parameter_counts(a, size.width, size.layers, self.vocab_size, self.schedule.block_size)
                 for a in ARCHITECTURES}
 
+    def next_rate(self, losses: dict[float, float], added: int) -> float | None:
+        """The rate to try beyond the edge where the best of ``losses`` (rate -> validation loss) lies; None when
+        the best is interior, the plan extends no grid, ``max_extensions`` were added, or the next rate is not
+        below 1."""
+        rates = sorted(losses)
+        best = min(rates, key=losses.__getitem__)
+        if not self.extend_grid or added >= self.max_extensions or len(rates) < 2 or rates[0] < best < rates[-1]:
+            return None
+        up = best == rates[-1]
+        factor = self.extend_factor or (rates[-1] / rates[-2] if up else rates[1] / rates[0])
+        rate = float(f"{best * factor if up else best / factor:.6g}")
+        return rate if rate < 1 else None
+
     def tokens(self, size: Size) -> int:
         """Training tokens of every run of ``size``."""
         return size.max_steps * self.schedule.batch_size * self.schedule.block_size
@@ -201,7 +221,8 @@ class _LadderChecker(_Checker):
     """The report plan's checks (types, ranges, one line with the YAML line) applied to a ladder."""
 
     TOP: typing.ClassVar[tuple[str, ...]] = ("name", "corpus", "tokenizer", "vocab_size", "test_every", "test_blocks",
-                                             "ngram_tokens", "seed", "workers", "schedule", "sizes")
+                                             "ngram_tokens", "seed", "workers", "extend_grid", "extend_factor",
+                                             "max_extensions", "schedule", "sizes")
 
     def plan(self, raw: Any) -> ScalePlan:
         raw = raw or {}
@@ -212,7 +233,8 @@ class _LadderChecker(_Checker):
                 raise self.error((key,), f"is not a field (fields: {', '.join(self.TOP)})")
         hints = typing.get_type_hints(ScalePlan)
         checks = {"vocab_size": _positive, "test_every": _non_negative, "test_blocks": _positive,
-                  "ngram_tokens": _positive, "seed": _non_negative, "workers": _positive}
+                  "ngram_tokens": _positive, "seed": _non_negative, "workers": _positive, "max_extensions": _positive,
+                  "extend_factor": lambda v: None if v > 1 else "must be a factor above 1"}
         values: dict[str, Any] = {}
         for key in self.TOP[:-2]:
             if key in raw:
@@ -260,6 +282,9 @@ class _LadderChecker(_Checker):
                 raise self.error(("sizes", str(i)), f"must be larger than the size before it "
                                  f"({spen:,} non-embedding parameters, the one before {previous:,})")
             previous = spen
+            if plan.extend_grid and len(size.lr_grid) < 2:
+                raise self.error(("sizes", str(i), "lr_grid"), "has one rate: extend_grid needs two or more (an "
+                                 "edge of one rate points both ways)")
 
 
 def load_plan(path: str | Path, max_steps: int | None = None) -> ScalePlan:
@@ -389,9 +414,25 @@ def run_ladder(plan: ScalePlan, work: Path, progress: Any = print) -> dict[str, 
             for size in plan.sizes for arch in ARCHITECTURES for lr in size.lr_grid}
     progress(f"{PROG}: {len(plan.sizes)} sizes, {len(grid)} rate-grid runs ({plan.workers} at a time); logs in {logs}")
     train_runs(list(grid.values()), logs, plan.workers, desc="rate grid")
-    val = {key: read_metrics(r.output_dir / "metrics.jsonl")["val_loss"][-1] for key, r in grid.items()}
-    chosen = {(size.name, arch): min(size.lr_grid, key=lambda lr, k=(size.name, arch): val[(*k, lr)])
-              for size in plan.sizes for arch in ARCHITECTURES}
+    tried: dict[tuple[str, str], dict[float, float]] = {(size.name, arch): {} for size in plan.sizes
+                                                        for arch in ARCHITECTURES}
+    for (name, arch, lr), r in grid.items():
+        tried[name, arch][lr] = read_metrics(r.output_dir / "metrics.jsonl")["val_loss"][-1]
+    sizes_by_name = {size.name: size for size in plan.sizes}
+    for round_ in range(1, plan.max_extensions + 1):  # the plan's rule: beyond an edge until the choice is interior
+        beyond = {key: plan.next_rate(losses, len(losses) - len(sizes_by_name[key[0]].lr_grid))
+                  for key, losses in tried.items()}
+        extension = {(*key, lr): run(sizes_by_name[key[0]], key[1], lr, plan.seed)
+                     for key, lr in beyond.items() if lr is not None}
+        if not extension:
+            break
+        progress(f"{PROG}: {len(extension)} rate(s) chosen at an edge of the grid: trying "
+                 f"{', '.join(f'{n}/{a} {lr:g}' for n, a, lr in extension)} (extension {round_})")
+        train_runs(list(extension.values()), logs, plan.workers, desc=f"grid extension {round_}")
+        for (name, arch, lr), r in extension.items():
+            tried[name, arch][lr] = read_metrics(r.output_dir / "metrics.jsonl")["val_loss"][-1]
+        grid |= extension
+    chosen = {key: min(losses, key=losses.__getitem__) for key, losses in tried.items()}
     more = {(size.name, arch, seed): run(size, arch, chosen[size.name, arch], seed)
             for size in plan.sizes for arch in ARCHITECTURES for seed in plan.seeds(size)[1:]}
     progress(f"{PROG}: rates chosen on validation ({time.perf_counter() - started:.0f} s); {len(more)} more seeds")
@@ -412,7 +453,7 @@ def run_ladder(plan: ScalePlan, work: Path, progress: Any = print) -> dict[str, 
         bigram = math.log(reference["bigram"])
         archs: dict[str, Any] = {}
         for arch in ARCHITECTURES:
-            lr = chosen[size.name, arch]
+            lr, rates = chosen[size.name, arch], tried[size.name, arch]
             runs = {seed: grid[size.name, arch, lr] if seed == plan.seed else more[size.name, arch, seed]
                     for seed in plan.seeds(size)}
             stored = param_count(runs[plan.seed].output_dir / "final")
@@ -432,8 +473,9 @@ def run_ladder(plan: ScalePlan, work: Path, progress: Any = print) -> dict[str, 
                 "label": ARCHITECTURES[arch], "parameters": counts[arch],
                 "tokens_per_parameter": {"total": tokens / counts[arch]["total"],
                                          "non_embedding": tokens / counts[arch]["non_embedding"]},
-                "lr_grid": {f"{lr_:g}": val[size.name, arch, lr_] for lr_ in size.lr_grid},
-                "lr": lr, "lr_interior": min(size.lr_grid) < lr < max(size.lr_grid),
+                "lr_grid": {f"{rate:g}": loss for rate, loss in sorted(rates.items())},
+                "lr_extensions": sorted(set(rates) - set(size.lr_grid)),
+                "lr": lr, "lr_interior": min(rates) < lr < max(rates),
                 "seeds": per_seed, "loss": _interval(losses),
                 "below_bigram": all(x < bigram for x in losses),
             }
@@ -609,7 +651,7 @@ def render_figure(report: dict[str, Any], path: Path | str) -> None:
 
 
 def _edge(arch: dict[str, Any]) -> str:
-    """Beside a chosen rate: whether it is an edge of its grid (where a better rate may lie outside)."""
+    """Beside a chosen rate: whether it is an edge of the rates tried (where a better rate may lie outside)."""
     if len(arch["lr_grid"]) == 1:
         return " (one rate)"
     return "" if arch["lr_interior"] else " (edge)"
@@ -633,7 +675,8 @@ def render_index(report: dict[str, Any]) -> str:
     for s in report["sizes"]:
         for a in s["architectures"].values():
             p, t, loss = a["parameters"], a["tokens_per_parameter"], a["loss"]
-            grid = ", ".join(f"{lr}: {v:.4f}" for lr, v in a["lr_grid"].items())
+            added = {f"{lr:g}" for lr in a["lr_extensions"]}
+            grid = ", ".join(f"{lr}{' (added)' if lr in added else ''}: {v:.4f}" for lr, v in a["lr_grid"].items())
             ci = "" if loss["ci95"] is None else f" [{f(loss['ci95'][0])}, {f(loss['ci95'][1])}]"
             lines.append(f"| {s['name']} | {a['label']} | {p['total']:,} / {p['non_embedding']:,} | "
                          f"{s['train_tokens']:,} | {t['total']:.3g} / {t['non_embedding']:.3g} | {grid} | {a['lr']:g}"

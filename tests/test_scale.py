@@ -112,6 +112,8 @@ GOOD = {"name": "t", "sizes": [_size("a", 16), _size("b", 32)]}
     (lambda p: p.update(schedule={"block_size": "long"}), 16, "schedule.block_size must be int"),
     (lambda p: p.update(corpus="/nonexistent.txt"), 15, "corpus '/nonexistent.txt': not embedded or c4"),
     (lambda p: p.update(steps=3), 15, "steps is not a field"),
+    (lambda p: p.update(extend_grid=True), 7, "sizes.lr_grid has one rate: extend_grid needs two or more"),
+    (lambda p: p.update(extend_factor=0.5), 15, "extend_factor must be a factor above 1"),
 ])
 def test_a_bad_plan_is_one_line_naming_its_yaml_line(tmp_path, change, line, words):
     plan = json.loads(json.dumps(GOOD))
@@ -123,6 +125,23 @@ def test_a_bad_plan_is_one_line_naming_its_yaml_line(tmp_path, change, line, wor
     message = str(err.value)
     assert "\n" not in message and words in message
     assert message.startswith(f"{path}:{line}: "), (message, path.read_text())
+
+
+def test_the_grid_extends_beyond_an_edge_by_the_declared_rule(tmp_path):
+    path = tmp_path / "plan.yaml"
+    two = {**GOOD, "sizes": [{**s, "lr_grid": [0.01, 0.02]} for s in GOOD["sizes"]]}
+    path.write_text(yaml.safe_dump({**two, "extend_grid": True, "max_extensions": 2}))
+    plan = ScalePlan.load(path)
+    assert plan.next_rate({0.01: 5.0, 0.02: 4.0}, added=0) == pytest.approx(0.04)  # the grid's own ratio, up
+    assert plan.next_rate({0.01: 4.0, 0.03: 5.0}, added=0) == pytest.approx(0.01 / 3, rel=1e-5)  # down, to 6 digits
+    assert plan.next_rate({0.01: 5.0, 0.02: 4.0, 0.04: 4.5}, added=1) is None  # interior: chosen
+    assert plan.next_rate({0.01: 5.0, 0.02: 4.5, 0.04: 4.0}, added=2) is None  # the cap
+    assert plan.next_rate({0.3: 5.0, 0.6: 4.0}, added=0) is None  # a rate must stay below 1
+    path.write_text(yaml.safe_dump({**two, "extend_grid": True, "extend_factor": 3.0}))
+    assert ScalePlan.load(path).next_rate({0.01: 5.0, 0.02: 4.0}, added=0) == pytest.approx(0.06)
+    off = tmp_path / "off.yaml"
+    off.write_text(yaml.safe_dump(two))
+    assert ScalePlan.load(off).next_rate({0.01: 5.0, 0.02: 4.0}, added=0) is None  # no rule declared: no extension
 
 
 def test_the_command_refuses_a_bad_plan_in_one_line(tmp_path, capsys):
@@ -150,10 +169,10 @@ def _tiny_plan(tmp_path: Path) -> Path:
     docs = [" ".join(rng.choice(words) for _ in range(rng.randint(40, 90))) + "." for _ in range(60)]
     (tmp_path / "corpus.txt").write_text("\n\n".join(docs) + "\n")
     plan = {"name": "tiny", "corpus": str(tmp_path / "corpus.txt"), "vocab_size": 1024, "test_every": 3,
-            "test_blocks": None, "workers": 1,
+            "test_blocks": None, "workers": 1, "extend_grid": True, "max_extensions": 1,
             "schedule": {"block_size": 16, "batch_size": 4, "warmup_steps": 1, "eval_blocks": 2, "evaluations": 1},
             "sizes": [_size("w16", 16, max_steps=3, lr_grid=[1e-2, 3e-2]),
-                      _size("w32", 32, max_steps=4, lr_grid=[3e-2], seeds=2)]}
+                      _size("w32", 32, max_steps=4, lr_grid=[3e-2, 6e-2], seeds=2)]}
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(plan, sort_keys=False))
     return path
@@ -175,8 +194,14 @@ def test_a_tiny_ladder_runs_end_to_end(tmp_path, capsys):
         for arch, a in size["architectures"].items():
             assert a["parameters"] == plan.counts(declared)[arch]
             assert a["tokens_per_parameter"]["non_embedding"] == size["train_tokens"] / a["parameters"]["non_embedding"]
-            assert list(a["lr_grid"]) == [f"{lr:g}" for lr in declared.lr_grid]
             assert a["lr_grid"][f"{a['lr']:g}"] == min(a["lr_grid"].values())  # chosen on validation
+            # The grid extended once beyond the edge where the declared grid's best lay, and only then.
+            first = {lr: a["lr_grid"][f"{lr:g}"] for lr in declared.lr_grid}
+            best = min(first, key=first.__getitem__)
+            ratio = max(first) / min(first)  # the grid's own ratio (two rates each here)
+            beyond = {max(first): best * ratio, min(first): best / ratio}.get(best)
+            assert a["lr_extensions"] == ([] if beyond is None else [pytest.approx(beyond)])
+            assert len(a["lr_grid"]) == len(declared.lr_grid) + len(a["lr_extensions"])
             assert len(a["seeds"]) == declared.seeds
             assert a["below_bigram"] == all(x["loss"] < size["bigram_loss"] for x in a["seeds"].values())
         spen, gpt2 = (size["architectures"][a]["seeds"] for a in ("spen", "gpt2"))
