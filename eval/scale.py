@@ -367,13 +367,13 @@ def build_tokenizer(plan: ScalePlan, folder: Path) -> Path:
 
 def mean_loss(folder: Path, blocks: Any, batch_size: int = 32) -> float:
     """The mean next-token loss of the causal LM in ``folder`` on ``blocks`` ``(N, block_size + 1)``: train.py's
-    validation loss (:func:`train.lm_loss`) on other blocks."""
+    validation loss (cross-entropy over every block's ``block_size`` targets, no context across blocks)."""
     import torch
+    import torch.nn.functional as F
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging
 
     import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
-    from train import lm_loss
 
     logging.disable_progress_bar()  # one load per seed: the ladder's progress lines say what is scored
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -382,7 +382,8 @@ def mean_loss(folder: Path, blocks: Any, batch_size: int = 32) -> float:
     with torch.no_grad():
         for i in range(0, len(blocks), batch_size):
             chunk = blocks[i:i + batch_size].to(device)
-            total += float(lm_loss(model, chunk, "none").double().sum())
+            logits = model(input_ids=chunk[:, :-1]).logits.float()
+            total += float(F.cross_entropy(logits.flatten(0, 1), chunk[:, 1:].flatten(), reduction="sum"))
     return total / (blocks.shape[0] * (blocks.shape[1] - 1))
 
 

@@ -23,6 +23,7 @@ from eval.scale import (
     fair_pair,
     load_plan,
     main,
+    mean_loss,
     parameter_counts,
     train_has_test_split,
 )
@@ -211,6 +212,17 @@ def test_a_tiny_ladder_runs_end_to_end(tmp_path, capsys):
     assert report["paper"]["gap"] == pytest.approx(math.log(260 / 33))
     index = (out / "index.md").read_text()
     assert "| w32 | SPEN (EMA traces) |" in index and "gap.png" in index
+    # mean_loss is train.py's validation loss: on train.py's own validation blocks it gives the logged number.
+    from transformers import AutoTokenizer
+
+    from ema_boundary.corpus import validation_blocks
+
+    tok = AutoTokenizer.from_pretrained(out / "work" / "tokenizer")
+    blocks = validation_blocks([str(tmp_path / "corpus.txt")], 10, tok, 16, 2)
+    for arch in ("spen", "gpt2"):
+        a = report["sizes"][1]["architectures"][arch]
+        run = out / "work" / "runs" / "w32" / arch / f"lr_{a['lr']:g}" / "seed_1"
+        assert mean_loss(run / "final", blocks) == pytest.approx(a["seeds"]["1"]["val_loss"], abs=1e-5)
 
 
 def test_a_folder_that_is_not_the_ladders_is_refused(tmp_path, capsys):
