@@ -287,6 +287,18 @@ class _LadderChecker(_Checker):
                                  "edge of one rate points both ways)")
 
 
+def ladder_hint(path: str | Path | None) -> str | None:
+    """For ``ema-boundary report --plan PATH``: if PATH is a ladder (a mapping with ``sizes``), the line that says
+    which command runs it; None otherwise (the report's own message stands)."""
+    try:
+        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8")) if path is not None else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if not isinstance(raw, dict) or "sizes" not in raw:
+        return None
+    return f"--plan {path}: a scale ladder, not a report plan; run it with: ema-boundary scale --plan {path}"
+
+
 def load_plan(path: str | Path, max_steps: int | None = None) -> ScalePlan:
     """:meth:`ScalePlan.load`, relative paths from the repository root when not found here; ``max_steps`` caps
     every size's steps (a smoke test)."""
@@ -768,7 +780,7 @@ def main(argv: list[str] | None = None) -> int:
         return int(e.code or 0)
 
 
-__all__ = ["ScalePlan", "Schedule", "Size", "fair_pair", "gpt2_inner", "load_plan", "main", "mean_loss",
+__all__ = ["ScalePlan", "Schedule", "Size", "fair_pair", "gpt2_inner", "ladder_hint", "load_plan", "main", "mean_loss",
            "parameter_counts", "render_figure", "render_index", "run_ladder"]
 
 

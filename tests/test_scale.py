@@ -156,6 +156,10 @@ def test_the_command_refuses_a_bad_plan_in_one_line(tmp_path, capsys):
 
     assert ema_boundary(["scale", "--plan", str(tmp_path / "missing.yaml")]) == 2
     assert "no such file" in capsys.readouterr().err
+    # A ladder given to the report is not read as a report plan: one line says which command runs it.
+    assert ema_boundary(["report", "--plan", str(CPU_PLAN), "--output_dir", str(tmp_path / "report")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and f"run it with: ema-boundary scale --plan {CPU_PLAN}" in err
 
 
 # ---------------------------------------------------------------------------------------------

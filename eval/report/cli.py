@@ -154,7 +154,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             plan = Plan.make(args.scale, args.quick, args.corpus, args.seed, args.max_steps, args.plan)
         except PlanError as e:
-            rep.error(str(e))
+            from eval.scale import ladder_hint
+
+            rep.error(ladder_hint(args.plan) or str(e))
     except SystemExit as e:  # a usage error (printed in one line) or --help
         return int(e.code or 0)
     return _report(rep, args, plan, argv)
