@@ -402,8 +402,9 @@ def mean_loss(folder: Path, blocks: Any, batch_size: int = 32) -> float:
 def run_ladder(plan: ScalePlan, work: Path, progress: Any = print) -> dict[str, Any]:
     """Train and score the whole ladder under ``work``; returns the report (module docstring).
 
-    Two batches of train.py runs (:func:`eval.runs.train_runs`, ``plan.workers`` at a time): every rate of every
-    size's grid at the first seed, then the other seeds at each architecture's chosen rate.
+    Batches of train.py runs (:func:`eval.runs.train_runs`, ``plan.workers`` at a time): every rate of every
+    size's grid at the first seed and any rates beyond an edge (:func:`_search_rates`), then the other seeds at
+    each architecture's chosen rate; then every seed scored, with the Kneser-Ney lines on the same tokens.
     """
     import resource
     import time
@@ -423,28 +424,7 @@ def run_ladder(plan: ScalePlan, work: Path, progress: Any = print) -> dict[str, 
         return Run(f"{size.name}/{arch}/lr_{lr:g}/seed_{seed}", tuple(argv))
 
     logs = work / "logs"
-    grid = {(size.name, arch, lr): run(size, arch, lr, plan.seed)
-            for size in plan.sizes for arch in ARCHITECTURES for lr in size.lr_grid}
-    progress(f"{PROG}: {len(plan.sizes)} sizes, {len(grid)} rate-grid runs ({plan.workers} at a time); logs in {logs}")
-    train_runs(list(grid.values()), logs, plan.workers, desc="rate grid")
-    tried: dict[tuple[str, str], dict[float, float]] = {(size.name, arch): {} for size in plan.sizes
-                                                        for arch in ARCHITECTURES}
-    for (name, arch, lr), r in grid.items():
-        tried[name, arch][lr] = read_metrics(r.output_dir / "metrics.jsonl")["val_loss"][-1]
-    sizes_by_name = {size.name: size for size in plan.sizes}
-    for round_ in range(1, plan.max_extensions + 1):  # the plan's rule: beyond an edge until the choice is interior
-        beyond = {key: plan.next_rate(losses, len(losses) - len(sizes_by_name[key[0]].lr_grid))
-                  for key, losses in tried.items()}
-        extension = {(*key, lr): run(sizes_by_name[key[0]], key[1], lr, plan.seed)
-                     for key, lr in beyond.items() if lr is not None}
-        if not extension:
-            break
-        progress(f"{PROG}: {len(extension)} rate(s) chosen at an edge of the grid: trying "
-                 f"{', '.join(f'{n}/{a} {lr:g}' for n, a, lr in extension)} (extension {round_})")
-        train_runs(list(extension.values()), logs, plan.workers, desc=f"grid extension {round_}")
-        for (name, arch, lr), r in extension.items():
-            tried[name, arch][lr] = read_metrics(r.output_dir / "metrics.jsonl")["val_loss"][-1]
-        grid |= extension
+    grid, tried = _search_rates(plan, run, logs, progress)
     chosen = {key: min(losses, key=losses.__getitem__) for key, losses in tried.items()}
     more = {(size.name, arch, seed): run(size, arch, chosen[size.name, arch], seed)
             for size in plan.sizes for arch in ARCHITECTURES for seed in plan.seeds(size)[1:]}
@@ -515,6 +495,35 @@ def run_ladder(plan: ScalePlan, work: Path, progress: Any = print) -> dict[str, 
         "seconds": {"train": trained - started, "total": time.perf_counter() - started,
                     "cpu": sum(u.ru_utime + u.ru_stime for u in usage)},
     }
+
+
+def _search_rates(plan: ScalePlan, run: Any, logs: Path, progress: Any) -> tuple[dict, dict]:
+    """Every rate of every size's grid at the first seed, then, by the plan's rule, the rates beyond an edge (one
+    batch of runs per extension). Returns the runs by ``(size, arch, rate)`` and the validation losses by
+    ``(size, arch)``: ``{rate: loss}``."""
+    from eval.runs import read_metrics, train_runs
+
+    sizes = {size.name: size for size in plan.sizes}
+    batch = {(size.name, arch, lr): run(size, arch, lr, plan.seed)
+             for size in plan.sizes for arch in ARCHITECTURES for lr in size.lr_grid}
+    progress(f"{PROG}: {len(plan.sizes)} sizes, {len(batch)} rate-grid runs ({plan.workers} at a time); logs in {logs}")
+    runs: dict[tuple[str, str, float], Any] = {}
+    tried: dict[tuple[str, str], dict[float, float]] = {(name, arch): {} for name in sizes for arch in ARCHITECTURES}
+    for extension in range(plan.max_extensions + 1):  # 0: the declared grid
+        train_runs(list(batch.values()), logs, plan.workers,
+                   desc=f"grid extension {extension}" if extension else "rate grid")
+        for (name, arch, lr), r in batch.items():
+            tried[name, arch][lr] = read_metrics(r.output_dir / "metrics.jsonl")["val_loss"][-1]
+        runs |= batch
+        # next_rate stops at max_extensions added rates, so the loop ends by this break
+        beyond = {key: plan.next_rate(losses, added=len(losses) - len(sizes[key[0]].lr_grid))
+                  for key, losses in tried.items()}
+        batch = {(*key, lr): run(sizes[key[0]], key[1], lr, plan.seed) for key, lr in beyond.items() if lr is not None}
+        if not batch:
+            break
+        progress(f"{PROG}: {len(batch)} rate(s) chosen at an edge of the rates tried: trying "
+                 f"{', '.join(f'{n}/{a} {lr:g}' for n, a, lr in batch)} (extension {extension + 1})")
+    return runs, tried
 
 
 def _scorer(plan: ScalePlan, split: str, tok: Any) -> Any:
