@@ -743,14 +743,18 @@ def run(parser: Any, args: Any, command: str) -> int:
     import sys
     import traceback
 
+    from ema_boundary import corpus
     from ema_boundary.cli import EXIT_USAGE, UsageError, first_line
     from ema_boundary.io import OutputError, atomic_dir, check_output_dir, write_json, write_text
 
     try:
         plan = load_plan(args.plan, args.max_steps)
         check_output_dir(args.output_dir, tool=TOOL, overwrite=args.overwrite_output_dir)
+        corpus.check_data(plan.data, plan.schedule.val_every, plan.test_every)  # before hours of training
     except (PlanError, OutputError) as e:
         parser.error(f"--output_dir {e}" if isinstance(e, OutputError) else str(e))
+    except corpus.DataError as e:
+        parser.error(f"{plan.path}: corpus {first_line(e)}")
     try:
         with atomic_dir(args.output_dir, tool=TOOL, overwrite=args.overwrite_output_dir, keep_on_error=True) as tmp:
             try:

@@ -156,6 +156,13 @@ def test_the_command_refuses_a_bad_plan_in_one_line(tmp_path, capsys):
 
     assert ema_boundary(["scale", "--plan", str(tmp_path / "missing.yaml")]) == 2
     assert "no such file" in capsys.readouterr().err
+    # A corpus too small for a train, a validation and a test document is refused before any work.
+    (tmp_path / "small.txt").write_text("one\n\ntwo\n")
+    path.write_text(yaml.safe_dump({**GOOD, "corpus": str(tmp_path / "small.txt")}))
+    assert main(["--plan", str(path), "--output_dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "do not give a train, a validation and a test document" in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.yaml", "small.txt"]
     # A ladder given to the report is not read as a report plan: one line says which command runs it.
     assert ema_boundary(["report", "--plan", str(CPU_PLAN), "--output_dir", str(tmp_path / "report")]) == 2
     err = capsys.readouterr().err.strip()
