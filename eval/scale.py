@@ -648,8 +648,11 @@ def render_figure(report: dict[str, Any], path: Path | str) -> None:
     x = [s["architectures"]["spen"]["parameters"]["non_embedding"] for s in sizes]
     fig, (ax_loss, ax_gap) = plt.subplots(1, 2, figsize=(11, 4))
     for arch, color in (("spen", "tab:blue"), ("gpt2", "tab:orange")):
-        means = [s["architectures"][arch]["loss"]["mean"] for s in sizes]
-        ax_loss.plot(x, means, marker="o", color=color, label=ARCHITECTURES[arch])
+        loss = [s["architectures"][arch]["loss"] for s in sizes]
+        err = [[0 if v["ci95"] is None else v["mean"] - v["ci95"][0] for v in loss],
+               [0 if v["ci95"] is None else v["ci95"][1] - v["mean"] for v in loss]]
+        ax_loss.errorbar(x, [v["mean"] for v in loss], yerr=err, marker="o", color=color, capsize=3,
+                         label=ARCHITECTURES[arch])
     ax_loss.plot(x, [s["bigram_loss"] for s in sizes], ls="--", color="gray", label="Kneser-Ney bigram")
     ax_loss.set(xscale="log", xlabel="non-embedding parameters", ylabel=f"{report['scored_on']} loss (nats)",
                 title="(a) loss against size")
@@ -658,6 +661,7 @@ def render_figure(report: dict[str, Any], path: Path | str) -> None:
         err = None if g["ci95"] is None else [[g["mean"] - g["ci95"][0]], [g["ci95"][1] - g["mean"]]]
         ax_gap.errorbar([xi], [g["mean"]], yerr=err, fmt="o", color="tab:purple", capsize=3,
                         mfc="tab:purple" if s["gate"] else "white")
+        ax_gap.annotate(s["name"], (xi, g["mean"]), xytext=(4, 4), textcoords="offset points", fontsize=7)
     ax_gap.plot([], [], "o", color="tab:purple", label="both below the bigram")
     ax_gap.plot([], [], "o", color="tab:purple", mfc="white", label="a model above the bigram (not testable)")
     paper = report["paper"]
