@@ -218,6 +218,7 @@ OUTPUT_TOOLS: dict[str, tuple[str, Callable[[str], list[str]], str]] = {
     "eval.gap": ("eval.gap", lambda out: ["--model_name_or_path", "gpt2", "gpt2", "--text", "embedded",
                                           "--output_dir", out], "gap.json"),
     "eval.depth": ("eval.depth", lambda out: ["--model_name_or_path", "gpt2", "--output_dir", out], "depth.json"),
+    "eval.scale": ("eval.scale", lambda out: ["--output_dir", out], "report.json"),
 }
 OUTPUT_CASES = {"foreign folder": "is not an output of", "working folder": "is the working folder",
                 "own output without the flag": "pass --overwrite_output_dir"}

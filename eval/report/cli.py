@@ -124,7 +124,13 @@ def parser() -> tuple[UsageParser, dict[str, UsageParser]]:
                             description="Rewrite the results block of README.md from a report's report.json.")
     readme.add_argument("--report", default="docs/report/report.json", help="the report.json to read")
     readme.add_argument("--readme", default="README.md", help="the README whose results block is rewritten")
-    return p, {"report": rep, "render": render, "readme": readme}
+    from eval.scale import add_arguments as add_scale_arguments  # here: eval.scale imports eval.report.plan
+
+    scale = sub.add_parser("scale", help="the scale ladder: SPEN vs GPT-2 at several sizes (python -m eval.scale)",
+                           description="Train SPEN and the GPT-2 architecture at every size of a ladder plan and "
+                                       "write report.json, index.md and gap.png.")
+    add_scale_arguments(scale)
+    return p, {"report": rep, "render": render, "readme": readme, "scale": scale}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -135,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
             return _render(subs["render"], Path(args.folder), args.upgrade)
         if args.command == "readme":
             return _readme(subs["readme"], Path(args.report), Path(args.readme))
+        if args.command == "scale":
+            from eval.scale import run as run_scale
+
+            return run_scale(subs["scale"], args, shlex.join(["ema-boundary", *(argv or sys.argv[1:])]))
         rep = subs["report"]
         _check_corpus(rep, args.corpus)
         try:
@@ -144,7 +154,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             plan = Plan.make(args.scale, args.quick, args.corpus, args.seed, args.max_steps, args.plan)
         except PlanError as e:
-            rep.error(str(e))
+            from eval.scale import ladder_hint
+
+            rep.error(ladder_hint(args.plan) or str(e))
     except SystemExit as e:  # a usage error (printed in one line) or --help
         return int(e.code or 0)
     return _report(rep, args, plan, argv)
