@@ -291,6 +291,7 @@ def train_recall(
     progress: bool | None = None,
     desc: str = "recall",
     trust_remote_code: bool = False,
+    device: str = "cpu",
 ) -> tuple[torch.nn.Module, int]:
     """Train a fresh model of ``config`` on MQAR with ``recipe`` at learning rate ``lr``.
 
@@ -298,7 +299,8 @@ def train_recall(
     initialisation and the training examples. Any causal LM of transformers' Auto classes works
     (SPEN is registered; ``trust_remote_code`` for configs whose code lives with a hub model).
     Random position offsets go to models whose ``forward`` takes ``position_ids``; the others
-    (SPEN, Mamba: no position table) train without them.
+    (SPEN, Mamba: no position table) train without them. ``device``: where the model trains; the examples
+    are drawn on the CPU from the seeded generator and moved, so a seed gives the same examples on any device.
     """
     from transformers import AutoModelForCausalLM
 
@@ -306,7 +308,7 @@ def train_recall(
 
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(task_config(config, task, recipe.width_init),
-                                             trust_remote_code=trust_remote_code)
+                                             trust_remote_code=trust_remote_code).to(device)
     model.train()
     offsets = recipe.random_offsets and "position_ids" in inspect.signature(model.forward).parameters
     generator = torch.Generator().manual_seed(_stream(seed, _TRAIN_STREAM))
@@ -318,11 +320,11 @@ def train_recall(
     for step in bar:
         n = curriculum.pairs(step)
         ids, targets = task.sample(recipe.batch_size, n, generator)
-        ids, targets = ids[:, : 3 * n], targets[:, : 3 * n]  # the padding after it costs time, teaches nothing
+        ids, targets = ids[:, : 3 * n].to(device), targets[:, : 3 * n].to(device)  # the padding: time, no lesson
         kwargs = {}
         if offsets and curriculum.top > curriculum.start:  # once the lookup works at the first count
             start = torch.randint(0, task.seq_len - 3 * n + 1, (recipe.batch_size, 1), generator=generator)
-            kwargs["position_ids"] = start + torch.arange(3 * n)
+            kwargs["position_ids"] = (start + torch.arange(3 * n)).to(device)
         out = model(input_ids=ids, use_cache=False, **kwargs)
         logits = out.logits
         loss = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=IGNORE)
@@ -350,12 +352,14 @@ def evaluate_recall(
     """Accuracy at the query positions per pair count, on ``examples`` fresh sequences per count
     drawn from the stream ``seed`` (the same sequences for every model given the same seed)."""
     model.eval()
+    device = next(model.parameters()).device  # the examples are drawn on the CPU, scored where the model is
     generator = torch.Generator().manual_seed(seed)
     accuracy = {}
     for n in task.pairs:
         correct = total = 0
         for start in range(0, examples, batch_size):
             ids, targets = task.sample(min(batch_size, examples - start), n, generator)
+            ids, targets = ids.to(device), targets.to(device)
             pred = model(input_ids=ids, use_cache=False).logits.argmax(-1)
             keep = targets != IGNORE
             correct += int((pred[keep] == targets[keep]).sum())
@@ -372,6 +376,7 @@ def recall_model(
     progress: bool | None = None,
     desc: str = "recall",
     trust_remote_code: bool = False,
+    device: str = "cpu",
 ) -> dict:
     """One model under the recipe: every learning rate of the grid, the rate chosen on the
     selection examples (mean accuracy over pair counts), that model scored on the evaluation examples."""
@@ -380,7 +385,7 @@ def recall_model(
     best_lr, best_score, best_model, best_steps = None, -1.0, None, 0
     for lr in recipe.lrs:
         t0 = time.perf_counter()
-        model, steps = train_recall(config, task, recipe, lr, seed, progress, desc, trust_remote_code)
+        model, steps = train_recall(config, task, recipe, lr, seed, progress, desc, trust_remote_code, device)
         selection = evaluate_recall(model, task, recipe.select_examples, _stream(seed, _SELECT_STREAM))
         score = sum(selection.values()) / len(selection)
         sweep[f"{lr:g}"] = {"selection_accuracy": {str(n): a for n, a in selection.items()}, "steps": steps,
@@ -416,6 +421,7 @@ def recall_map(
     threads: int = 1,
     trust_remote_code: bool = False,
     seeds: Sequence[int] | None = None,
+    device: str = "cpu",
 ) -> dict:
     """Every model of ``configs`` (name -> config) under the same task and recipe, once per seed.
 
@@ -427,7 +433,8 @@ def recall_map(
     and the arm's two axes (:func:`describe_arm`). ``on_model(name, entry)`` is called once a model's
     every seed is done. With ``workers > 1`` the (model, seed) runs train in that many processes of
     ``threads`` torch threads each: a run's numbers are the same whichever process trains it (all its
-    randomness comes from its seed). ``workers == 1`` trains in this process, at its thread count.
+    randomness comes from its seed). ``workers == 1`` trains in this process, at its thread count. ``device``:
+    where every model trains (``"cuda"``: the map in minutes; several workers share one GPU).
     """
     task = task or RecallTask()
     recipe = recipe or RecallRecipe()
@@ -452,13 +459,13 @@ def recall_map(
         for name, s in jobs:
             desc = name if len(seeds) == 1 else f"{name} seed {s}"
             done(name, s, recall_model(configs[name], task, recipe, s, progress, desc=desc,
-                                       trust_remote_code=trust_remote_code))
+                                       trust_remote_code=trust_remote_code, device=device))
     else:
         # spawn, not fork: torch's thread pools do not survive a fork.
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            futures = {pool.submit(_recall_job, (configs[name], task, recipe, s, threads, name, trust_remote_code)):
-                       (name, s) for name, s in jobs}
+            futures = {pool.submit(_recall_job, (configs[name], task, recipe, s, threads, name, trust_remote_code,
+                                                 device)): (name, s) for name, s in jobs}
             for future in as_completed(futures):
                 done(*futures[future], future.result())
     bar.close()
@@ -540,9 +547,10 @@ def wilson(successes: int, trials: int, z: float = 1.959963984540054) -> tuple[f
 
 def _recall_job(job: tuple) -> dict:
     """One model of the map in a worker process (top-level so that it pickles)."""
-    config, task, recipe, seed, threads, name, trust_remote_code = job
+    config, task, recipe, seed, threads, name, trust_remote_code, device = job
     torch.set_num_threads(threads)
-    return recall_model(config, task, recipe, seed, progress=False, desc=name, trust_remote_code=trust_remote_code)
+    return recall_model(config, task, recipe, seed, progress=False, desc=name, trust_remote_code=trust_remote_code,
+                        device=device)
 
 
 def _stream(seed: int, stream: int) -> int:

@@ -52,6 +52,9 @@ def _bad_inputs(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
         "missing text": (["--model", str(gpt2), "--text", str(tmp_path / "none.txt")], "--text"),
         "text too short": (["--model", str(gpt2), "--text", str(a_file)], "good: the probe text is too short"),
         "output is a file": (["--model", str(gpt2), "--output_dir", str(a_file)], "afile: exists and is not a folder"),
+        "not a device": (["--model", str(gpt2), "--device", "gpu0"], "--device: device 'gpu0' is not a torch device"),
+        "no such CUDA device": (["--model", str(gpt2), "--device", "cuda:7"], "--device: device 'cuda:7': this "
+                                "machine has no such CUDA device"),
         "output is the working folder": (["--model", str(gpt2), "--output_dir", "."], "is the working folder"),
     }
 

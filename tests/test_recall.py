@@ -103,6 +103,18 @@ def test_a_tiny_run_learns_something_above_chance_on_two_pairs() -> None:
     assert accuracy[2] > 3 * task.chance
 
 
+def test_the_device_moves_the_model_not_the_examples() -> None:
+    # A seed draws the same examples wherever the model trains: on the CPU, "cpu" given or not is one run.
+    task = RecallTask(vocab_size=18, pairs=(2,))
+    recipe = RecallRecipe(steps=20, batch_size=8, lrs=(1e-2,), warmup_steps=2)
+    config = GPT2Config(n_embd=16, n_layer=1, n_head=2, n_positions=8, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0)
+    a, _ = train_recall(config, task, recipe, lr=1e-2, seed=3, progress=False)
+    b, _ = train_recall(config, task, recipe, lr=1e-2, seed=3, progress=False, device="cpu")
+    assert next(b.parameters()).device.type == "cpu"
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
+    assert evaluate_recall(a, task, 64, seed=5) == evaluate_recall(b, task, 64, seed=5)
+
+
 def test_recall_map_reports_every_model() -> None:
     task = RecallTask(vocab_size=16, pairs=(1, 2))
     recipe = RecallRecipe(steps=3, batch_size=4, lrs=(1e-3, 3e-3), warmup_steps=1, select_examples=8,

@@ -66,7 +66,7 @@ PROG = "python -m eval.probes"
 # The flag each field of a typed error came from.
 FLAGS = {"recall": "--recall_models", "control": "--control", "text": "--text", "recall_pairs": "--recall_pairs",
          "recall_lrs": "--learning_rate", "recall_steps": "--max_steps", "seed": "--seed",
-         "recall_seeds": "--recall_seeds"}
+         "recall_seeds": "--recall_seeds", "device": "--device"}
 
 
 def _int_list(value: str) -> list[int]:
@@ -145,6 +145,8 @@ def parser() -> UsageParser:
     run.add_argument("--workers", type=positive_int, default=1, help="processes training recall models at once")
     run.add_argument("--threads", type=positive_int, default=1,
                      help="torch threads per process (on a shared CPU, more are slower)")
+    run.add_argument("--device", default="cpu",
+                     help="where the recall models train: cpu, cuda or cuda:N (identity at lag runs on the CPU)")
     return p
 
 
@@ -186,7 +188,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                            identity=not args.no_identity,
                            recall=False if args.no_recall else (flatten(args.recall_models) or True),
                            workers=args.workers, threads=args.threads, control=args.control,
-                           trust_remote_code=args.trust_remote_code, overwrite=args.overwrite_output_dir)
+                           trust_remote_code=args.trust_remote_code, overwrite=args.overwrite_output_dir,
+                           device=args.device)
     except ModelError as err:  # found while probing: the flag that gave the model, if it came from one
         flag = flags.get(err.where)
         print(f"{PROG}: error: {flag + ' ' if flag else ''}{first_line(err)}", file=sys.stderr)

@@ -258,6 +258,7 @@ def run_content_probes(
     trust_remote_code: bool = False,
     progress: bool | None = None,
     overwrite: bool = False,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """Run the probes on ``models`` and write ``out_dir`` (JSON, markdown, PNGs) atomically at the end.
 
@@ -267,6 +268,7 @@ def run_content_probes(
         identity, recall: which models each probe runs on (True: all that can; a collection of names).
             Identity at lag runs only on models with trained weights and a tokenizer.
         workers, threads: recall models train in ``workers`` processes of ``threads`` torch threads.
+        device: where the recall models train (``"cpu"``, ``"cuda"``); identity at lag runs on the CPU.
         control: the positive control's name (default: the first GPT-2-architecture model with recall).
         overwrite: replace an earlier output of this tool in ``out_dir`` (a folder that is not one is
             never replaced).
@@ -275,6 +277,7 @@ def run_content_probes(
     :class:`~eval.probes.models.ModelError` before any probe runs.
     """
     settings = settings or ProbeSettings()
+    check_device(device)
     check_output_dir(out_dir, tool=TOOL, overwrite=overwrite)  # before minutes of probing, not after
     specs = (list(models) if not isinstance(models, Mapping)
              else [resolve_model(f"{name}={path}", trust_remote_code=trust_remote_code)
@@ -318,7 +321,7 @@ def run_content_probes(
     if for_recall:
         result = mqar.recall_map({n: by_name[n].config for n in for_recall}, settings.task, settings.recipe,
                                  settings.seed, progress, workers=workers, threads=threads,
-                                 trust_remote_code=trust_remote_code, seeds=settings.seeds)
+                                 trust_remote_code=trust_remote_code, seeds=settings.seeds, device=device)
         results["recall"] = result["models"]
         results["recall_settings"] = {"task": result["task"], "recipe": result["recipe"], "seed": result["seed"],
                                       "seeds": result["seeds"], "chance": result["chance"],
@@ -326,12 +329,26 @@ def run_content_probes(
         results["positive_control"] = control or find_control(results["models"], results["recall"])
         results["recall_escape"] = mqar.escape_comparison(results["recall"], results["positive_control"])
     results["seconds"] = time.time() - started
-    results["environment"] = _environment(workers, threads)
+    results["environment"] = {**_environment(workers, threads), "device": device}
     with atomic_dir(Path(out_dir), tool=TOOL, overwrite=overwrite) as tmp:
         write_json(tmp / "content_probes.json", results)
         write_text(tmp / "content_probes.md", render_content_probes_markdown(results))
         render_content_probes_figures(results, tmp)
     return results
+
+
+def check_device(device: str) -> None:
+    """``device`` names a torch device this machine has (``cpu``, ``cuda``, ``cuda:N``), else ProbeInputError."""
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ProbeInputError(f"device {device!r} is not a torch device (cpu, cuda, cuda:N)", "device") from None
+    if dev.type == "cuda" and (not torch.cuda.is_available() or (dev.index or 0) >= torch.cuda.device_count()):
+        raise ProbeInputError(f"device {device!r}: this machine has no such CUDA device", "device")
+    if dev.type not in ("cpu", "cuda"):
+        raise ProbeInputError(f"device {device!r}: only cpu and cuda are supported", "device")
 
 
 def _environment(workers: int, threads: int) -> dict[str, Any]:
