@@ -4,6 +4,7 @@ a bad plan is refused by the command line in seconds, before any work, with noth
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -115,3 +116,35 @@ def test_probe_settings_carry_the_plans_values(tmp_path: Path) -> None:
     settings = probe_settings(Plan.load(path, seed=3))
     assert settings.task.pairs == (2, 4) and settings.recipe.lrs == (2e-3,) and settings.recipe.steps == 30
     assert settings.seed == 3
+
+
+def test_the_grid_extends_beyond_an_edge_until_interior_or_the_cap(tmp_path: Path) -> None:
+    path = tmp_path / "plan.yaml"
+    path.write_text("language_model: {lr_grid: [1.0e-3, 3.0e-3, 1.0e-2], extend_grid: true, max_extensions: 2}\n")
+    lm = Plan.load(path).language_model
+    assert (lm.factor("low"), lm.factor("high")) == (pytest.approx(3.0), pytest.approx(10 / 3))
+    losses = {1e-3: 4.5, 3e-3: 4.3, 1e-2: 4.2}
+    assert lm.beyond_edge(losses) == [0.0333] and not lm.interior(losses)  # best at the top: one rate above
+    assert lm.beyond_edge({**losses, 0.0333: 4.1}) == [0.111]  # still the edge: the next one
+    assert lm.beyond_edge({**losses, 0.0333: 4.1, 0.111: 4.0}) == []  # the cap: two rates added
+    assert lm.interior({**losses, 0.0333: 4.25}) and lm.beyond_edge({**losses, 0.0333: 4.25}) == []
+    assert lm.beyond_edge({1e-3: 4.0, 3e-3: 4.3, 1e-2: 4.2}) == [0.000333]  # best at the bottom: one below
+    path.write_text("language_model: {lr_grid: [0.3, 0.6], extend_grid: true}\n")
+    assert Plan.load(path).language_model.beyond_edge({0.3: 4.3, 0.6: 4.0}) == []  # 1.2 is not a rate
+    path.write_text("language_model: {lr_grid: [1.0e-2], extend_grid: true, extend_factor: 2.0}\n")
+    assert Plan.load(path).language_model.beyond_edge({1e-2: 4.0}) == [0.005, 0.02]  # one rate: both sides
+    path.write_text("language_model: {lr_grid: [1.0e-2], extend_grid: false}\n")
+    assert Plan.load(path).language_model.beyond_edge({1e-2: 4.0}) == []  # no rule declared: the grid stands
+
+
+@pytest.mark.parametrize("text,message", [
+    ("language_model: {lr_grid: [1.0e-2], extend_grid: true}\n", "language_model.extend_factor must be set"),
+    ("language_model: {extend_factor: 1.0}\n", "language_model.extend_factor must be a factor above 1"),
+    ("language_model: {max_extensions: 0}\n", "language_model.max_extensions must be positive"),
+    ("language_model: {extend_grid: yes please}\n", "language_model.extend_grid must be bool"),
+])
+def test_bad_grid_rules_are_refused(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "plan.yaml"
+    path.write_text(text)
+    with pytest.raises(PlanError, match=re.escape(message)):
+        Plan.load(path)

@@ -96,7 +96,7 @@ def _run(tmp: Path, out: Path, plan: Plan, command: str, progress: Progress) -> 
         progress.done("language_model")
         progress.start("n-gram reference")
         spen_tokens = lm["architectures"]["spen"]["train_tokens"]
-        ngram = stages.ngram_reference(plan, tokenizer, spen_tokens)
+        ngram = stages.ngram_reference(plan, tokenizer, spen_tokens, lm["scored_on"])
         regime = stages.regime(lm, ngram)
         progress.done("ngram")
         progress.start("reader and trace ablations")

@@ -73,49 +73,92 @@ def _preconditions(row: dict) -> str:
     return "; ".join(f"{p['text']}: {said[p['holds']]} ({p['numbers']})" for p in row["preconditions"]) or "—"
 
 
-def content_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
-    """The content side: the regime, the headline pair against the n-gram lines, the paper's claims as rows,
-    the ablations with their verdicts, then the probes (eval.probes' own rendering)."""
-    c = report["content"]
+def _headline_pair(c: dict, figure_paths: dict[str, str]) -> list[str]:
+    """The headline pair: its regime (parameters total and non-embedding, tokens per parameter, the held-out
+    blocks that chose the rates and those that score the runs), the losses against the n-gram lines, the rates
+    tried, the paired comparison, then the learning curves."""
     reg, cmp_ = c["regime"], c["comparison"]
+    by = reg["by_architecture"]
     epochs = f"{reg['epochs']:.2f} epochs" if reg["epochs"] else "under one epoch (streamed)"
+    on_test = c.get("scored_on") == "test"
+    counts = c.get("parameter_counts")
+    if counts:
+        size = " and ".join(
+            f"{counts[n]['total']:,} ({LABELS[n]}; {counts[n]['non_embedding']:,} non-embedding, "
+            f"{by[n]['tokens_per_non_embedding_parameter']:.1f} tokens per non-embedding parameter)"
+            for n in ("spen", "gpt2_arch"))
+    else:
+        size = f"{reg['parameters']:,} (SPEN) and {by['gpt2_arch']['parameters']:,} (GPT-2)"
+    held_out = (f"The rates were chosen on {reg['val_tokens']:,} validation tokens; every seed is scored on "
+                f"**{reg['test_tokens']:,} test tokens from {reg['test_documents']} other documents** (neither trained "
+                "on nor used to choose), and the perplexities, the comparison and the n-gram lines below read them."
+                if on_test and "test_tokens" in reg else
+                f"The {reg['val_tokens']:,} validation tokens chose the rate and score the run (both architectures "
+                "alike; these runs hold out no test documents).")
+    scored = "test" if on_test else "validation"
     lines = [
         "## Content: language modelling in a stated regime",
         "",
-        f"**Regime.** Both architectures at {reg['parameters']:,} (SPEN) and "
-        f"{c['regime']['by_architecture']['gpt2_arch']['parameters']:,} (GPT-2) parameters, "
-        f"{reg['train_tokens']:,} training tokens each = **{reg['tokens_per_parameter']:.1f} tokens per parameter**, "
-        f"{epochs} over the training split, scored on {reg['val_tokens']:,} validation tokens. Same data, order, "
-        "tokenizer, steps and schedule; each architecture's learning rate chosen on validation from the grid the "
-        "plan declared (below), then trained with "
-        f"{c['val_loss']['spen']['n']} seeds. The validation blocks chose the rate and score the run (both "
-        "architectures alike).",
+        f"**Regime.** Parameters {size}; {reg['train_tokens']:,} training tokens each = "
+        f"**{reg['tokens_per_parameter']:.1f} tokens per parameter** (SPEN), {epochs} over the training split. Same "
+        "data, order, tokenizer, steps and schedule; each architecture's learning rate chosen on validation from "
+        f"the grid the plan declared (below), then trained with {c['val_loss']['spen']['n']} seeds. {held_out}",
         "",
-        "| model | parameters | lr (grid) | training loss | validation loss | perplexity |",
-        "|---|---:|---|---:|---:|---:|",
+        "| model | parameters | lr (rates tried: validation loss) | training loss | validation loss |"
+        + (" test loss |" if on_test else "") + f" {scored} perplexity |",
+        "|---|---:|---|---:|---:|" + ("---:|" if on_test else "") + "---:|",
     ]
     for name in ("spen", "gpt2_arch"):
         lr = c["learning_rate"][name]
-        grid = ", ".join(f"{k}: {v['final_val_loss']:.3f}" for k, v in lr["grid"].items())
+        grid = ", ".join(f"{k}{'*' if v.get('extension') else ''}: {v['final_val_loss']:.3f}"
+                         for k, v in lr["grid"].items())
         lines.append(f"| {LABELS[name]} | {c['parameters'][name]:,} | **{lr['chosen']:g}** ({grid}) | "
-                     f"{_ci(c['train_loss'][name])} | {_ci(c['val_loss'][name])} | {c['perplexity'][name]:.1f} |")
-    edge = [LABELS[n] for n in ("spen", "gpt2_arch") if len(c["learning_rate"][n]["grid"]) > 1 and
-            c["learning_rate"][n]["chosen"] in (min(map(float, c["learning_rate"][n]["grid"])),
-                                                max(map(float, c["learning_rate"][n]["grid"])))]
+                     f"{_ci(c['train_loss'][name])} | {_ci(c['val_loss'][name])} | "
+                     + (f"{_ci(c['test_loss'][name])} | " if on_test else "") + f"{c['perplexity'][name]:.1f} |")
     ng = c["ngram"]
+    dash = "— | " * (4 if on_test else 3)
     lines += [
-        *[f"| {k} model (Kneser-Ney, counted on the training split) | — | — | — | {math.log(ng[k]):.3f} | "
-          f"{ng[k]:.1f} |" for k in ("unigram", "bigram", "trigram")],
+        *[f"| {k} model (Kneser-Ney, counted on the training split, scored on the {scored} blocks) | — | {dash}"
+          f"{math.log(ng[k]):.3f} nats, {ng[k]:.1f} |" for k in ("unigram", "bigram", "trigram")],
         "",
-        f"SPEN − GPT-2: **{cmp_['difference']:+.4f} nats** [95% CI {cmp_['ci95'][0]:+.4f}, {cmp_['ci95'][1]:+.4f}], "
-        f"{cmp_['n']} paired seeds: a perplexity ratio of **{c['perplexity_ratio']:.2f}x** "
+        f"SPEN − GPT-2 ({scored} loss): **{cmp_['difference']:+.4f} nats** [95% CI {cmp_['ci95'][0]:+.4f}, "
+        f"{cmp_['ci95'][1]:+.4f}], {cmp_['n']} paired seeds: a perplexity ratio of **{c['perplexity_ratio']:.2f}x** "
         f"[{c['perplexity_ratio_ci95'][0]:.2f}, {c['perplexity_ratio_ci95'][1]:.2f}] "
         f"(verdict: {cmp_['verdict']}, equivalence margin ±{cmp_['equivalence_margin']:g} nats). Intervals are "
         "95% t intervals over seeds.",
         "",
-        *([f"**Caveat:** the rate chosen for {' and '.join(edge)} lies at the edge of the declared grid, so its "
-           "best rate may lie beyond it; the comparison is at the best rate *of the grid*.", ""] if edge else []),
+        *_rate_lines(c),
         f"![learning curves]({figure_paths['learning_curves']})",
+    ]
+    return lines
+
+
+def _rate_lines(c: dict) -> list[str]:
+    """Whether each chosen rate is interior to the rates tried; "edge" stated where it is not."""
+    lines = []
+    for name in ("spen", "gpt2_arch"):
+        lr = c["learning_rate"][name]
+        rates = sorted(map(float, lr["grid"]))
+        interior = lr.get("interior", len(rates) > 2 and lr["chosen"] not in (rates[0], rates[-1]))
+        rule = lr.get("grid_rule")
+        if interior:
+            lines.append(f"- {LABELS[name]}: rate {lr['chosen']:g} is interior to the rates tried"
+                         + (f" ({rule})" if rule else "") + ".")
+        else:
+            lines.append(f"- {LABELS[name]}: rate {lr['chosen']:g} is at the **edge** of the rates tried "
+                         f"({rule or 'no extension rule'}): its best rate may lie beyond them, and the comparison "
+                         "is at the best rate *tried*.")
+    if any(v.get("extension") for n in ("spen", "gpt2_arch") for v in c["learning_rate"][n]["grid"].values()):
+        lines.append("- \\* a rate added beyond the declared grid by the plan's rule (`extend_grid`).")
+    return [*lines, ""]
+
+
+def content_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
+    """The content side: the regime, the headline pair against the n-gram lines, the paper's claims as rows,
+    the ablations with their verdicts, then the probes (eval.probes' own rendering)."""
+    c = report["content"]
+    lines = [
+        *_headline_pair(c, figure_paths),
         "",
         "## The paper's content claims, row by row",
         "",
@@ -262,7 +305,9 @@ def readme_results(report: dict) -> str:
         f"Plan `{report['plan']['path'].split('/')[-1] if report['plan']['path'] else '?'}`, "
         f"{env['seconds'] / 60:.1f} min on {env['device']}. Headline pair: {reg['parameters']:,} parameters, "
         f"{reg['train_tokens']:,} training tokens ({reg['tokens_per_parameter']:.1f} per parameter, {epochs}), "
-        f"{reg['val_tokens']:,} validation tokens, {c['val_loss']['spen']['n']} seeds. Intervals: 95%.",
+        f"{reg['val_tokens']:,} validation tokens"
+        + (f", {reg['test_tokens']:,} test tokens ({reg['test_documents']} documents)" if "test_tokens" in reg else "")
+        + f", {c['val_loss']['spen']['n']} seeds. Intervals: 95%.",
         "",
         "| the paper's claim | paper | this run | verdict |",
         "|---|---|---|---|",
@@ -275,7 +320,8 @@ def readme_results(report: dict) -> str:
     ng = c["ngram"]
     lines += [
         "",
-        f"Validation perplexity: SPEN {c['perplexity']['spen']:.1f}, GPT-2 architecture "
+        f"{c.get('scored_on', 'validation').capitalize()} perplexity: SPEN {c['perplexity']['spen']:.1f}, "
+        "GPT-2 architecture "
         f"{c['perplexity']['gpt2_arch']:.1f}; n-gram references on the same tokens: unigram {ng['unigram']:.1f}, "
         f"bigram {ng['bigram']:.1f}, trigram {ng['trigram']:.1f}.",
         README_END,
