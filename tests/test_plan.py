@@ -148,3 +148,32 @@ def test_bad_grid_rules_are_refused(tmp_path: Path, text: str, message: str) -> 
     path.write_text(text)
     with pytest.raises(PlanError, match=re.escape(message)):
         Plan.load(path)
+
+
+@pytest.mark.parametrize("path", ["hub_configs/report/default.yaml", "hub_configs/report/quick.yaml",
+                                  "hub_configs/report/full.yaml"])
+def test_the_shipped_headline_pairs_are_fair_and_hold_out_a_test_split(path: str) -> None:
+    # Issue 20: each pair scored on test blocks of >= 100 documents apart from the validation blocks, and matched
+    # on non-embedding parameters (within 0.1%); the full plan's pair is the width-64 one that beats the bigram.
+    import train_config
+    from ema_boundary import corpus
+    from eval.report.stages import _parameter_counts
+
+    plan = Plan.load(REPO / path)
+    cfgs = {w: train_config.read_yaml(plan.yaml_path(w)) for w in ("spen", "gpt2")}
+    assert cfgs["spen"]["test_every"] == cfgs["gpt2"]["test_every"] > 0
+    sizes = corpus.split_sizes(len(corpus.embedded_documents()), cfgs["spen"]["val_every"], cfgs["spen"]["test_every"])
+    assert sizes["test"] >= 100 and cfgs["spen"]["max_test_samples"] is None  # every test block is scored
+    counts = {w: _parameter_counts(cfg["model_name_or_path"])["non_embedding"] for w, cfg in cfgs.items()}
+    assert abs(counts["spen"] - counts["gpt2"]) / counts["spen"] < 1e-3
+    if path.endswith("full.yaml"):
+        assert counts["spen"] == 132_608 and plan.language_model.max_steps is None
+        assert cfgs["spen"]["max_steps"] == 2000 and plan.language_model.extend_grid
+
+
+def test_the_embedded_test_split_has_50k_tokens_of_the_reports_tokenizer() -> None:
+    from ema_boundary import corpus
+
+    tok, _ = corpus.load_tokenizer(None, ["embedded"], 10, 1024, 100_000, "test", test_every=3)
+    blocks, documents = corpus.split_blocks(["embedded"], "test", 10, tok, 128, None, test_every=3)
+    assert blocks.shape[0] * 128 >= 50_000 and documents >= 100

@@ -92,7 +92,7 @@ def headline(lm: dict[str, Any], ngram: dict[str, Any], regime: dict[str, Any]) 
 
 
 def assemble(plan: Any, structure: dict, lm: dict, ngram: dict, regime: dict, pred: dict, traces: dict,
-             probes: dict, top_command: str, seconds: float) -> dict[str, Any]:
+             probes: dict, top_command: str, seconds: float, gap: dict | None = None) -> dict[str, Any]:
     import torch
     import transformers
 
@@ -119,8 +119,16 @@ def assemble(plan: Any, structure: dict, lm: dict, ngram: dict, regime: dict, pr
         },
         "command": top_command,
     }
+    if gap is not None:
+        report["gap"] = gap_block(gap)
     report["claims"] = evaluate(report)
     return report
+
+
+def gap_block(gap: dict[str, Any]) -> dict[str, Any]:
+    """report.json's ``gap``: eval.gap's gap.json on the headline pair (model a the GPT-2 architecture, model b
+    SPEN: every difference is SPEN's deficit), without its definitions' prose."""
+    return {k: v for k, v in gap.items() if k != "definitions"}
 
 
 def probe_block(probes: dict[str, Any]) -> dict[str, Any]:

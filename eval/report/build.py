@@ -18,7 +18,7 @@ from eval.report.plan import Plan
 from eval.report.render import figures, write_index
 
 TOOL = "ema-boundary report"  # whose output folder this is (ema_boundary.io's marker)
-STAGES = ("tokenizer", "language_model", "ngram", "ablations", "content_probes", "structure", "writing")
+STAGES = ("tokenizer", "language_model", "ngram", "gap", "ablations", "content_probes", "structure", "writing")
 ERROR_LOG = "logs/error.log"  # a failed report's traceback, inside the folder kept as OUT.failed
 
 
@@ -99,6 +99,9 @@ def _run(tmp: Path, out: Path, plan: Plan, command: str, progress: Progress) -> 
         ngram = stages.ngram_reference(plan, tokenizer, spen_tokens, lm["scored_on"])
         regime = stages.regime(lm, ngram)
         progress.done("ngram")
+        progress.start("where the gap lives (eval.gap)")
+        gap = stages.gap(work, plan, lm, tokenizer)
+        progress.done("gap")
         progress.start("reader and trace ablations")
         spen_lr = lm["architectures"]["spen"]["lr"]
         pred = stages.ablation(work, plan, "predictor", spen_lr, tokenizer)
@@ -115,7 +118,7 @@ def _run(tmp: Path, out: Path, plan: Plan, command: str, progress: Progress) -> 
     progress.done("structure")
     progress.start("writing the report")
     report = assemble(plan, structure_result, lm, ngram, regime, pred, traces, probes, command,
-                      time.time() - progress.started)
+                      time.time() - progress.started, gap=gap)
     report["environment"]["stage_seconds"] = progress.seconds
     # Paths inside the report name the final folder, not the temporary one.
     report = json.loads(json.dumps(report).replace(str(tmp), str(out)))

@@ -131,6 +131,7 @@ class LanguageModelPlan:
     extend_grid: bool = False  # extend the grid beyond an edge rate until the choice is interior
     extend_factor: float | None = _rule(_factor)  # None: the grid's own ratio at that edge
     max_extensions: int = _rule(_positive, 2)  # rates added per architecture, at most
+    gap_max_tokens: int | None = _rule(_positive)  # where the gap lives (eval.gap): tokens scored; None: all
 
     def factor(self, edge: str) -> float:
         """How far beyond the ``"low"`` or ``"high"`` edge the next rate lies (a ratio above 1)."""

@@ -153,6 +153,48 @@ def _rate_lines(c: dict) -> list[str]:
     return [*lines, ""]
 
 
+def _gap_section(report: dict) -> list[str]:
+    """Where the headline pair's gap lives (eval.gap): SPEN minus GPT-2 per token class, the contrast the claim
+    reads and the claim's verdict beside its numbers. Nothing for a report without the stage."""
+    gap = report.get("gap")
+    if not gap:
+        return []
+    text = gap["text"]
+
+    def cell(r: dict) -> str:
+        if r.get("difference") is None:
+            return "— | — | — |"
+        lo, hi = r["ci95"] if r.get("ci95") else (math.nan, math.nan)
+        interval = f" [{lo:+.3f}, {hi:+.3f}]" if math.isfinite(lo) and math.isfinite(hi) else ""
+        return f"{r['loss_a']:.3f} | {r['loss_b']:.3f} | {r['difference']:+.3f}{interval} |"
+
+    rows = [{**gap["total"], "class": "all", "tokens": text["tokens"]}, *gap["groups"]]
+    names = {"all": "all tokens", "ar_hit": "AR hits (the bigram ending here occurred earlier in the block)",
+             "repeat": "other repeats", "first": "first occurrences"}
+    lines = [
+        "### Where the gap lives",
+        "",
+        f"Every seed of both architectures scored token by token (`eval.gap`) on {text['tokens']:,} {text['split']} "
+        f"tokens of {text['documents']} documents, blocks of {text.get('block_size', '?')} as train.py cuts them; "
+        f"SPEN minus the GPT-2 architecture per class (positive: SPEN worse); {gap['interval']}.",
+        "",
+        "| tokens | count | GPT-2 architecture | SPEN | SPEN − GPT-2 [95% CI] |",
+        "|---|---:|---:|---:|---|",
+        *[f"| {names.get(r['class'], r['class'])} | {r['tokens']:,} | {cell(r)}" for r in rows],
+        "",
+    ]
+    for name, cst in gap.get("contrasts", {}).items():
+        lo, hi = cst["ci95"] if cst.get("ci95") else (math.nan, math.nan)
+        if cst.get("value") is not None:
+            lines.append(f"- contrast `{name}` ({cst.get('means', '')}): {cst['value']:+.3f} [{lo:+.3f}, {hi:+.3f}]")
+    row = next((r for r in report.get("claims", []) if r["id"] == "gap_on_recall"), None)
+    if row is not None:
+        lines.append(f"- claim \"{row['sentence']}\": **{verdict_text(row)}**"
+                     + (f" (precondition: {_preconditions(row)})" if row["verdict"] == Verdict.NOT_TESTABLE.value
+                        else ""))
+    return [*lines, "", f"Reproduce: `{gap['command']}`", ""]
+
+
 def content_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
     """The content side: the regime, the headline pair against the n-gram lines, the paper's claims as rows,
     the ablations with their verdicts, then the probes (eval.probes' own rendering)."""
@@ -160,6 +202,7 @@ def content_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
     lines = [
         *_headline_pair(c, figure_paths),
         "",
+        *_gap_section(report),
         "## The paper's content claims, row by row",
         "",
         "Each row comes from the claims table (`eval/report/claims.py`): the measurement it reads, its verdict "

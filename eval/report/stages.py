@@ -28,6 +28,7 @@ from eval.report.plan import CORPORA, Plan
 GRAMMAR = ("python", "-m", "grammar_probe")
 ABLATION = ("python", "-m", "eval.ablation")
 PROBES = ("python", "-m", "eval.probes")
+GAP = ("python", "-m", "eval.gap")
 ARCHITECTURES = {"spen": "SPEN (EMA traces)", "gpt2": "GPT-2 architecture"}
 
 
@@ -261,6 +262,46 @@ def ngram_reference(plan: Plan, tokenizer: Path, train_tokens: int, split: str =
                               cfg["test_every"])
     val = corpus.validation_blocks(plan.data, cfg["val_every"], tok, cfg["block_size"], cfg["max_eval_samples"])
     result["val_tokens"] = int(val.shape[0] * (val.shape[1] - 1))
+    return result
+
+
+def gap(work: Path, plan: Plan, lm: dict[str, Any], tokenizer: Path) -> dict[str, Any] | None:
+    """Where the headline pair's gap lives (:mod:`eval.gap`): every seed's per-token loss on the blocks the pair is
+    scored on (the test documents when held out), split into AR hits, other repeats and first occurrences, SPEN
+    (model b) minus the GPT-2 architecture (model a) paired by seed. None for a streamed corpus (c4), which
+    eval.gap does not read. The result is gap.json's content with the command line that reproduces it."""
+    from transformers import AutoTokenizer
+
+    from eval import gap as eval_gap
+
+    if plan.corpus == "c4":
+        return None
+    cfg = _yaml(plan, "spen")
+    split = "test" if lm.get("scored_on") == "test" else "validation"
+    seeds = [str(s) for s in lm["seeds"]]
+    folders = {w: ",".join(lm["architectures"][w]["runs"][s]["final_dir"] for s in seeds) for w in ARCHITECTURES}
+    sides = [eval_gap.resolve_side(folders[w], "--model_name_or_path") for w in ("gpt2", "spen")]
+    sides[0].label, sides[1].label = "gpt2_arch", "spen"
+    text = plan.corpus if plan.corpus in CORPORA else str(Path(plan.corpus).resolve())
+    tok = AutoTokenizer.from_pretrained(tokenizer)
+    max_tokens = plan.language_model.gap_max_tokens
+    docs = eval_gap.read_documents(text, split, cfg["val_every"], cfg["test_every"])
+    tokens = eval_gap.make_tokens(docs, tok, cfg["block_size"], max_tokens)
+    import torch
+
+    out = work / "gap"
+    result = eval_gap.run_gap(sides, tokens, len(tok), cfg["block_size"], seed=plan.seed,
+                              device="cuda" if torch.cuda.is_available() else "cpu",
+                              text={"source": text, "split": split, "val_every": cfg["val_every"],
+                                    "test_every": cfg["test_every"]})
+    result["command"] = command_line(GAP, {
+        "--model_name_or_path": [folders["gpt2"], folders["spen"]], "--labels": ["gpt2_arch", "spen"],
+        "--text": text, "--split": split, "--val_every": cfg["val_every"], "--test_every": cfg["test_every"],
+        "--block_size": cfg["block_size"], "--tokenizer": tokenizer, "--max_tokens": max_tokens, "--seed": plan.seed,
+        "--output_dir": out})
+    out.mkdir(parents=True, exist_ok=True)
+    eval_gap.render_figure(result, out / "gap.png")
+    result["folder"] = str(out)
     return result
 
 
