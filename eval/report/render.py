@@ -116,10 +116,10 @@ def _headline_pair(c: dict, figure_paths: dict[str, str]) -> list[str]:
                      f"{_ci(c['train_loss'][name])} | {_ci(c['val_loss'][name])} | "
                      + (f"{_ci(c['test_loss'][name])} | " if on_test else "") + f"{c['perplexity'][name]:.1f} |")
     ng = c["ngram"]
-    dash = "— | " * (4 if on_test else 3)
+    dash = "— | " * (3 if on_test else 2)  # parameters, rate, training loss (and validation loss): none
     lines += [
-        *[f"| {k} model (Kneser-Ney, counted on the training split, scored on the {scored} blocks) | — | {dash}"
-          f"{math.log(ng[k]):.3f} nats, {ng[k]:.1f} |" for k in ("unigram", "bigram", "trigram")],
+        *[f"| {k} model (Kneser-Ney, counted on the training split) | — | {dash}{math.log(ng[k]):.3f} | "
+          f"{ng[k]:.1f} |" for k in ("unigram", "bigram", "trigram")],
         "",
         f"SPEN − GPT-2 ({scored} loss): **{cmp_['difference']:+.4f} nats** [95% CI {cmp_['ci95'][0]:+.4f}, "
         f"{cmp_['ci95'][1]:+.4f}], {cmp_['n']} paired seeds: a perplexity ratio of **{c['perplexity_ratio']:.2f}x** "

@@ -162,6 +162,7 @@ def language_model(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any]:
     seed0 = cfgs["spen"]["seed"]
     seeds = [seed0 + i for i in range(lm.seeds)]
     runs: dict[str, Run] = {}
+    rate_of: dict[str, tuple[str, float]] = {}  # run name -> (architecture, rate), the rate as the plan gave it
 
     def run(which: str, lr: float, seed: int) -> Run:
         out = work / "language_model" / which / f"lr_{lr:g}" / f"seed_{seed}"
@@ -169,6 +170,7 @@ def language_model(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any]:
                 "--tokenizer", tokenizer, "--data", *plan.data,
                 *(["--max_steps", lm.max_steps] if lm.max_steps else [])]
         r = runs[f"{which}/lr_{lr:g}/seed_{seed}"] = Run(f"{which}/lr_{lr:g}/seed_{seed}", tuple(argv))
+        rate_of[r.name] = (which, lr)
         return r
 
     logs = work / "logs" / "language_model"
@@ -178,7 +180,7 @@ def language_model(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any]:
     while todo:  # the declared grid, then the rates beyond an edge, until every choice is interior or capped
         train_runs(todo, logs, plan.workers, desc=desc)
         for r in todo:
-            which, lr = r.name.split("/")[0], float(r.name.split("/")[1].removeprefix("lr_"))
+            which, lr = rate_of[r.name]
             losses[which][lr] = read_metrics(r.output_dir / "metrics.jsonl")["val_loss"][-1]
         todo = [run(w, lr, seed0) for w in ARCHITECTURES for lr in lm.beyond_edge(losses[w])]
         desc = "learning-rate grid, beyond an edge"
