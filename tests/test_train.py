@@ -256,3 +256,18 @@ def test_a_test_split_is_held_out_of_training_and_scores_the_final_model(tmp_pat
         return zlib.crc32(rows[4:].numpy().tobytes(), zlib.crc32(rows[:4].numpy().tobytes()))
 
     assert log[0]["batch_crc32"] == fingerprint(3) != fingerprint(0)
+
+
+def test_a_run_with_a_test_split_resumes_to_the_same_test_score(tmp_path):
+    import shutil
+
+    from eval.runs import read_test
+
+    cfg = write_config(tmp_path / "train.yaml", max_steps=8, eval_steps=8, save_steps=4, test_every=3,
+                       max_test_samples=4, tokenizer_name=tokenizer_dir())
+    out = train.main(["--config", str(cfg), "--output_dir", str(tmp_path / "out")])
+    first = read_test(out / "metrics.jsonl")
+    shutil.rmtree(out / "checkpoints" / "step_8")  # as if killed before the last checkpoint: resume at step 4
+    train.main(["--config", str(cfg), "--output_dir", str(out)])
+    assert [m["step"] for m in metrics(out)] == list(range(1, 9))
+    assert read_test(out / "metrics.jsonl")["test_loss"] == pytest.approx(first["test_loss"], abs=1e-6)
