@@ -203,6 +203,8 @@ def test_the_gap_stage_is_reproduced_by_its_command(report_dir: Path, tmp_path: 
     assert gap["text"]["split"] == "test" and gap["models"]["b"]["label"] == "spen"
     assert len(gap["models"]["a"]["locations"]) == 2  # both seeds, paired
     assert sum(g["tokens"] for g in gap["groups"]) == gap["text"]["tokens"]
+    written = json.loads((report_dir / "work" / "gap" / "gap.json").read_text())  # the command's own output
+    assert written["contrasts"] == gap["contrasts"] and written["text"] == gap["text"]
     argv = shlex.split(gap["command"])[3:]
     out = argv.index("--output_dir")
     argv[out + 1] = str(tmp_path / "again")

@@ -274,6 +274,7 @@ def gap(work: Path, plan: Plan, lm: dict[str, Any], tokenizer: Path) -> dict[str
     eval.gap does not read. The result is gap.json's content with the command line that reproduces it."""
     from transformers import AutoTokenizer
 
+    from ema_boundary.io import atomic_dir, write_json
     from eval import gap as eval_gap
 
     if plan.corpus == "c4":
@@ -301,8 +302,9 @@ def gap(work: Path, plan: Plan, lm: dict[str, Any], tokenizer: Path) -> dict[str
         "--text": text, "--split": split, "--val_every": cfg["val_every"], "--test_every": cfg["test_every"],
         "--block_size": cfg["block_size"], "--tokenizer": tokenizer, "--max_tokens": max_tokens, "--seed": plan.seed,
         "--output_dir": out})
-    out.mkdir(parents=True, exist_ok=True)
-    eval_gap.render_figure(result, out / "gap.png")
+    with atomic_dir(out, tool="eval.gap") as tmp:  # what the recorded command writes: gap.json, gap.png, marker
+        write_json(tmp / "gap.json", result)
+        eval_gap.render_figure(result, tmp / "gap.png")
     result["folder"] = str(out)
     return result
 
