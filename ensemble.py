@@ -313,13 +313,14 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
     _check(cfg, seeds, args)
     out = Path(cfg["output_dir"])
     dirs = _prepare_seed_folders(out, seeds, args.overwrite_output_dir)
-    n_docs = corpus.check_data(cfg["data"], cfg["val_every"])
+    n_docs = corpus.check_data(cfg["data"], cfg["val_every"], cfg["test_every"])
     import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
 
     model_cfg = AutoConfig.from_pretrained(cfg["model_name_or_path"])
     tokenizer, tokenizer_name = train.tokenizer_for_run(cfg, model_cfg.vocab_size, out, None)
     val = corpus.validation_blocks(cfg["data"], cfg["val_every"], tokenizer, cfg["block_size"],
                                        cfg["max_eval_samples"])
+    test = train.held_out_test(cfg, tokenizer)  # None without a test split
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if cfg["mixed_precision"] == "bf16" else None)
 
@@ -349,7 +350,8 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
                                 scheduler_specific_kwargs={"min_lr_rate": cfg["min_lr_ratio"]})
                   for opt in ensemble.optimizers]
     micro = cfg["per_device_train_batch_size"]
-    train_set = corpus.PackedBlocks(cfg["data"], "train", cfg["val_every"], tokenizer, cfg["block_size"])
+    train_set = corpus.PackedBlocks(cfg["data"], "train", cfg["val_every"], tokenizer, cfg["block_size"],
+                                    test_every=cfg["test_every"])
     batches = iter(torch.utils.data.DataLoader(train_set, batch_size=micro))
     val_batches = [b.to(device) for b in val.split(micro)]  # train.py's validation batches
 
@@ -396,6 +398,10 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
             for k, row in enumerate(rows):
                 row |= {"val_loss": val_losses[k], "val_ppl": math.exp(val_losses[k]), "tokens": step * tokens_per_step}
             train.log.info(f"step {step}/{last}: validation loss " + " ".join(f"{v:.4f}" for v in val_losses))
+        if step == last and test is not None:  # train.py's test score, once, on the final models
+            for row, loss in zip(rows, ensemble.val_losses([b.to(device) for b in test.blocks.split(micro)]).tolist(),
+                                 strict=True):
+                row |= test.metrics(loss)
         for d, row in zip(dirs, rows, strict=True):
             if row:
                 with (d / "metrics.jsonl").open("a") as f:

@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 import zlib
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
@@ -138,6 +139,37 @@ def save_checkpoint(accelerator: Accelerator, out: Path, step: int, state: dict,
     accelerator.wait_for_everyone()
 
 
+@dataclass(frozen=True)
+class TestBlocks:
+    """The test split's blocks a run scores once at the end, and how much text they are."""
+
+    __test__ = False  # not a pytest class
+
+    blocks: torch.Tensor
+    documents: int  # test documents the blocks' targets come from
+
+    @property
+    def tokens(self) -> int:
+        return self.blocks.shape[0] * (self.blocks.shape[1] - 1)
+
+    def metrics(self, loss: float) -> dict:
+        """The last metrics.jsonl record's test fields (eval.runs.read_test reads them)."""
+        return {"test_loss": loss, "test_ppl": math.exp(loss), "test_tokens": self.tokens,
+                "test_documents": self.documents}
+
+
+def held_out_test(cfg: dict, tokenizer) -> TestBlocks | None:
+    """The test blocks of a run with ``test_every`` > 0 (the first ``max_test_samples``, or all), else None.
+
+    Documents no run with the same ``val_every`` and ``test_every`` trains on, and that choose nothing (rates and
+    checkpoints are chosen on validation): the score to compare runs on."""
+    if not cfg["test_every"]:
+        return None
+    blocks, documents = corpus.split_blocks(cfg["data"], "test", cfg["val_every"], tokenizer, cfg["block_size"],
+                                            cfg["max_test_samples"], cfg["test_every"])
+    return TestBlocks(blocks, documents)
+
+
 # The hub's ids for the data sources that are hub datasets; the card's `datasets` lists them.
 HUB_DATASETS = {corpus.C4: "allenai/c4"}
 CARD_LICENSE = "apache-2.0"  # the project's license, which the modeling code shipped beside the weights carries
@@ -145,14 +177,15 @@ CARD_LICENSE = "apache-2.0"  # the project's license, which the modeling code sh
 
 def model_card(cfg: dict, model_config: PreTrainedConfig, counts: ParameterCounts, step: int, data_pos: list[int],
                train_docs: int, val_loss: float, command: str, tokenizer_name: str, name: str,
-               location: str) -> ModelCard:
+               location: str, test: dict | None = None) -> ModelCard:
     """final/README.md as the Hub reads it: metadata (license, language, library, pipeline, tags, datasets, a
     model-index with the validation loss and perplexity), the regime, the command, and a python block that loads
     the model from ``location`` (the folder, or the hub repository it is pushed to) and generates. ``name`` is
     the model's name (the repository id, or the output folder's name).
 
     ``data_pos`` is the data position after the last step (epoch, document, token offset); ``train_docs`` the
-    number of training documents (0 for streamed C4, which is not counted).
+    number of training documents (0 for streamed C4, which is not counted); ``test`` the test split's metrics
+    (:meth:`TestBlocks.metrics`) of a run with one.
     """
     kind = model_config.model_type
     tokens = step * cfg["total_train_batch_size"] * cfg["block_size"]
@@ -169,10 +202,12 @@ def model_card(cfg: dict, model_config: PreTrainedConfig, counts: ParameterCount
                                                               "document held out)"}
     else:
         dataset = {"dataset_type": "text", "dataset_name": ", ".join(Path(d).name for d in data)}
-    results = [EvalResult(task_type="text-generation", task_name="Causal language modeling", dataset_split="validation",
+    scores = [("validation", val_loss)] + ([("test", test["test_loss"])] if test else [])
+    results = [EvalResult(task_type="text-generation", task_name="Causal language modeling", dataset_split=split,
                           metric_type=metric, metric_name=label, metric_value=round(value, 4), **dataset)
-               for metric, label, value in (("loss", "validation loss (nats per token)", val_loss),
-                                            ("perplexity", "validation perplexity", math.exp(val_loss)))]
+               for split, loss in scores
+               for metric, label, value in (("loss", f"{split} loss (nats per token)", loss),
+                                            ("perplexity", f"{split} perplexity", math.exp(loss)))]
     english = data[0] in (corpus.C4, *corpus.EMBEDDED_SOURCES)  # local files: their language is unknown
     meta = ModelCardData(license=CARD_LICENSE, language="en" if english else None, library_name="transformers",
                          pipeline_tag="text-generation", tags=["ema-boundary", "causal-lm", kind],
@@ -180,6 +215,9 @@ def model_card(cfg: dict, model_config: PreTrainedConfig, counts: ParameterCount
     # SPEN's modeling code ships beside the weights (auto_map in config.json); GPT-2 is transformers' own.
     remote = ", trust_remote_code=True" if kind == "spen" else ""
     prompt = "The for statement" if data[0] in corpus.EMBEDDED_SOURCES else "The"
+    test_line = (f"\n- test loss: {test['test_loss']:.4f}, perplexity {test['test_ppl']:.2f} ({test['test_tokens']:,} "
+                 f"tokens of {test['test_documents']} held-out test documents, every {cfg['test_every']}th of the "
+                 "documents not held out for validation)" if test else "")
     return ModelCard(f"""---
 {meta.to_yaml()}
 ---
@@ -208,7 +246,8 @@ print(tokenizer.decode(output[0]))
 - tokens seen: {tokens:,} ({step} steps x {cfg['total_train_batch_size']} sequences x {cfg['block_size']} tokens), \
 {tokens / counts.total:.3g} per parameter
 - epochs: {passes}
-- final validation loss: {val_loss:.4f}, perplexity {math.exp(val_loss):.2f} ({cfg['max_eval_samples']} sequences)
+- final validation loss: {val_loss:.4f}, perplexity {math.exp(val_loss):.2f} ({cfg['max_eval_samples']} sequences)\
+{test_line}
 - optimizer: AdamW, peak learning rate {cfg['learning_rate']:g}, {cfg['warmup_steps']} warmup steps, cosine decay \
 to {cfg['min_lr_ratio']:g} x the peak, weight decay {cfg['weight_decay']:g}, betas ({cfg['adam_beta1']:g}, \
 {cfg['adam_beta2']:g}); seed {cfg['seed']}
@@ -240,7 +279,7 @@ def tokenizer_for_run(cfg: dict, vocab_size: int, run_dir: Path, saved: dict | N
     if saved and (run_dir / "tokenizer").is_dir():
         return AutoTokenizer.from_pretrained(run_dir / "tokenizer"), saved["tokenizer_used"]
     return corpus.load_tokenizer(cfg["tokenizer_name"], cfg["data"], cfg["val_every"], vocab_size,
-                                     cfg["bpe_train_docs"], cfg["model_name_or_path"])
+                                     cfg["bpe_train_docs"], cfg["model_name_or_path"], cfg["test_every"])
 
 
 def make_accelerator(cfg: dict, out: Path, accum: int, cpu: bool) -> Accelerator:
@@ -486,13 +525,14 @@ def train(interrupt: Interrupt) -> Path:
     # Everything that can fail on bad input, before the first write to `out`.
     ckpt = train_config.find_checkpoint(out, args.resume_from_checkpoint, earlier, args.overwrite_output_dir)
     run_dir, saved = train_config.check_resume(ckpt, out, cfg)
-    n_docs = corpus.check_data(cfg["data"], cfg["val_every"])
+    n_docs = corpus.check_data(cfg["data"], cfg["val_every"], cfg["test_every"])
     import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
 
     model_cfg = AutoConfig.from_pretrained(cfg["model_name_or_path"])
     tokenizer, tokenizer_name = tokenizer_for_run(cfg, model_cfg.vocab_size, run_dir, saved)
     val = corpus.validation_blocks(cfg["data"], cfg["val_every"], tokenizer, cfg["block_size"],
                                        cfg["max_eval_samples"])
+    test = held_out_test(cfg, tokenizer)  # None without a test split
     if cfg["report_to"] == "tensorboard" and not is_tensorboard_available():
         raise ConfigError(f"{args.config}: report_to tensorboard, but tensorboard is not installed")
     if repo_id:
@@ -523,7 +563,7 @@ def train(interrupt: Interrupt) -> Path:
     # position after it, and a resumed stream starts exactly there. Accelerate dispatches the batches
     # from process 0, so the stream is read and tokenized once and every process gets its own rows.
     train_set = corpus.PackedBlocks(cfg["data"], "train", cfg["val_every"], tokenizer,
-                                        cfg["block_size"], start=tuple(start["pos"]))
+                                        cfg["block_size"], start=tuple(start["pos"]), test_every=cfg["test_every"])
     train_loader = torch.utils.data.DataLoader(train_set, batch_size=cfg["per_device_train_batch_size"])
     # Validation in training micro-batches: four times larger ones were not consistently faster (BENCHMARKS.md,
     # section 6).
@@ -531,6 +571,10 @@ def train(interrupt: Interrupt) -> Path:
                                              batch_size=cfg["per_device_train_batch_size"])
     model, optimizer, scheduler, train_loader, val_loader = accelerator.prepare(
         model, optimizer, scheduler, train_loader, val_loader)
+    test_loader = None
+    if test is not None:  # scored once, on the final model: nothing is chosen on these blocks
+        test_loader = accelerator.prepare(torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(test.blocks), batch_size=cfg["per_device_train_batch_size"]))
     if ckpt:
         accelerator.load_state(str(ckpt))  # model, optimizer, scheduler, RNG
         log.info(f"train.py: resumed from {ckpt} at step {start['step']}")
@@ -539,7 +583,7 @@ def train(interrupt: Interrupt) -> Path:
     weight = prediction_loss_weight(model)  # SPEN's predictor trains on CE + weight * P; GPT-2: 0
     batches = iter(train_loader)
     step, last, pos = start["step"], cfg["max_steps"], start["pos"]
-    val_loss = float("nan")
+    val_loss = test_loss = float("nan")
     # Progress: a bar on a terminal; log lines (below) when the output goes to a file or pipe.
     show_bar = accelerator.is_local_main_process and sys.stderr.isatty() and log.isEnabledFor(logging.INFO)
     bar = tqdm(total=last, initial=step, disable=not show_bar, dynamic_ncols=True)
@@ -593,6 +637,11 @@ def train(interrupt: Interrupt) -> Path:
             val_loss = evaluate(model, val_loader, accelerator)
             metrics |= {"val_loss": val_loss, "val_ppl": math.exp(val_loss), "tokens": step * tokens_per_step}
             log.info(f"step {step}/{last}: validation loss {val_loss:.4f}, perplexity {math.exp(val_loss):.2f}")
+        if step == last and test_loader is not None:
+            test_loss = evaluate(model, test_loader, accelerator)
+            metrics |= test.metrics(test_loss)
+            log.info(f"step {step}/{last}: test loss {test_loss:.4f}, perplexity {math.exp(test_loss):.2f} "
+                     f"({test.tokens:,} tokens of {test.documents} test documents)")
         if metrics:
             accelerator.log(metrics, step=step)
         if save_now:
@@ -611,17 +660,20 @@ def train(interrupt: Interrupt) -> Path:
 
     if math.isnan(val_loss):  # resumed at max_steps: nothing ran, but the card needs the loss
         val_loss = evaluate(model, val_loader, accelerator)
+    if test_loader is not None and math.isnan(test_loss):  # the same, and the test score is the run's record
+        test_loss = evaluate(model, test_loader, accelerator)
+        accelerator.log(test.metrics(test_loss), step=step)
     command = "train.py " + shlex.join(argv)
-    # Validation takes every val_every-th document of local or embedded data, from the first.
-    train_docs = n_docs - ((n_docs - 1) // cfg["val_every"] + 1) if n_docs else 0
+    train_docs = corpus.split_sizes(n_docs, cfg["val_every"], cfg["test_every"])["train"] if n_docs else 0
     location = repo_id or str((out / "final").resolve())  # where the card's code loads the model from
     final = save_final(accelerator, model, tokenizer, out, model_card(
         cfg, model_cfg, counts, step, pos, train_docs, val_loss, command, tokenizer_name, repo_id or out.resolve().name,
-        location))
+        location, test=test.metrics(test_loss) if test is not None else None))
     accelerator.end_training()  # closes the trackers and the process group
     elapsed = timedelta(seconds=round(time.perf_counter() - started))
+    scored = f"; test loss {test_loss:.4f}, perplexity {math.exp(test_loss):.2f}" if test is not None else ""
     log.log(SUMMARY, f"train.py: done in {elapsed}: {step} steps, {step * tokens_per_step:,} tokens; validation "
-                     f"loss {val_loss:.4f}, perplexity {math.exp(val_loss):.2f}; model in {final}")
+                     f"loss {val_loss:.4f}, perplexity {math.exp(val_loss):.2f}{scored}; model in {final}")
     if repo_id and accelerator.is_main_process:
         url = push_to_hub(final, repo_id, f"train.py: {step} steps, validation loss {val_loss:.4f}")
         log.log(SUMMARY, f"train.py: pushed {final} to {url}")

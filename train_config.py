@@ -85,13 +85,19 @@ SETTINGS: dict[str, Setting] = {
     "save_steps": Setting(500, "checkpoint every N steps (and at the end)", ("save_every",)),
     "save_total_limit": Setting(2, "how many recent checkpoints to keep", ("keep_checkpoints",)),
     "val_every": Setting(100, "local/embedded data: every N-th document is held out for validation"),
+    "test_every": Setting(0, "held-out test documents: of the local/embedded documents not held out for validation, "
+                             "every N-th (C4: the odd documents of its validation split); the final model is scored "
+                             "on them (test_loss in the last metrics.jsonl record). 0: no test split"),
+    "max_test_samples": Setting(None, "test sequences scored at the end (unset: every block of the test split)",
+                                (), int),
     "bpe_train_docs": Setting(100000, "documents used to train the BPE tokenizer when one is trained"),
     "seed": Setting(1337, "seed for initialisation (the data order is fixed by the data)"),
     "report_to": Setting("none", "extra tracker: 'tensorboard', 'wandb' or 'none' (metrics.jsonl always)"),
 }
 OLD_NAMES: dict[str, str] = {old: key for key, s in SETTINGS.items() for old in s.old}
 # Settings a resumed run must share with the run that wrote its checkpoint: they fix the data stream.
-RESUME_INVARIANTS = ("model_name_or_path", "data", "block_size", "total_train_batch_size", "val_every")
+RESUME_INVARIANTS = ("model_name_or_path", "data", "block_size", "total_train_batch_size", "val_every",
+                     "test_every")
 # Every setting is also a flag of the same name (kept under this name for callers that list the flags).
 FLAG_OVERRIDES = tuple(SETTINGS)
 # What train.py writes in its output folder: the only entries --overwrite_output_dir removes.
@@ -100,12 +106,13 @@ RUN_FILES = (MARKER, "checkpoints", "final", "tokenizer", "metrics.jsonl", "trai
 # What a setting may be beyond its type: the checks of read_yaml, with the words of its error message.
 POSITIVE = ("block_size", "total_train_batch_size", "per_device_train_batch_size", "gradient_accumulation_steps",
             "max_steps", "logging_steps", "eval_steps", "max_eval_samples", "save_steps", "save_total_limit",
-            "val_every", "bpe_train_docs")
+            "val_every", "bpe_train_docs", "max_test_samples")
 CHOICES = {"mixed_precision": ("no", "bf16", "fp16"), "report_to": ("none", "tensorboard", "wandb")}
 BOUNDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "learning_rate": (lambda v: 0 < v < float("inf"), "a positive number"),
     "min_lr_ratio": (lambda v: 0 <= v <= 1, "a number in [0, 1]"),
     "warmup_steps": (lambda v: v >= 0, "a non-negative integer"),
+    "test_every": (lambda v: v >= 0, "a non-negative integer (0: no test split)"),
     "weight_decay": (lambda v: 0 <= v < float("inf"), "a non-negative number"),
     "adam_beta1": (lambda v: 0 <= v < 1, "a number in [0, 1)"),
     "adam_beta2": (lambda v: 0 <= v < 1, "a number in [0, 1)"),
@@ -467,7 +474,8 @@ def check_resume(ckpt: Path | None, out: Path, cfg: dict[str, Any]) -> tuple[Pat
     if not saved_path.is_file():
         return run_dir, None
     saved = {OLD_NAMES.get(k, k): v for k, v in json.loads(saved_path.read_text()).items()}  # older runs' names
-    changed = [k for k in RESUME_INVARIANTS if saved.get(k) != cfg[k]]
+    # A setting the saved run predates had its default then (test_every: no test split).
+    changed = [k for k in RESUME_INVARIANTS if saved.get(k, SETTINGS[k].default) != cfg[k]]
     if changed:
         raise ConfigError(f"{saved_path}: the run to resume used another {', '.join(changed)}")
     return run_dir, saved

@@ -316,6 +316,14 @@ def split_of(index: int, val_every: int, test_every: int = 0) -> str:
     return "test" if test_every and others_before % test_every == 0 else "train"
 
 
+def split_sizes(n_docs: int, val_every: int, test_every: int = 0) -> dict[str, int]:
+    """How many of ``n_docs`` local or embedded documents each split holds."""
+    sizes = dict.fromkeys(SPLITS, 0)
+    for i in range(n_docs):
+        sizes[split_of(i, val_every, test_every)] += 1
+    return sizes
+
+
 def _check_split(split: str, test_every: int) -> None:
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
@@ -494,15 +502,27 @@ def test_blocks(data: list[str], val_every: int, tokenizer: PreTrainedTokenizerB
 test_blocks.__test__ = False  # a corpus function, not a pytest test
 
 
-def _blocks(data: list[str], split: str, val_every: int, tokenizer: PreTrainedTokenizerBase, block_size: int,
-            n_blocks: int | None, test_every: int) -> torch.Tensor:
+def split_blocks(data: list[str], split: str, val_every: int, tokenizer: PreTrainedTokenizerBase, block_size: int,
+                 n_blocks: int | None, test_every: int = 0) -> tuple[torch.Tensor, int]:
+    """The first `n_blocks` blocks of one split (None: all of them), [n, block_size + 1], and how many of the
+    split's documents their targets come from (the report states both for its test blocks)."""
     stream = PackedBlocks(data, split, val_every, tokenizer, block_size, repeat=False, test_every=test_every)
-    blocks = [b["input_ids"] for b in itertools.islice(stream, n_blocks)]
+    blocks, last = [], None
+    for b in itertools.islice(stream, n_blocks):
+        blocks.append(b["input_ids"])
+        last = b["pos"]
     if not blocks:
         raise DataError(f"{data[0]}: the {split} split has fewer than block_size + 1 = {block_size + 1} "
                         f"tokens; lower val_every{' or test_every' if split == 'test' else ''} or block_size, "
                         "or add data")
-    return torch.stack(blocks)
+    # The position after the last block is in the document that holds the last block's last token: documents
+    # 0..pos[1] of the split gave targets (each document ends in EOS, so none is skipped).
+    return torch.stack(blocks), int(last[1]) + 1
+
+
+def _blocks(data: list[str], split: str, val_every: int, tokenizer: PreTrainedTokenizerBase, block_size: int,
+            n_blocks: int | None, test_every: int) -> torch.Tensor:
+    return split_blocks(data, split, val_every, tokenizer, block_size, n_blocks, test_every)[0]
 
 
 def parse_data(value: str | list[str]) -> list[str]:

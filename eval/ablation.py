@@ -302,7 +302,7 @@ def build_tokenizer(cfg: dict[str, Any], data: list[str], folder: Path) -> Path:
     vocab = json.loads((Path(cfg["model_name_or_path"]) / "config.json").read_text())["vocab_size"]
     try:
         tok, _ = corpus.load_tokenizer(cfg["tokenizer_name"], data, cfg["val_every"], vocab, cfg["bpe_train_docs"],
-                                           cfg["model_name_or_path"])
+                                           cfg["model_name_or_path"], cfg["test_every"])  # as train.py trains it
     except corpus.DataError as e:
         raise UsageError(f"train.py: {e}") from None
     tok.save_pretrained(folder)

@@ -51,7 +51,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, first_line, positive_int
+from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, first_line, non_negative_int, positive_int
 from ema_boundary.figures import pyplot, save
 from ema_boundary.io import atomic_dir, check_output_dir, write_json
 from eval.recall import POSITION_FIELDS
@@ -60,7 +60,7 @@ PROG = "python -m eval.gap"
 FIRST, REPEAT = 0, 1  # class codes; an AR hit at distance d is AR0 + floor(log2(d))
 AR0 = 2
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "spiece.model")
-SPLITS = ("validation", "train", "all")
+SPLITS = ("validation", "test", "train", "all")
 # A bootstrap over fewer documents than this gives an interval that only looks narrow: none is reported.
 MIN_DOCUMENTS = 5
 
@@ -133,10 +133,11 @@ class Tokens:
     documents: int
 
 
-def read_documents(text: str, split: str = "validation", val_every: int = 10) -> list[str]:
+def read_documents(text: str, split: str = "validation", val_every: int = 10, test_every: int = 0) -> list[str]:
     """The documents of ``--text``: the embedded corpus (``embedded``, ``embedded:pydoc``, ``embedded:stdlib``)
     or a local .txt/.jsonl/.json/.parquet file cut as train.py cuts it; then the split, held out as train.py
-    holds out (every ``val_every``-th document, from the first, is validation)."""
+    holds out (:func:`ema_boundary.corpus.split_of`: every ``val_every``-th document, from the first, is
+    validation; of the others every ``test_every``-th is test, when it is not 0)."""
     from ema_boundary import corpus
 
     try:
@@ -153,10 +154,13 @@ def read_documents(text: str, split: str = "validation", val_every: int = 10) ->
         raise GapInputError(f"--text {e}") from None
     if not docs:
         raise GapInputError(f"--text {text}: contains no text")
+    if split == "test" and not test_every:
+        raise GapInputError("--split test: --test_every is 0, so no document is held out for testing")
     if split != "all":
-        docs = [d for i, d in enumerate(docs) if (i % val_every == 0) == (split == "validation")]
+        docs = [d for i, d in enumerate(docs) if corpus.split_of(i, val_every, test_every) == split]
         if not docs:
-            raise GapInputError(f"--split {split}: no document of {text} is in it (val_every {val_every})")
+            raise GapInputError(f"--split {split}: no document of {text} is in it (val_every {val_every}, "
+                                f"test_every {test_every})")
     return docs
 
 
@@ -513,8 +517,12 @@ def _parse_args(argv: list[str] | None) -> Any:
                         help="'embedded' (or embedded:pydoc / embedded:stdlib) or a .txt (paragraphs), .jsonl, "
                              ".parquet file, cut into documents as train.py cuts it")
     parser.add_argument("--split", choices=SPLITS, default="validation",
-                        help="which documents: train.py's held-out ones (every --val_every-th), the others, or all")
+                        help="which documents: train.py's validation ones (every --val_every-th), its test ones "
+                             "(with --test_every), its training ones, or all")
     parser.add_argument("--val_every", type=positive_int, default=10, help="as train.py's val_every")
+    parser.add_argument("--test_every", type=non_negative_int, default=0,
+                        help="as train.py's test_every (0: no test split; the training documents are then the "
+                             "non-validation ones)")
     parser.add_argument("--output_dir", required=True, help="folder for gap.json and gap.png (written atomically)")
     parser.add_argument("--overwrite_output_dir", action="store_true",
                         help="replace eval.gap's own earlier output in --output_dir (never another folder)")
@@ -559,13 +567,14 @@ def main(argv: list[str] | None = None) -> int:
         block_size = args.block_size or (min(limits) if limits else 1024)
         if limits and block_size > min(limits):
             raise GapInputError(f"--block_size {block_size}: longer than a model's context length {min(limits)}")
-        docs = read_documents(args.text, args.split, args.val_every)
+        docs = read_documents(args.text, args.split, args.val_every, args.test_every)
         tokens = make_tokens(docs, tokenizer, block_size, args.max_tokens)
         device = "cuda" if torch.cuda.is_available() else "cpu"
         result = run_gap(sides, tokens, len(tokenizer), block_size, bootstrap=args.bootstrap, seed=args.seed,
                          batch_size=args.per_device_eval_batch_size, device=device,
                          trust_remote_code=args.trust_remote_code,
-                         text={"source": args.text, "split": args.split, "val_every": args.val_every})
+                         text={"source": args.text, "split": args.split, "val_every": args.val_every,
+                               "test_every": args.test_every})
         result["command"] = " ".join([PROG, *(argv if argv is not None else sys.argv[1:])])
         with atomic_dir(args.output_dir, tool="eval.gap", overwrite=args.overwrite_output_dir) as tmp:
             write_json(tmp / "gap.json", result)

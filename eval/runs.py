@@ -244,4 +244,15 @@ def read_metrics(path: Path) -> dict[str, list]:
     return curve
 
 
-__all__ = ["Job", "Run", "TRAIN", "jobs", "train_runs", "read_metrics", "param_count"]
+def read_test(path: Path) -> dict[str, float | int] | None:
+    """The test score of a train.py metrics.jsonl (``test_loss``, ``test_ppl``, ``test_tokens``,
+    ``test_documents``: the final model on the held-out test blocks), or None for a run without a test split."""
+    found = None
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        if "test_loss" in row:
+            found = {k: row[k] for k in ("test_loss", "test_ppl", "test_tokens", "test_documents") if k in row}
+    return found
+
+
+__all__ = ["Job", "Run", "TRAIN", "jobs", "train_runs", "read_metrics", "read_test", "param_count"]

@@ -48,7 +48,7 @@ def test_the_table_is_consistent(committed: dict) -> None:
         assert claim.side in ("structure", "content") and claim.sentence and claim.rule_text
         assert _in_schema(claim.measurement), claim.key  # every measurement is a key of report.json's schema
         # ... and of the committed run, unless its experiment came after that run (then the row says "not run")
-        later = ("selection_escapes_recall", "hebbian_learning", "depth_selection_recovers")
+        later = ("selection_escapes_recall", "hebbian_learning", "depth_selection_recovers", "gap_on_recall")
         assert get(committed, claim.measurement) is not None or claim.id in later, claim.key
         for e in claim.explanations:
             assert e.experiment in EXPERIMENTS, (claim.id, e.experiment)
@@ -221,3 +221,38 @@ def test_the_depth_row_reads_eval_depths_verdict_behind_its_gate(committed: dict
     above = _row({**committed, "depth": experiment_result(val_loss=4.5)}, "depth_selection_recovers")
     assert above["verdict"] == Verdict.NOT_TESTABLE.value and "bigram 4.000 nats" in above["detail"]
     assert "+10.1 points" in above["ours"]
+
+
+def _with_gap(report: dict, value: float, ci: list[float]) -> dict:
+    report = copy.deepcopy(report)
+    row = lambda name, diff, n: {"class": name, "tokens": n, "difference": diff, "ci95": [diff - 0.1, diff + 0.1]}  # noqa: E731
+    report["gap"] = {"models": {"a": {}, "b": {}}, "interval": "95% t interval over 5 seeds, paired by seed",
+                     "text": {"tokens": 1000, "documents": 120, "split": "test"},
+                     "total": {"loss_a": 4.0, "loss_b": 4.1, "difference": 0.1},
+                     "groups": [row("ar_hit", 0.1 + value, 150), row("repeat", 0.1, 250), row("first", 0.1, 600)],
+                     "contrasts": {"ar_hit - first": {"value": value, "ci95": ci}}}
+    return report
+
+
+def test_the_gap_row_reads_the_contrast_behind_the_bigram_gate(committed: dict) -> None:
+    below = copy.deepcopy(committed)
+    below["content"]["ngram"]["bigram"] = 1000.0
+    met = _row(_with_gap(below, 0.2, [0.05, 0.35]), "gap_on_recall")
+    assert met["verdict"] == Verdict.MET.value and "+0.200 nats [+0.050, +0.350]" in met["ours"]
+    assert "on AR hits +0.300 (150 tokens)" in met["ours"] and "120 documents" in met["ours"]
+    assert _row(_with_gap(below, -0.2, [-0.35, -0.05]), "gap_on_recall")["verdict"] == Verdict.REFUTED.value
+    assert _row(_with_gap(below, 0.01, [-0.05, 0.07]), "gap_on_recall")["verdict"] == Verdict.NOT_RESOLVED.value
+    # Above the bigram line (the committed run): no verdict, the rule's numbers and the gate's shown instead.
+    gated = _row(_with_gap(committed, 0.2, [0.05, 0.35]), "gap_on_recall")
+    assert gated["verdict"] == Verdict.NOT_TESTABLE.value and "59.3" in gated["detail"] and "+0.200" in gated["ours"]
+    assert _row(committed, "gap_on_recall")["verdict"] == Verdict.NOT_RUN.value  # a report from before the stage
+
+
+def test_the_bigram_gate_names_the_blocks_it_reads(committed: dict) -> None:
+    assert "validation (the blocks that also chose the rates)" in _row(committed, "perplexity_gap")["detail"]
+    report = copy.deepcopy(committed)
+    report["content"]["scored_on"] = "test"
+    report["content"]["regime"] |= {"test_tokens": 272768, "test_documents": 133}
+    row = _row(report, "perplexity_gap")
+    assert "test (272,768 tokens of 133 documents apart from validation) perplexity" in row["detail"]
+    assert row["ours"].endswith("on test blocks")

@@ -335,3 +335,17 @@ def test_the_embedded_corpus_gives_a_test_split_to_score_on():
     n = len(corpus.embedded_documents())
     splits = [corpus.split_of(i, 10, corpus.DEFAULT_TEST_EVERY) for i in range(n)]
     assert splits.count("test") >= 100 and splits.count("train") > splits.count("test")
+
+
+def test_split_blocks_count_the_documents_their_targets_come_from(tmp_path, tokenizer):
+    path = tmp_path / "docs.txt"
+    docs = [f"document number {i} says {' '.join(['word'] * (i % 5 + 1))}." for i in range(30)]
+    path.write_text("\n\n".join(docs))
+    test_docs = [ex["text"] for ex in corpus.documents([str(path)], "test", 5, test_every=3)]
+    lengths = [len(tokenizer(d)["input_ids"]) + 1 for d in test_docs]  # with EOS
+    blocks, n_docs = corpus.split_blocks([str(path)], "test", 5, tokenizer, 8, None, test_every=3)
+    assert torch.equal(blocks, corpus.test_blocks([str(path)], 5, tokenizer, 8, test_every=3))
+    covered = len(blocks) * 8 + 1  # tokens read: every target and the first block's first input
+    assert n_docs == next(i + 1 for i in range(len(lengths)) if sum(lengths[: i + 1]) >= covered)
+    two, n_two = corpus.split_blocks([str(path)], "test", 5, tokenizer, 8, 2, test_every=3)
+    assert len(two) == 2 and n_two == next(i + 1 for i in range(len(lengths)) if sum(lengths[: i + 1]) >= 17)

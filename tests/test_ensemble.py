@@ -149,3 +149,16 @@ def test_an_earlier_seed_folder_is_not_replaced_without_overwrite(tmp_path, caps
     assert (out / "seed_1" / "metrics.jsonl").read_text() == before
     _train(["--config", str(cfg), "--seeds", "0,1", "--output_dir", str(out), "--overwrite_output_dir"])
     assert Path(out / "seed_0" / "final" / "model.safetensors").is_file()
+
+
+def test_with_a_test_split_each_seed_is_its_single_run_test_score_included(tmp_path):
+    cfg = write_config(tmp_path / "t.yaml", tokenizer_name=tokenizer_dir(), max_steps=4, logging_steps=2, eval_steps=4,
+                       save_steps=4, test_every=3, max_test_samples=4)
+    _train(["--config", str(cfg), "--seed", "1", "--output_dir", str(tmp_path / "single")])
+    _train(["--config", str(cfg), "--seeds", "0,1", "--ensemble_engine", "sequential", "--output_dir",
+            str(tmp_path / "ens")])
+    ref, got = metrics(tmp_path / "single")[-1], metrics(tmp_path / "ens" / "seed_1")[-1]
+    assert {"test_loss", "test_tokens", "test_documents"} <= set(got) and set(got) == set(ref)
+    assert got["batch_crc32"] == ref["batch_crc32"]  # the three-way split's training stream, as the single run's
+    assert got["test_tokens"] == ref["test_tokens"] == 4 * 64 and got["test_documents"] == ref["test_documents"]
+    assert _close(got["test_loss"], ref["test_loss"])

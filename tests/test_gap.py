@@ -17,6 +17,7 @@ from eval.gap import (
     AR0,
     FIRST,
     REPEAT,
+    GapInputError,
     class_masks,
     class_name,
     contrast,
@@ -84,6 +85,18 @@ def _paragraphs(tmp_path: Path, n_docs: int = 12, words: int = 60, seed: int = 4
     path = tmp_path / "text.txt"
     path.write_text("\n\n".join(docs) + "\n")
     return path
+
+
+def test_the_test_split_is_train_py_test_documents(tmp_path: Path) -> None:
+    text, tok = _paragraphs(tmp_path), _tiny_tokenizer()
+    docs = read_documents(str(text), "test", val_every=3, test_every=2)
+    assert docs == [d["text"] for d in corpus.documents([str(text)], "test", 3, test_every=2)] and len(docs) == 4
+    tokens = make_tokens(docs, tok, block_size=16)
+    expected = corpus.test_blocks([str(text)], 3, tok, 16, test_every=2)
+    assert torch.equal(torch.stack(tokens.blocks[: len(expected)]), expected)
+    assert read_documents(str(text), "validation", 3, 2) == read_documents(str(text), "validation", 3)
+    with pytest.raises(GapInputError, match="--test_every is 0"):
+        read_documents(str(text), "test", 3)
 
 
 def test_blocks_are_train_py_validation_blocks_and_every_target_is_classified(tmp_path: Path) -> None:
@@ -292,7 +305,7 @@ def test_the_fair_pair_configs(width: int) -> None:
         embedding = sum(m.weight.numel() for m in model.modules() if isinstance(m, torch.nn.Embedding))
         counts[arch] = sum(p.numel() for p in model.parameters()) - embedding
         yamls[arch] = yaml.safe_load((root / f"{arch}-f{width}" / "train.yaml").read_text())
-        assert yamls[arch].pop("model_config") == f"hub_configs/{arch}-f{width}"
+        assert yamls[arch].pop("model_name_or_path") == f"hub_configs/{arch}-f{width}"
         yamls[arch].pop("output_dir")
         if arch == "gpt2":
             assert config.n_positions == yamls[arch]["block_size"]  # no position that is never trained

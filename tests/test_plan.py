@@ -4,6 +4,7 @@ a bad plan is refused by the command line in seconds, before any work, with noth
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import time
@@ -139,3 +140,64 @@ def test_the_depth_section_is_optional_checked_and_capped(tmp_path: Path) -> Non
         with pytest.raises(PlanError) as err:
             Plan.load(path)
         assert needle in str(err.value), err.value
+
+
+def test_the_grid_extends_beyond_an_edge_until_interior_or_the_cap(tmp_path: Path) -> None:
+    path = tmp_path / "plan.yaml"
+    path.write_text("language_model: {lr_grid: [1.0e-3, 3.0e-3, 1.0e-2], extend_grid: true, max_extensions: 2}\n")
+    lm = Plan.load(path).language_model
+    assert (lm.factor("low"), lm.factor("high")) == (pytest.approx(3.0), pytest.approx(10 / 3))
+    losses = {1e-3: 4.5, 3e-3: 4.3, 1e-2: 4.2}
+    assert lm.beyond_edge(losses) == [0.0333] and not lm.interior(losses)  # best at the top: one rate above
+    assert lm.beyond_edge({**losses, 0.0333: 4.1}) == [0.111]  # still the edge: the next one
+    assert lm.beyond_edge({**losses, 0.0333: 4.1, 0.111: 4.0}) == []  # the cap: two rates added
+    assert lm.interior({**losses, 0.0333: 4.25}) and lm.beyond_edge({**losses, 0.0333: 4.25}) == []
+    assert lm.beyond_edge({1e-3: 4.0, 3e-3: 4.3, 1e-2: 4.2}) == [0.000333]  # best at the bottom: one below
+    path.write_text("language_model: {lr_grid: [0.3, 0.6], extend_grid: true}\n")
+    assert Plan.load(path).language_model.beyond_edge({0.3: 4.3, 0.6: 4.0}) == []  # 1.2 is not a rate
+    path.write_text("language_model: {lr_grid: [1.0e-2], extend_grid: true, extend_factor: 2.0}\n")
+    assert Plan.load(path).language_model.beyond_edge({1e-2: 4.0}) == [0.005, 0.02]  # one rate: both sides
+    path.write_text("language_model: {lr_grid: [1.0e-2], extend_grid: false}\n")
+    assert Plan.load(path).language_model.beyond_edge({1e-2: 4.0}) == []  # no rule declared: the grid stands
+
+
+@pytest.mark.parametrize("text,message", [
+    ("language_model: {lr_grid: [1.0e-2], extend_grid: true}\n", "language_model.extend_factor must be set"),
+    ("language_model: {extend_factor: 1.0}\n", "language_model.extend_factor must be a factor above 1"),
+    ("language_model: {max_extensions: 0}\n", "language_model.max_extensions must be positive"),
+    ("language_model: {extend_grid: yes please}\n", "language_model.extend_grid must be bool"),
+])
+def test_bad_grid_rules_are_refused(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "plan.yaml"
+    path.write_text(text)
+    with pytest.raises(PlanError, match=re.escape(message)):
+        Plan.load(path)
+
+
+@pytest.mark.parametrize("path", ["hub_configs/report/default.yaml", "hub_configs/report/quick.yaml",
+                                  "hub_configs/report/full.yaml"])
+def test_the_shipped_headline_pairs_are_fair_and_hold_out_a_test_split(path: str) -> None:
+    # Issue 20: each pair scored on test blocks of >= 100 documents apart from the validation blocks, and matched
+    # on non-embedding parameters (within 0.1%); the full plan's pair is the width-64 one that beats the bigram.
+    import train_config
+    from ema_boundary import corpus
+    from eval.report.stages import _parameter_counts
+
+    plan = Plan.load(REPO / path)
+    cfgs = {w: train_config.read_yaml(plan.yaml_path(w)) for w in ("spen", "gpt2")}
+    assert cfgs["spen"]["test_every"] == cfgs["gpt2"]["test_every"] > 0
+    sizes = corpus.split_sizes(len(corpus.embedded_documents()), cfgs["spen"]["val_every"], cfgs["spen"]["test_every"])
+    assert sizes["test"] >= 100 and cfgs["spen"]["max_test_samples"] is None  # every test block is scored
+    counts = {w: _parameter_counts(cfg["model_name_or_path"])["non_embedding"] for w, cfg in cfgs.items()}
+    assert abs(counts["spen"] - counts["gpt2"]) / counts["spen"] < 1e-3
+    if path.endswith("full.yaml"):
+        assert counts["spen"] == 132_608 and plan.language_model.max_steps is None
+        assert cfgs["spen"]["max_steps"] == 2000 and plan.language_model.extend_grid
+
+
+def test_the_embedded_test_split_has_50k_tokens_of_the_reports_tokenizer() -> None:
+    from ema_boundary import corpus
+
+    tok, _ = corpus.load_tokenizer(None, ["embedded"], 10, 1024, 100_000, "test", test_every=3)
+    blocks, documents = corpus.split_blocks(["embedded"], "test", 10, tok, 128, None, test_every=3)
+    assert blocks.shape[0] * 128 >= 50_000 and documents >= 100

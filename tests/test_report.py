@@ -32,6 +32,15 @@ REQUIRED = [
     "content.comparison.equivalence_margin",
     "content.comparison.verdict",
     "content.learning_rate.spen.grid",
+    "content.learning_rate.spen.rates_tried",
+    "content.learning_rate.gpt2_arch.grid_rule",
+    "content.test_loss.spen.ci95",
+    "content.regime.test_tokens",
+    "content.regime.test_documents",
+    "content.parameter_counts.gpt2_arch.non_embedding",
+    "content.regime.by_architecture.spen.tokens_per_non_embedding_parameter",
+    "gap.contrasts",
+    "gap.command",
     "content.val_loss.spen.ci95",
     "content.train_loss.gpt2_arch.ci95",
     "content.perplexity_ratio",
@@ -62,7 +71,8 @@ name: test
 workers: 1
 grammar: {train_size: 200, quick: true, seeds: 2, train_sentences: 80, eval_sentences: 40, validation_size: 40,
           test_size: 40, ceiling_sentences: 300, window_sentences: 300, workers: 1}
-language_model: {lr_grid: [1.0e-3, 3.0e-3], seeds: 2, max_steps: 3, equivalence_margin: 0.05}
+language_model: {lr_grid: [1.0e-3, 3.0e-3], seeds: 2, max_steps: 3, equivalence_margin: 0.05, extend_grid: true,
+                 max_extensions: 1}
 ablation: {seeds: 2, max_steps: 2, predictors: [none, linear], traces: [linear, linear-selective]}
 recall: {models: [gpt2, linear], steps: 3, lrs: [1.0e-3], pairs: [1, 2], quick: true}
 """
@@ -141,7 +151,7 @@ def test_every_field_present_and_finite(report_dir: Path) -> None:
     numbers = list(_numbers({k: report[k] for k in ("content", "probes")}))
     assert numbers and all(math.isfinite(x) for x in numbers if x is not None)
     regime = report["content"]["regime"]
-    assert regime["train_tokens"] == 3 * 16 * 128  # max_steps x batch x block of the w32 YAMLs
+    assert regime["train_tokens"] == 3 * 16 * 128  # max_steps x batch x block of the fair pair's YAMLs
     assert regime["tokens_per_parameter"] == pytest.approx(regime["train_tokens"] / regime["parameters"])
     assert regime["epochs"] is not None and regime["epochs"] > 0  # a finite corpus: its epochs are known
     # Each architecture's rate is one of the declared grid, the one with the lowest validation loss.
@@ -153,6 +163,55 @@ def test_every_field_present_and_finite(report_dir: Path) -> None:
         assert len(curve["best"]) == len(curve["lags"])
     assert report["probes"]["recall"]["gpt2"]["steps"] <= 3
     assert (report_dir / ".ema-boundary-output.json").is_file()  # the folder is marked as this tool's output
+
+
+def test_rates_chosen_on_validation_and_every_seed_scored_on_test(report_dir: Path) -> None:
+    report = json.loads((report_dir / "report.json").read_text())
+    c = report["content"]
+    assert c["scored_on"] == "test" and c["ngram"]["split"] == "test"
+    # The n-gram lines read the very blocks the runs were scored on.
+    assert c["ngram"]["val_targets"] == c["regime"]["test_tokens"] > 0 and c["regime"]["test_documents"] > 0
+    assert c["comparison"]["what"].startswith("SPEN minus GPT-2 architecture, final test loss")
+    for name in ("spen", "gpt2_arch"):
+        assert c["perplexity"][name] == pytest.approx(math.exp(c["test_loss"][name]["mean"]))
+        lr = c["learning_rate"][name]
+        losses = {float(k): v["final_val_loss"] for k, v in lr["grid"].items()}
+        declared = [1e-3, 3e-3]
+        # The plan's rule: an edge choice adds the next rate beyond that edge (one at most here), then re-chooses.
+        added = [r for r in losses if r not in declared]
+        assert len(added) <= 1 and lr["rates_tried"] == sorted(losses)
+        best_of_declared = min(declared, key=losses.get)
+        if added:
+            assert added[0] == pytest.approx(best_of_declared * 3 if best_of_declared == 3e-3 else 1e-3 / 3, rel=1e-2)
+        else:  # never happens with two declared rates: one is always an edge
+            pytest.fail(f"{name}: no rate added beyond the edge of a two-rate grid")
+        assert lr["interior"] == (min(losses, key=losses.get) not in (min(losses), max(losses)))
+        assert lr["grid_rule"].startswith("interior" if lr["interior"] else "edge: the cap of 1")
+        counts = c["parameter_counts"][name]
+        assert counts["total"] == counts["embedding"] + counts["non_embedding"] == c["parameters"][name]
+    index = (report_dir / "index.md").read_text()
+    assert f"{c['regime']['test_tokens']:,} test tokens from {c['regime']['test_documents']} other documents" in index
+    assert "### Where the gap lives" in index and "SPEN's deficit is larger on AR hits" in index
+
+
+def test_the_gap_stage_is_reproduced_by_its_command(report_dir: Path, tmp_path: Path) -> None:
+    import shlex
+
+    from eval.gap import main as gap_main
+
+    gap = json.loads((report_dir / "report.json").read_text())["gap"]
+    assert gap["text"]["split"] == "test" and gap["models"]["b"]["label"] == "spen"
+    assert len(gap["models"]["a"]["locations"]) == 2  # both seeds, paired
+    assert sum(g["tokens"] for g in gap["groups"]) == gap["text"]["tokens"]
+    written = json.loads((report_dir / "work" / "gap" / "gap.json").read_text())  # the command's own output
+    assert written["contrasts"] == gap["contrasts"] and written["text"] == gap["text"]
+    argv = shlex.split(gap["command"])[3:]
+    out = argv.index("--output_dir")
+    argv[out + 1] = str(tmp_path / "again")
+    assert gap_main(argv) == 0
+    again = json.loads((tmp_path / "again" / "gap.json").read_text())
+    assert again["contrasts"]["ar_hit - first"]["value"] == pytest.approx(gap["contrasts"]["ar_hit - first"]["value"])
+    assert again["text"]["tokens"] == gap["text"]["tokens"]
 
 
 def test_verdicts_follow_the_statistics(report_dir: Path) -> None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
-from eval.runs import Job, Run, jobs, read_metrics, train_runs
+from eval.runs import Job, Run, jobs, read_metrics, read_test, train_runs
 from tests.train_testkit import metrics, tokenizer_dir, write_config
 
 
@@ -84,3 +85,14 @@ def test_by_default_runs_are_grouped_only_with_a_gpu(tmp_path, monkeypatch):
         monkeypatch.setattr(torch.cuda, "is_available", lambda gpu=gpu: gpu)
         train_runs(runs, tmp_path / "logs", workers=1)
         assert len(seen) == expected
+
+
+def test_read_test_is_the_last_records_test_score(tmp_path) -> None:
+    path = tmp_path / "metrics.jsonl"
+    rows = [{"step": 2, "loss": 5.0, "tokens": 10}, {"step": 4, "loss": 4.0, "tokens": 20, "val_loss": 4.5},
+            {"step": 4, "test_loss": 4.4, "test_ppl": 81.45, "test_tokens": 256, "test_documents": 3}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert read_test(path) == {"test_loss": 4.4, "test_ppl": 81.45, "test_tokens": 256, "test_documents": 3}
+    assert read_metrics(path)["val_loss"] == [4.5] and read_metrics(path)["loss"] == [5.0, 4.0]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows[:2]))
+    assert read_test(path) is None  # a run without a test split

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
 import re
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -225,3 +227,47 @@ def test_push_check_and_output_check_come_before_any_work(tmp_path, capsys, monk
         assert err == (f"train.py: error: {folder}: is the working folder or one of its parents; choose a new "
                        "--output_dir\n"), err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["train.yaml"]
+
+
+def test_a_test_split_is_held_out_of_training_and_scores_the_final_model(tmp_path):
+    from eval.runs import read_metrics, read_test
+
+    cfg = write_config(tmp_path / "train.yaml", max_steps=4, eval_steps=4, save_steps=4, test_every=3,
+                       max_test_samples=6, tokenizer_name=tokenizer_dir())
+    out = train.main(["--config", str(cfg), "--output_dir", str(tmp_path / "out")])
+    log = metrics(out)
+    assert [m["step"] for m in log if "test_loss" in m] == [4]  # once, on the final model, beside val_loss
+    test = read_test(out / "metrics.jsonl")
+    assert test["test_tokens"] == 6 * 64 and test["test_documents"] >= 1
+    assert read_metrics(out / "metrics.jsonl")["val_loss"] == [log[-1]["val_loss"]]  # readers see what they saw
+    # The score is the final model's loss on the first 6 blocks of the corpus's test split.
+    tok = AutoTokenizer.from_pretrained(out / "final")
+    blocks = corpus.test_blocks(["embedded"], 10, tok, 64, 6, test_every=3)
+    model = AutoModelForCausalLM.from_pretrained(out / "final").eval()
+    with torch.no_grad():
+        expected = train.lm_loss(model, blocks, "none").view(6, -1).mean(1).mean().item()
+    assert test["test_loss"] == pytest.approx(expected, rel=1e-5)
+    assert "test loss" in (out / "final" / "README.md").read_text()
+    # Training read the three-way split's training stream (the first test document is the corpus's second), not
+    # the two-way one: the logged fingerprint of step 1's rows is that of its first 8 blocks.
+    def fingerprint(test_every: int) -> int:
+        stream = corpus.PackedBlocks(["embedded"], "train", 10, tok, 64, test_every=test_every)
+        rows = torch.stack([b["input_ids"] for b in itertools.islice(stream, 8)])
+        return zlib.crc32(rows[4:].numpy().tobytes(), zlib.crc32(rows[:4].numpy().tobytes()))
+
+    assert log[0]["batch_crc32"] == fingerprint(3) != fingerprint(0)
+
+
+def test_a_run_with_a_test_split_resumes_to_the_same_test_score(tmp_path):
+    import shutil
+
+    from eval.runs import read_test
+
+    cfg = write_config(tmp_path / "train.yaml", max_steps=8, eval_steps=8, save_steps=4, test_every=3,
+                       max_test_samples=4, tokenizer_name=tokenizer_dir())
+    out = train.main(["--config", str(cfg), "--output_dir", str(tmp_path / "out")])
+    first = read_test(out / "metrics.jsonl")
+    shutil.rmtree(out / "checkpoints" / "step_8")  # as if killed before the last checkpoint: resume at step 4
+    train.main(["--config", str(cfg), "--output_dir", str(out)])
+    assert [m["step"] for m in metrics(out)] == list(range(1, 9))
+    assert read_test(out / "metrics.jsonl")["test_loss"] == pytest.approx(first["test_loss"], abs=1e-6)

@@ -35,7 +35,7 @@ def test_defaults_yaml_then_flags(tmp_path) -> None:
 def test_every_setting_is_a_flag_of_the_same_name(tmp_path) -> None:
     values = {"model_name_or_path": str(ROOT / "hub_configs/gpt2-tiny"), "data": ["a.txt", "b.txt"],
               "tokenizer_name": "gpt2", "output_dir": "o", "learning_rate": 0.5, "mixed_precision": "bf16",
-              "report_to": "wandb", "torch_compile": True, "gradient_accumulation_steps": 3}
+              "report_to": "wandb", "torch_compile": True, "gradient_accumulation_steps": 3, "max_test_samples": 7}
     for key, setting in train_config.SETTINGS.items():
         value = values.get(key, setting.default)
         if isinstance(value, float) and key not in values:
@@ -104,6 +104,9 @@ def test_flags_alone_describe_a_run() -> None:
     ("min_lr_ratio: 2.0\n", ":2: min_lr_ratio must be a number in [0, 1]"),
     ("torch_compile: 1\n", ":2: torch_compile must be bool"),
     ("gradient_accumulation_steps: 0\n", ":2: gradient_accumulation_steps must be a positive integer"),
+    ("test_every: -1\n", ":2: test_every must be a non-negative integer (0: no test split), got -1"),
+    ("test_every: 0.5\n", ":2: test_every must be int"),
+    ("max_test_samples: 0\n", ":2: max_test_samples must be a positive integer"),
 ])
 def test_bad_settings_are_config_errors_naming_the_line(tmp_path, text: str, message: str) -> None:
     with pytest.raises(train_config.ConfigError, match=re.escape(message)) as err:
@@ -172,6 +175,11 @@ def test_resume_refuses_another_data_stream(tmp_path) -> None:
            "batch_size": cfg["total_train_batch_size"], "val_every": cfg["val_every"], "lr": 1.0}
     (out / "train_config.json").write_text(json.dumps(old))
     assert train_config.check_resume(None, out, cfg)[1]["learning_rate"] == 1.0
+    # A test split changes the training stream; a run saved before test_every existed had none.
+    with pytest.raises(train_config.ConfigError, match="the run to resume used another test_every"):
+        train_config.check_resume(None, out, {**cfg, "test_every": 3})
+    (out / "train_config.json").write_text(json.dumps({**cfg, "test_every": 3}))
+    assert train_config.check_resume(None, out, {**cfg, "test_every": 3})[1]["test_every"] == 3
 
 
 def _run_folder(out, marker: bool = True, step: int | None = 3):

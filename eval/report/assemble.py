@@ -45,41 +45,60 @@ def _ablation_summary(result: dict, steps_regime: dict[str, Any]) -> dict[str, A
 
 
 def headline(lm: dict[str, Any], ngram: dict[str, Any], regime: dict[str, Any]) -> dict[str, Any]:
-    """content: the headline pair's regime, losses with intervals, the paired comparison and the n-gram lines."""
+    """content: the headline pair's regime, losses with intervals, the paired comparison and the n-gram lines.
+
+    The rates were chosen on validation blocks; the perplexities and the comparison read the test blocks when the
+    runs were scored there (``scored_on``), the n-gram lines the same blocks."""
     arch = lm["architectures"]
+    scored_on = lm.get("scored_on", "validation")
     val = {NAMES[w]: {s: r["final_val_loss"] for s, r in a["runs"].items()} for w, a in arch.items()}
     train = {NAMES[w]: {s: r["final_train_loss"] for s, r in a["runs"].items()} for w, a in arch.items()}
+    test = ({NAMES[w]: {s: r["final_test_loss"] for s, r in a["runs"].items()} for w, a in arch.items()}
+            if scored_on == "test" else None)
+    scored = test or val
     margin = lm["equivalence_margin"]
-    c = stats.compare(val["spen"], val["gpt2_arch"], margin)
+    c = stats.compare(scored["spen"], scored["gpt2_arch"], margin)
     lo, hi = c.ci95
     ratio_ci = [math.exp(lo), math.exp(hi)] if math.isfinite(lo) else [math.nan, math.nan]
     spen = regime["spen"]
-    return {
+    split = lm.get("split") or {}
+    content = {
         "regime": {
             "parameters": spen["parameters"], "train_tokens": spen["train_tokens"],
             "tokens_per_parameter": spen["tokens_per_parameter"], "epochs": spen["epochs"],
             "val_tokens": spen["val_tokens"], "by_architecture": {NAMES[w]: r for w, r in regime.items()},
+            **({"test_tokens": split["test_tokens"], "test_documents": split["test_documents"]}
+               if "test_tokens" in split else {}),
         },
-        "ngram": {k: ngram[k] for k in ("unigram", "bigram", "trigram", "discount", "train_tokens", "val_targets")},
+        "ngram": {k: ngram[k] for k in ("unigram", "bigram", "trigram", "discount", "train_tokens", "val_targets")
+                  } | {"split": ngram.get("split", "validation")},
         "learning_rate": {NAMES[w]: {"chosen": a["lr"], "grid": a["grid"], "grid_seed": lm["grid_seed"],
-                                     "chosen_on": "final validation loss of the grid seed"}
+                                     "chosen_on": "final validation loss of the grid seed",
+                                     **{k: a[k] for k in ("rates_tried", "interior", "grid_rule") if k in a}}
                           for w, a in arch.items()},
         "val_loss": {k: stats.summary(list(v.values())) for k, v in val.items()},
         "train_loss": {k: stats.summary(list(v.values())) for k, v in train.items()},
-        "perplexity": {k: math.exp(statistics.fmean(v.values())) for k, v in val.items()},
+        "perplexity": {k: math.exp(statistics.fmean(v.values())) for k, v in scored.items()},
         "perplexity_ratio": math.exp(c.difference),
         "perplexity_ratio_ci95": ratio_ci,
-        "comparison": {"what": "SPEN minus GPT-2 architecture, final validation loss (nats), paired by seed",
+        "comparison": {"what": f"SPEN minus GPT-2 architecture, final {scored_on} loss (nats), paired by seed",
                        **c.as_dict()},
         "curves": {NAMES[w]: {s: r["curve"] for s, r in a["runs"].items()} for w, a in arch.items()},
         "parameters": {NAMES[w]: a["parameters"] for w, a in arch.items()},
         "command": [r["command"] for a in arch.values() for r in a["runs"].values()]
                    + [g["command"] for a in arch.values() for lr, g in a["grid"].items() if float(lr) != a["lr"]],
+        "scored_on": scored_on,
     }
+    if test is not None:
+        content["test_loss"] = {k: stats.summary(list(v.values())) for k, v in test.items()}
+    if all("parameter_counts" in a for a in arch.values()):
+        content["parameter_counts"] = {NAMES[w]: a["parameter_counts"] for w, a in arch.items()}
+    return content
 
 
 def assemble(plan: Any, structure: dict, lm: dict, ngram: dict, regime: dict, pred: dict, traces: dict,
-             probes: dict, top_command: str, seconds: float, depth: dict | None = None) -> dict[str, Any]:
+             probes: dict, top_command: str, seconds: float, depth: dict | None = None,
+             gap: dict | None = None) -> dict[str, Any]:
     import torch
     import transformers
 
@@ -112,6 +131,8 @@ def assemble(plan: Any, structure: dict, lm: dict, ngram: dict, regime: dict, pr
         report["structure_conditions"] = conditions_block(read_arms(path), arms)
     if depth is not None:
         report["depth"] = depth_block(depth)
+    if gap is not None:
+        report["gap"] = gap_block(gap)
     report["claims"] = evaluate(report)
     return report
 
@@ -129,6 +150,12 @@ def depth_block(result: dict[str, Any]) -> dict[str, Any]:
     return {**{k: result[k] for k in DEPTH_KEYS},
             "runs": {r: {s: {k: run[k] for k in DEPTH_RUN_KEYS} for s, run in by_seed.items()}
                      for r, by_seed in result["runs"].items()}}
+
+
+def gap_block(gap: dict[str, Any]) -> dict[str, Any]:
+    """report.json's ``gap``: eval.gap's gap.json on the headline pair (model a the GPT-2 architecture, model b
+    SPEN: every difference is SPEN's deficit), without its definitions' prose."""
+    return {k: v for k, v in gap.items() if k != "definitions"}
 
 
 def probe_block(probes: dict[str, Any]) -> dict[str, Any]:

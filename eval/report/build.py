@@ -18,7 +18,8 @@ from eval.report.plan import Plan
 from eval.report.render import figures, write_index
 
 TOOL = "ema-boundary report"  # whose output folder this is (ema_boundary.io's marker)
-STAGES = ("tokenizer", "language_model", "ngram", "ablations", "content_probes", "depth", "structure", "writing")
+STAGES = ("tokenizer", "language_model", "ngram", "gap", "ablations", "content_probes", "depth", "structure",
+          "writing")
 ERROR_LOG = "logs/error.log"  # a failed report's traceback, inside the folder kept as OUT.failed
 
 
@@ -96,9 +97,12 @@ def _run(tmp: Path, out: Path, plan: Plan, command: str, progress: Progress) -> 
         progress.done("language_model")
         progress.start("n-gram reference")
         spen_tokens = lm["architectures"]["spen"]["train_tokens"]
-        ngram = stages.ngram_reference(plan, tokenizer, spen_tokens)
+        ngram = stages.ngram_reference(plan, tokenizer, spen_tokens, lm["scored_on"])
         regime = stages.regime(lm, ngram)
         progress.done("ngram")
+        progress.start("where the gap lives (eval.gap)")
+        gap = stages.gap(work, plan, lm, tokenizer)
+        progress.done("gap")
         progress.start("reader and trace ablations")
         spen_lr = lm["architectures"]["spen"]["lr"]
         pred = stages.ablation(work, plan, "predictor", spen_lr, tokenizer)
@@ -118,7 +122,7 @@ def _run(tmp: Path, out: Path, plan: Plan, command: str, progress: Progress) -> 
     progress.done("structure")
     progress.start("writing the report")
     report = assemble(plan, structure_result, lm, ngram, regime, pred, traces, probes, command,
-                      time.time() - progress.started, depth=depth)
+                      time.time() - progress.started, depth=depth, gap=gap)
     report["environment"]["stage_seconds"] = progress.seconds
     # Paths inside the report name the final folder, not the temporary one.
     report = json.loads(json.dumps(report).replace(str(tmp), str(out)))

@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -109,16 +109,61 @@ class GrammarPlan:
     arms: str | None = None
 
 
+def _factor(v: Any) -> str | None:
+    return None if 1 < v < math.inf else "must be a factor above 1"
+
+
 @dataclass(frozen=True)
 class LanguageModelPlan:
-    """The headline pair: SPEN (EMA traces) against the GPT-2 architecture of equal size."""
+    """The headline pair: SPEN (EMA traces) against the GPT-2 architecture, matched on non-embedding parameters.
 
-    spen: str = "hub_configs/spen-w32/train.yaml"
-    gpt2: str = "hub_configs/gpt2-w32/train.yaml"
+    Each architecture's rate is chosen on validation blocks from ``lr_grid`` (the grid's seed). With
+    ``extend_grid``, a rate chosen at an edge of the rates tried is not yet a choice: the next rate beyond that
+    edge is trained (same seed) and the choice made again, until it is interior or ``max_extensions`` rates
+    were added to that architecture's grid (the report then says "edge"). The next rate is the edge rate times
+    ``extend_factor`` (above) or divided by it (below); unset, the ratio of the declared grid's two outermost
+    points at that edge (1e-3, 3e-3, 1e-2: 3 below, 3.33 above). Every seed is then scored on the test blocks
+    of the YAMLs' test split (``test_every``), when they declare one."""
+
+    spen: str = "hub_configs/spen-f48/train.yaml"
+    gpt2: str = "hub_configs/gpt2-f48/train.yaml"
     lr_grid: tuple[float, ...] = _rule(_rate, (1e-3, 3e-3, 1e-2))  # each architecture's rate chosen on validation
     seeds: int = _rule(_positive, 5)  # per architecture at its chosen rate; the first is the grid's seed
     max_steps: int | None = _rule(_positive)  # None: the YAMLs' own
     equivalence_margin: float = _rule(_margin, 0.02)  # nats
+    extend_grid: bool = False  # extend the grid beyond an edge rate until the choice is interior
+    extend_factor: float | None = _rule(_factor)  # None: the grid's own ratio at that edge
+    max_extensions: int = _rule(_positive, 2)  # rates added per architecture, at most
+    gap_max_tokens: int | None = _rule(_positive)  # where the gap lives (eval.gap): tokens scored; None: all
+
+    def factor(self, edge: str) -> float:
+        """How far beyond the ``"low"`` or ``"high"`` edge the next rate lies (a ratio above 1)."""
+        if self.extend_factor is not None:
+            return self.extend_factor
+        grid = sorted(self.lr_grid)
+        return grid[1] / grid[0] if edge == "low" else grid[-1] / grid[-2]
+
+    def beyond_edge(self, losses: Mapping[float, float]) -> list[float]:
+        """The rates to train next for one architecture, from the final validation loss of every rate it tried so
+        far (the declared grid and the rates added): the next rate beyond each edge the best rate lies at, while
+        fewer than ``max_extensions`` were added and the rate stays below 1. Empty: the choice stands."""
+        added = len(set(losses) - set(self.lr_grid))
+        if not self.extend_grid or added >= self.max_extensions:
+            return []
+        rates = sorted(losses)
+        best = min(rates, key=losses.__getitem__)
+        nxt = []
+        if best == rates[0]:
+            nxt.append(float(f"{best / self.factor('low'):.3g}"))  # three digits: the rate names a run folder
+        if best == rates[-1] and (up := float(f"{best * self.factor('high'):.3g}")) < 1:
+            nxt.append(up)
+        return nxt[: self.max_extensions - added]
+
+    @staticmethod
+    def interior(losses: Mapping[float, float]) -> bool:
+        """Whether the best of the rates tried has a worse rate tried on each side."""
+        rates = sorted(losses)
+        return min(rates, key=losses.__getitem__) not in (rates[0], rates[-1])
 
 
 @dataclass(frozen=True)
@@ -144,6 +189,7 @@ class RecallPlan:
     steps: int | None = _rule(_positive)  # None: the recipe's (or its quick preset's)
     lrs: tuple[float, ...] | None = _rule(_rate)
     pairs: tuple[int, ...] | None = _rule(_pairs)
+    seeds: tuple[int, ...] | None = _rule(_non_negative)  # each arm trains once per seed (None: the report's seed)
     quick: bool = False  # the probes' quick settings (identity-at-lag sizes and the recall preset)
 
 
@@ -343,6 +389,9 @@ class _Checker:
         if ablation.budgets is not None and ablation.max_steps is not None:
             raise self.error(("ablation", "budgets"), "and ablation.max_steps: give one (the longest budget is the "
                                                       "verdict's)")
+        if lm.extend_grid and len(lm.lr_grid) == 1 and lm.extend_factor is None:
+            raise self.error(("language_model", "extend_factor"), "must be set to extend a grid of one rate "
+                             "(the grid has no ratio of its own)")
         for axis in ("predictors", "traces"):
             arms = getattr(ablation, axis)
             if arms is not None and REFERENCE_ARM not in arms:

@@ -31,9 +31,10 @@ def figures(report: dict, work: Path, fig_dir: Path) -> dict[str, str]:
         paths[name] = f"figures/{p.name}"
     _learning_curves(report["content"], fig_dir / "learning_curves.png")
     paths["learning_curves"] = "figures/learning_curves.png"
-    if (work / "depth" / "depth.png").is_file():  # the depth experiment's own figure (eval.depth)
-        shutil.copyfile(work / "depth" / "depth.png", fig_dir / "depth.png")
-        paths["depth"] = "figures/depth.png"
+    for name in ("depth", "gap"):  # the depth experiment's and eval.gap's own figures
+        if (work / name / f"{name}.png").is_file():
+            shutil.copyfile(work / name / f"{name}.png", fig_dir / f"{name}.png")
+            paths[name] = f"figures/{name}.png"
     return paths
 
 
@@ -78,50 +79,137 @@ def _preconditions(row: dict) -> str:
     return "; ".join(f"{p['text']}: {said[p['holds']]} ({p['numbers']})" for p in row["preconditions"]) or "—"
 
 
-def content_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
-    """The content side: the regime, the headline pair against the n-gram lines, the paper's claims as rows,
-    the ablations with their verdicts, then the probes (eval.probes' own rendering)."""
-    c = report["content"]
+def _headline_pair(c: dict, figure_paths: dict[str, str]) -> list[str]:
+    """The headline pair: its regime (parameters total and non-embedding, tokens per parameter, the held-out
+    blocks that chose the rates and those that score the runs), the losses against the n-gram lines, the rates
+    tried, the paired comparison, then the learning curves."""
     reg, cmp_ = c["regime"], c["comparison"]
+    by = reg["by_architecture"]
     epochs = f"{reg['epochs']:.2f} epochs" if reg["epochs"] else "under one epoch (streamed)"
+    on_test = c.get("scored_on") == "test"
+    counts = c.get("parameter_counts")
+    if counts:
+        size = " and ".join(
+            f"{counts[n]['total']:,} ({LABELS[n]}; {counts[n]['non_embedding']:,} non-embedding, "
+            f"{by[n]['tokens_per_non_embedding_parameter']:.1f} tokens per non-embedding parameter)"
+            for n in ("spen", "gpt2_arch"))
+    else:
+        size = f"{reg['parameters']:,} (SPEN) and {by['gpt2_arch']['parameters']:,} (GPT-2)"
+    held_out = (f"The rates were chosen on {reg['val_tokens']:,} validation tokens; every seed is scored on "
+                f"**{reg['test_tokens']:,} test tokens from {reg['test_documents']} other documents** (neither trained "
+                "on nor used to choose), and the perplexities, the comparison and the n-gram lines below read them."
+                if on_test and "test_tokens" in reg else
+                f"The {reg['val_tokens']:,} validation tokens chose the rate and score the run (both architectures "
+                "alike; these runs hold out no test documents).")
+    scored = "test" if on_test else "validation"
     lines = [
         "## Content: language modelling in a stated regime",
         "",
-        f"**Regime.** Both architectures at {reg['parameters']:,} (SPEN) and "
-        f"{c['regime']['by_architecture']['gpt2_arch']['parameters']:,} (GPT-2) parameters, "
-        f"{reg['train_tokens']:,} training tokens each = **{reg['tokens_per_parameter']:.1f} tokens per parameter**, "
-        f"{epochs} over the training split, scored on {reg['val_tokens']:,} validation tokens. Same data, order, "
-        "tokenizer, steps and schedule; each architecture's learning rate chosen on validation from the grid the "
-        "plan declared (below), then trained with "
-        f"{c['val_loss']['spen']['n']} seeds. The validation blocks chose the rate and score the run (both "
-        "architectures alike).",
+        f"**Regime.** Parameters {size}; {reg['train_tokens']:,} training tokens each = "
+        f"**{reg['tokens_per_parameter']:.1f} tokens per parameter** (SPEN), {epochs} over the training split. Same "
+        "data, order, tokenizer, steps and schedule; each architecture's learning rate chosen on validation from "
+        f"the grid the plan declared (below), then trained with {c['val_loss']['spen']['n']} seeds. {held_out}",
         "",
-        "| model | parameters | lr (grid) | training loss | validation loss | perplexity |",
-        "|---|---:|---|---:|---:|---:|",
+        "| model | parameters | lr (rates tried: validation loss) | training loss | validation loss |"
+        + (" test loss |" if on_test else "") + f" {scored} perplexity |",
+        "|---|---:|---|---:|---:|" + ("---:|" if on_test else "") + "---:|",
     ]
     for name in ("spen", "gpt2_arch"):
         lr = c["learning_rate"][name]
-        grid = ", ".join(f"{k}: {v['final_val_loss']:.3f}" for k, v in lr["grid"].items())
+        grid = ", ".join(f"{k}{'*' if v.get('extension') else ''}: {v['final_val_loss']:.3f}"
+                         for k, v in lr["grid"].items())
         lines.append(f"| {LABELS[name]} | {c['parameters'][name]:,} | **{lr['chosen']:g}** ({grid}) | "
-                     f"{_ci(c['train_loss'][name])} | {_ci(c['val_loss'][name])} | {c['perplexity'][name]:.1f} |")
-    edge = [LABELS[n] for n in ("spen", "gpt2_arch") if len(c["learning_rate"][n]["grid"]) > 1 and
-            c["learning_rate"][n]["chosen"] in (min(map(float, c["learning_rate"][n]["grid"])),
-                                                max(map(float, c["learning_rate"][n]["grid"])))]
+                     f"{_ci(c['train_loss'][name])} | {_ci(c['val_loss'][name])} | "
+                     + (f"{_ci(c['test_loss'][name])} | " if on_test else "") + f"{c['perplexity'][name]:.1f} |")
     ng = c["ngram"]
+    dash = "— | " * (3 if on_test else 2)  # parameters, rate, training loss (and validation loss): none
     lines += [
-        *[f"| {k} model (Kneser-Ney, counted on the training split) | — | — | — | {math.log(ng[k]):.3f} | "
+        *[f"| {k} model (Kneser-Ney, counted on the training split) | — | {dash}{math.log(ng[k]):.3f} | "
           f"{ng[k]:.1f} |" for k in ("unigram", "bigram", "trigram")],
         "",
-        f"SPEN − GPT-2: **{cmp_['difference']:+.4f} nats** [95% CI {cmp_['ci95'][0]:+.4f}, {cmp_['ci95'][1]:+.4f}], "
-        f"{cmp_['n']} paired seeds: a perplexity ratio of **{c['perplexity_ratio']:.2f}x** "
+        f"SPEN − GPT-2 ({scored} loss): **{cmp_['difference']:+.4f} nats** [95% CI {cmp_['ci95'][0]:+.4f}, "
+        f"{cmp_['ci95'][1]:+.4f}], {cmp_['n']} paired seeds: a perplexity ratio of **{c['perplexity_ratio']:.2f}x** "
         f"[{c['perplexity_ratio_ci95'][0]:.2f}, {c['perplexity_ratio_ci95'][1]:.2f}] "
         f"(verdict: {cmp_['verdict']}, equivalence margin ±{cmp_['equivalence_margin']:g} nats). Intervals are "
         "95% t intervals over seeds.",
         "",
-        *([f"**Caveat:** the rate chosen for {' and '.join(edge)} lies at the edge of the declared grid, so its "
-           "best rate may lie beyond it; the comparison is at the best rate *of the grid*.", ""] if edge else []),
+        *_rate_lines(c),
         f"![learning curves]({figure_paths['learning_curves']})",
+    ]
+    return lines
+
+
+def _rate_lines(c: dict) -> list[str]:
+    """Whether each chosen rate is interior to the rates tried; "edge" stated where it is not."""
+    lines = []
+    for name in ("spen", "gpt2_arch"):
+        lr = c["learning_rate"][name]
+        rates = sorted(map(float, lr["grid"]))
+        interior = lr.get("interior", len(rates) > 2 and lr["chosen"] not in (rates[0], rates[-1]))
+        rule = lr.get("grid_rule")
+        if interior:
+            lines.append(f"- {LABELS[name]}: rate {lr['chosen']:g} is interior to the rates tried"
+                         + (f" ({rule})" if rule else "") + ".")
+        else:
+            lines.append(f"- {LABELS[name]}: rate {lr['chosen']:g} is at the **edge** of the rates tried "
+                         f"({rule or 'no extension rule'}): its best rate may lie beyond them, and the comparison "
+                         "is at the best rate *tried*.")
+    if any(v.get("extension") for n in ("spen", "gpt2_arch") for v in c["learning_rate"][n]["grid"].values()):
+        lines.append("- \\* a rate added beyond the declared grid by the plan's rule (`extend_grid`).")
+    return [*lines, ""]
+
+
+def _gap_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
+    """Where the headline pair's gap lives (eval.gap): SPEN minus GPT-2 per token class, the contrast the claim
+    reads and the claim's verdict beside its numbers. Nothing for a report without the stage."""
+    gap = report.get("gap")
+    if not gap:
+        return []
+    text = gap["text"]
+
+    def cell(r: dict) -> str:
+        if r.get("difference") is None:
+            return "— | — | — |"
+        lo, hi = r["ci95"] if r.get("ci95") else (math.nan, math.nan)
+        interval = f" [{lo:+.3f}, {hi:+.3f}]" if math.isfinite(lo) and math.isfinite(hi) else ""
+        return f"{r['loss_a']:.3f} | {r['loss_b']:.3f} | {r['difference']:+.3f}{interval} |"
+
+    rows = [{**gap["total"], "class": "all", "tokens": text["tokens"]}, *gap["groups"]]
+    names = {"all": "all tokens", "ar_hit": "AR hits (the bigram ending here occurred earlier in the block)",
+             "repeat": "other repeats", "first": "first occurrences"}
+    lines = [
+        "### Where the gap lives",
         "",
+        f"Every seed of both architectures scored token by token (`eval.gap`) on {text['tokens']:,} {text['split']} "
+        f"tokens of {text['documents']} documents, blocks of {text.get('block_size', '?')} as train.py cuts them; "
+        f"SPEN minus the GPT-2 architecture per class (positive: SPEN worse); {gap['interval']}.",
+        "",
+        "| tokens | count | GPT-2 architecture | SPEN | SPEN − GPT-2 [95% CI] |",
+        "|---|---:|---:|---:|---|",
+        *[f"| {names.get(r['class'], r['class'])} | {r['tokens']:,} | {cell(r)}" for r in rows],
+        "",
+    ]
+    for name, cst in gap.get("contrasts", {}).items():
+        lo, hi = cst["ci95"] if cst.get("ci95") else (math.nan, math.nan)
+        if cst.get("value") is not None:
+            lines.append(f"- contrast `{name}` ({cst.get('means', '')}): {cst['value']:+.3f} [{lo:+.3f}, {hi:+.3f}]")
+    row = next((r for r in report.get("claims", []) if r["id"] == "gap_on_recall"), None)
+    if row is not None:
+        lines.append(f"- claim \"{row['sentence']}\": **{verdict_text(row)}**"
+                     + (f" (precondition: {_preconditions(row)})" if row["verdict"] == Verdict.NOT_TESTABLE.value
+                        else ""))
+    return [*lines, "", f"Reproduce: `{gap['command']}`", "",
+            *([f"![where the gap lives]({figure_paths['gap']})", ""] if "gap" in figure_paths else [])]
+
+
+def content_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
+    """The content side: the regime, the headline pair against the n-gram lines, the paper's claims as rows,
+    the ablations with their verdicts, then the probes (eval.probes' own rendering)."""
+    c = report["content"]
+    lines = [
+        *_headline_pair(c, figure_paths),
+        "",
+        *_gap_section(report, figure_paths),
         "## The paper's content claims, row by row",
         "",
         "Each row comes from the claims table (`eval/report/claims.py`): the measurement it reads, its verdict "
@@ -414,7 +502,9 @@ def readme_results(report: dict) -> str:
         f"Plan `{report['plan']['path'].split('/')[-1] if report['plan']['path'] else '?'}`, "
         f"{env['seconds'] / 60:.1f} min on {env['device']}. Headline pair: {reg['parameters']:,} parameters, "
         f"{reg['train_tokens']:,} training tokens ({reg['tokens_per_parameter']:.1f} per parameter, {epochs}), "
-        f"{reg['val_tokens']:,} validation tokens, {c['val_loss']['spen']['n']} seeds. Intervals: 95%.",
+        f"{reg['val_tokens']:,} validation tokens"
+        + (f", {reg['test_tokens']:,} test tokens ({reg['test_documents']} documents)" if "test_tokens" in reg else "")
+        + f", {c['val_loss']['spen']['n']} seeds. Intervals: 95%.",
         "",
         "| the paper's claim | paper | this run | verdict |",
         "|---|---|---|---|",
@@ -427,7 +517,8 @@ def readme_results(report: dict) -> str:
     ng = c["ngram"]
     lines += [
         "",
-        f"Validation perplexity: SPEN {c['perplexity']['spen']:.1f}, GPT-2 architecture "
+        f"{c.get('scored_on', 'validation').capitalize()} perplexity: SPEN {c['perplexity']['spen']:.1f}, "
+        "GPT-2 architecture "
         f"{c['perplexity']['gpt2_arch']:.1f}; n-gram references on the same tokens: unigram {ng['unigram']:.1f}, "
         f"bigram {ng['bigram']:.1f}, trigram {ng['trigram']:.1f}.",
         README_END,

@@ -28,6 +28,7 @@ from eval.report.plan import CORPORA, Plan
 GRAMMAR = ("python", "-m", "grammar_probe")
 ABLATION = ("python", "-m", "eval.ablation")
 PROBES = ("python", "-m", "eval.probes")
+GAP = ("python", "-m", "eval.gap")
 ARCHITECTURES = {"spen": "SPEN (EMA traces)", "gpt2": "GPT-2 architecture"}
 
 
@@ -140,77 +141,171 @@ def _yaml(plan: Plan, which: str) -> dict[str, Any]:
         raise UsageError(f"train.py: {e}") from None
 
 
+# The settings both architectures' YAMLs must share: they fix the blocks every run is chosen and scored on.
+SHARED_SPLIT = ("data", "val_every", "test_every", "block_size", "max_eval_samples", "max_test_samples")
+
+
 def language_model(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any]:
     """The headline pair: each architecture's rate chosen from the plan's grid on validation (the grid's seed),
-    then the other seeds at the chosen rate (``train.py`` runs, ``plan.workers`` at a time)."""
-    from eval.runs import Run, param_count, read_metrics, train_runs
+    the grid extended beyond an edge by the plan's rule (:meth:`LanguageModelPlan.beyond_edge`), then the other
+    seeds at the chosen rate (``train.py`` runs, ``plan.workers`` at a time). Every seed's final model is scored
+    on the test blocks of the YAMLs' test split when they hold one (``scored_on`` says which blocks the
+    comparison reads: "test", else "validation")."""
+    from eval.runs import Run, read_metrics, read_test, train_runs
 
     lm = plan.language_model
     cfgs = {w: _yaml(plan, w) for w in ARCHITECTURES}
+    differ = [k for k in SHARED_SPLIT if cfgs["spen"][k] != cfgs["gpt2"][k]]
+    if differ:
+        raise UsageError(f"{plan.path}: the two architectures' YAMLs differ in {', '.join(differ)}; the pair must be "
+                         "chosen and scored on the same blocks")
     seed0 = cfgs["spen"]["seed"]
     seeds = [seed0 + i for i in range(lm.seeds)]
+    runs: dict[str, Run] = {}
+    rate_of: dict[str, tuple[str, float]] = {}  # run name -> (architecture, rate), the rate as the plan gave it
 
     def run(which: str, lr: float, seed: int) -> Run:
         out = work / "language_model" / which / f"lr_{lr:g}" / f"seed_{seed}"
         argv = ["--config", plan.yaml_path(which), "--output_dir", out, "--seed", seed, "--learning_rate", lr,
                 "--tokenizer", tokenizer, "--data", *plan.data,
                 *(["--max_steps", lm.max_steps] if lm.max_steps else [])]
-        return Run(f"{which}/lr_{lr:g}/seed_{seed}", tuple(argv))
+        r = runs[f"{which}/lr_{lr:g}/seed_{seed}"] = Run(f"{which}/lr_{lr:g}/seed_{seed}", tuple(argv))
+        rate_of[r.name] = (which, lr)
+        return r
 
     logs = work / "logs" / "language_model"
-    grid = [run(w, lr, seed0) for w in ARCHITECTURES for lr in lm.lr_grid]
-    train_runs(grid, logs, plan.workers, desc="learning-rate grid")
-    final = {r.name: read_metrics(r.output_dir / "metrics.jsonl")["val_loss"][-1] for r in grid}
-    chosen = {w: min(lm.lr_grid, key=lambda lr, w=w: final[f"{w}/lr_{lr:g}/seed_{seed0}"]) for w in ARCHITECTURES}
+    losses: dict[str, dict[float, float]] = {w: {} for w in ARCHITECTURES}  # the grid seed's, every rate tried
+    todo = [run(w, lr, seed0) for w in ARCHITECTURES for lr in lm.lr_grid]
+    desc = "learning-rate grid"
+    while todo:  # the declared grid, then the rates beyond an edge, until every choice is interior or capped
+        train_runs(todo, logs, plan.workers, desc=desc)
+        for r in todo:
+            which, lr = rate_of[r.name]
+            losses[which][lr] = read_metrics(r.output_dir / "metrics.jsonl")["val_loss"][-1]
+        todo = [run(w, lr, seed0) for w in ARCHITECTURES for lr in lm.beyond_edge(losses[w])]
+        desc = "learning-rate grid, beyond an edge"
+    chosen = {w: min(losses[w], key=losses[w].__getitem__) for w in ARCHITECTURES}
     rest = [run(w, chosen[w], s) for w in ARCHITECTURES for s in seeds[1:]]
     train_runs(rest, logs, plan.workers, desc="headline pair, more seeds")
 
+    tests = {name: read_test(r.output_dir / "metrics.jsonl") for name, r in runs.items()}
+    scored_on = "test" if all(tests.values()) else "validation"
     result: dict[str, Any] = {"seeds": seeds, "lr_grid": list(lm.lr_grid), "grid_seed": seed0,
-                              "equivalence_margin": lm.equivalence_margin, "architectures": {}}
+                              "equivalence_margin": lm.equivalence_margin, "scored_on": scored_on,
+                              "split": {k: cfgs["spen"][k] for k in ("val_every", "test_every")}, "architectures": {}}
+    if scored_on == "test":
+        sizes = {(t["test_tokens"], t["test_documents"]) for t in tests.values()}
+        assert len(sizes) == 1, f"the runs scored different test blocks: {sizes}"
+        (tokens, documents), = sizes
+        result["split"] |= {"test_tokens": tokens, "test_documents": documents}
     for w in ARCHITECTURES:
         by_seed = {}
         for s in seeds:
-            r = next(x for x in [*grid, *rest] if x.name == f"{w}/lr_{chosen[w]:g}/seed_{s}")
+            r = runs[f"{w}/lr_{chosen[w]:g}/seed_{s}"]
             curve = read_metrics(r.output_dir / "metrics.jsonl")
+            test = tests[r.name]
             by_seed[str(s)] = {"final_val_loss": curve["val_loss"][-1], "final_train_loss": curve["loss"][-1],
+                               **({"final_test_loss": test["test_loss"]} if test else {}),
                                "final_dir": str(r.output_dir / "final"), "command": r.command, "curve": curve}
         steps = lm.max_steps or cfgs[w]["max_steps"]
+        counts = _parameter_counts(cfgs[w]["model_name_or_path"])
+        tried = sorted(losses[w])
+        interior = lm.interior(losses[w])
         result["architectures"][w] = {
             "label": ARCHITECTURES[w], "yaml": getattr(lm, w), "lr": chosen[w],
-            "grid": {f"{lr:g}": {"final_val_loss": final[f"{w}/lr_{lr:g}/seed_{seed0}"],
-                                 "command": next(x for x in grid if x.name == f"{w}/lr_{lr:g}/seed_{seed0}").command}
-                     for lr in lm.lr_grid},
-            "parameters": param_count(Path(by_seed[str(seed0)]["final_dir"])),
+            "grid": {f"{lr:g}": {"final_val_loss": losses[w][lr], "extension": lr not in lm.lr_grid,
+                                 "command": runs[f"{w}/lr_{lr:g}/seed_{seed0}"].command} for lr in tried},
+            "rates_tried": tried, "interior": interior,
+            "grid_rule": _grid_rule(lm, interior, len(set(tried) - set(lm.lr_grid))),
+            "parameters": counts["total"], "parameter_counts": counts,
             "steps": steps, "train_tokens": steps * cfgs[w]["total_train_batch_size"] * cfgs[w]["block_size"],
             "runs": by_seed,
         }
     return result
 
 
-def ngram_reference(plan: Plan, tokenizer: Path, train_tokens: int) -> dict[str, Any]:
-    """Kneser-Ney unigram/bigram/trigram perplexities on the runs' own validation blocks, counted on the training
-    stream the runs read (at most the ``train_tokens`` they saw); also the split's size, for the epochs."""
+def _grid_rule(lm: Any, interior: bool, added: int) -> str:
+    """How the grid search ended for one architecture, in words."""
+    if interior:
+        return f"interior ({added} rate(s) added beyond the declared grid)" if added else "interior"
+    if not lm.extend_grid:
+        return "edge: the plan declares no extension of the grid"
+    if added >= lm.max_extensions:
+        return f"edge: the cap of {lm.max_extensions} added rate(s) stopped the extension"
+    return "edge: the next rate beyond the edge is not below 1"
+
+
+def _parameter_counts(model_dir: str) -> dict[str, int]:
+    """Total, embedding and non-embedding parameters of a model config (ema_boundary.params; no weights built)."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
+    from ema_boundary.params import parameter_counts
+
+    with torch.device("meta"):
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_dir))
+    return parameter_counts(model).as_dict()
+
+
+def ngram_reference(plan: Plan, tokenizer: Path, train_tokens: int, split: str = "validation") -> dict[str, Any]:
+    """Kneser-Ney unigram/bigram/trigram perplexities on the blocks the runs are compared on (``split``: the test
+    blocks when the runs were scored there, else the validation blocks), counted on the training stream the runs
+    read (at most the ``train_tokens`` they saw); also the split's size, for the epochs."""
     from transformers import AutoTokenizer
 
     from ema_boundary import corpus
-    from eval.ngram import ngram_perplexities
+    from eval.ngram import ngram_references
 
     cfg = _yaml(plan, "spen")
     tok = AutoTokenizer.from_pretrained(tokenizer)
-    stream: list[int] = []
-    exhausted = True  # a streamed corpus (c4) is read only as far as the runs read it; a finite one to its end
-    for texts in corpus.batched((d["text"] for d in corpus.documents(plan.data, "train", cfg["val_every"])),
-                                    64):
-        for ids in tok(texts, add_special_tokens=False, verbose=False)["input_ids"]:
-            stream.extend([*ids, tok.eos_token_id])
-        if plan.corpus == "c4" and len(stream) >= train_tokens:
-            exhausted = False
-            break
+    n_blocks = cfg["max_test_samples"] if split == "test" else cfg["max_eval_samples"]
+    result = ngram_references(plan.data, cfg["val_every"], tok, cfg["block_size"], n_blocks, train_tokens, split,
+                              cfg["test_every"])
     val = corpus.validation_blocks(plan.data, cfg["val_every"], tok, cfg["block_size"], cfg["max_eval_samples"])
-    result = ngram_perplexities(stream[:train_tokens], val, len(tok))
-    # The training split's size in tokens (None when it is larger than what the runs read: a streamed corpus).
-    result["train_split_tokens"] = len(stream) if exhausted else None
     result["val_tokens"] = int(val.shape[0] * (val.shape[1] - 1))
+    return result
+
+
+def gap(work: Path, plan: Plan, lm: dict[str, Any], tokenizer: Path) -> dict[str, Any] | None:
+    """Where the headline pair's gap lives (:mod:`eval.gap`): every seed's per-token loss on the blocks the pair is
+    scored on (the test documents when held out), split into AR hits, other repeats and first occurrences, SPEN
+    (model b) minus the GPT-2 architecture (model a) paired by seed. None for a streamed corpus (c4), which
+    eval.gap does not read. The result is gap.json's content with the command line that reproduces it."""
+    from transformers import AutoTokenizer
+
+    from ema_boundary.io import atomic_dir, write_json
+    from eval import gap as eval_gap
+
+    if plan.corpus == "c4":
+        return None
+    cfg = _yaml(plan, "spen")
+    split = "test" if lm.get("scored_on") == "test" else "validation"
+    seeds = [str(s) for s in lm["seeds"]]
+    folders = {w: ",".join(lm["architectures"][w]["runs"][s]["final_dir"] for s in seeds) for w in ARCHITECTURES}
+    sides = [eval_gap.resolve_side(folders[w], "--model_name_or_path") for w in ("gpt2", "spen")]
+    sides[0].label, sides[1].label = "gpt2_arch", "spen"
+    text = plan.corpus if plan.corpus in CORPORA else str(Path(plan.corpus).resolve())
+    tok = AutoTokenizer.from_pretrained(tokenizer)
+    max_tokens = plan.language_model.gap_max_tokens
+    docs = eval_gap.read_documents(text, split, cfg["val_every"], cfg["test_every"])
+    tokens = eval_gap.make_tokens(docs, tok, cfg["block_size"], max_tokens)
+    import torch
+
+    out = work / "gap"
+    result = eval_gap.run_gap(sides, tokens, len(tok), cfg["block_size"], seed=plan.seed,
+                              device="cuda" if torch.cuda.is_available() else "cpu",
+                              text={"source": text, "split": split, "val_every": cfg["val_every"],
+                                    "test_every": cfg["test_every"]})
+    result["command"] = command_line(GAP, {
+        "--model_name_or_path": [folders["gpt2"], folders["spen"]], "--labels": ["gpt2_arch", "spen"],
+        "--text": text, "--split": split, "--val_every": cfg["val_every"], "--test_every": cfg["test_every"],
+        "--block_size": cfg["block_size"], "--tokenizer": tokenizer, "--max_tokens": max_tokens, "--seed": plan.seed,
+        "--output_dir": out})
+    with atomic_dir(out, tool="eval.gap") as tmp:  # what the recorded command writes: gap.json, gap.png, marker
+        write_json(tmp / "gap.json", result)
+        eval_gap.render_figure(result, tmp / "gap.png")
+    result["folder"] = str(out)
     return result
 
 
@@ -276,9 +371,10 @@ def probe_settings(plan: Plan) -> Any:
     r = plan.recall
     try:
         return ProbeSettings.make(quick=r.quick, seed=plan.seed, recall_pairs=r.pairs, recall_lrs=r.lrs,
-                                  recall_steps=r.steps)
+                                  recall_steps=r.steps, recall_seeds=r.seeds)
     except ProbeInputError as e:
-        field = {"recall_pairs": "pairs", "recall_lrs": "lrs", "recall_steps": "steps"}.get(e.field or "")
+        field = {"recall_pairs": "pairs", "recall_lrs": "lrs", "recall_steps": "steps",
+                 "recall_seeds": "seeds"}.get(e.field or "")
         raise UsageError(f"{plan.where('recall', field)}: {e}" if field else f"{plan.path}: recall: {e}") from None
 
 
@@ -310,19 +406,27 @@ def content_probes(work: Path, plan: Plan, checkpoints: dict[str, Path]) -> dict
         "--model_name_or_path": trained, "--default_map": True, "--recall_models": recall_models,
         "--control": "gpt2", "--output_dir": out, "--text": text_file, "--seed": plan.seed,
         "--workers": plan.workers, "--quick": r.quick, "--max_steps": r.steps, "--learning_rate": r.lrs,
-        "--recall_pairs": r.pairs})
+        "--recall_pairs": r.pairs, "--recall_seeds": r.seeds})
     return result
 
 
 def regime(lm: dict[str, Any], ngram: dict[str, Any]) -> dict[str, Any]:
-    """Parameters, tokens, tokens per parameter and epochs of each architecture of the headline pair."""
+    """Parameters (total and non-embedding), tokens, tokens per parameter and epochs of each architecture of the
+    headline pair, and the held-out tokens it was chosen on (validation) and scored on (test, when held out)."""
     out = {}
+    split = lm.get("split") or {}
     for w, a in lm["architectures"].items():
-        split = ngram["train_split_tokens"]
+        train_split = ngram["train_split_tokens"]
+        non_embedding = a.get("parameter_counts", {}).get("non_embedding")
         out[w] = {"parameters": a["parameters"], "train_tokens": a["train_tokens"],
                   "tokens_per_parameter": a["train_tokens"] / a["parameters"],
-                  "epochs": a["train_tokens"] / split if split else None, "val_tokens": ngram["val_tokens"],
+                  "epochs": a["train_tokens"] / train_split if train_split else None, "val_tokens": ngram["val_tokens"],
                   "steps": a["steps"], "lr": a["lr"], "seeds": len(a["runs"])}
+        if non_embedding:
+            out[w] |= {"non_embedding_parameters": non_embedding,
+                       "tokens_per_non_embedding_parameter": a["train_tokens"] / non_embedding}
+        if "test_tokens" in split:
+            out[w] |= {"test_tokens": split["test_tokens"], "test_documents": split["test_documents"]}
     return out
 
 
