@@ -514,6 +514,10 @@ def readme_results(report: dict) -> str:
     explained = [(r, e) for r in report["claims"] for e in r["explanations"]]
     if explained:
         lines += ["", *[f"- {r['sentence']}:" + _explanation(e) for r, e in explained]]
+    conditioned = [r for r in report["claims"] if r.get("conditions")]
+    if conditioned:
+        lines += ["", "Where each structure row holds (committed `grammar_probe arms`):", "",
+                  *[f"- {r['sentence']}: {r['conditions']}." for r in conditioned]]
     ng = c["ngram"]
     lines += [
         "",
