@@ -186,15 +186,29 @@ def probe_text(path: str | os.PathLike | None = None) -> str:
 
 
 def probe_ids(tokenizer: Any, text: str, settings: ProbeSettings, vocab_size: int | None = None,
-              where: str = "the tokenizer") -> torch.Tensor:
-    """The probe text as ``(N, seq_len)`` token ids (at most ``num_sequences`` rows)."""
+              where: str = "the tokenizer", max_positions: int | None = None) -> torch.Tensor:
+    """The probe text as ``(N, L)`` token ids (at most ``num_sequences`` rows), ``L`` the settings' ``seq_len``
+    or the model's position table (``max_positions``), whichever is shorter: a learned position table has no
+    row for a position past its end."""
+    seq_len = min(settings.seq_len, max_positions) if max_positions else settings.seq_len
     ids = tokenizer(text, return_tensors="pt", add_special_tokens=False).input_ids[0]
-    n = min(settings.num_sequences, ids.numel() // settings.seq_len)
+    n = min(settings.num_sequences, ids.numel() // seq_len)
     if n < 2:
-        raise ModelError(where, f"the probe text is too short: {ids.numel()} tokens, need {2 * settings.seq_len}")
+        raise ModelError(where, f"the probe text is too short: {ids.numel()} tokens, need {2 * seq_len}")
     if vocab_size is not None and int(ids.max()) >= vocab_size:
         raise ModelError(where, f"token id {int(ids.max())} is outside the model's vocabulary ({vocab_size})")
-    return ids[: n * settings.seq_len].view(n, settings.seq_len)
+    return ids[: n * seq_len].view(n, seq_len)
+
+
+def max_positions(config: Any) -> int | None:
+    """The longest sequence a model's learned position table covers (None: no such table, e.g. SPEN's traces)."""
+    if getattr(config, "model_type", None) == "spen":
+        return None
+    for name in ("n_positions", "max_position_embeddings"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
 
 
 def identity_inputs(specs: Sequence[ModelSpec], text: str, settings: ProbeSettings,
@@ -220,7 +234,7 @@ def identity_inputs(specs: Sequence[ModelSpec], text: str, settings: ProbeSettin
                 continue
             raise ModelError(spec.location, f"the tokenizer does not load ({first_line(e, 200)})") from None
         ids[spec.name] = probe_ids(tokenizer, text, settings, getattr(spec.config, "vocab_size", None),
-                                   spec.location)
+                                   spec.location, max_positions(spec.config))
     return ids
 
 
@@ -311,8 +325,9 @@ def run_content_probes(
     }
     for name in tqdm(list(ids), desc="identity at lag", unit="model", disable=progress is False or not ids):
         model = _load_trained(by_name[name], trust_remote_code)
-        results["identity_at_lag"][name] = identity_at_lag(model, ids[name], settings.identity_dict()["max_lag"],
-                                                           settings.num_classes)
+        max_lag = min(settings.identity_dict()["max_lag"], ids[name].shape[1] - 1)  # a shorter position table
+        results["identity_at_lag"][name] = identity_at_lag(model, ids[name], max_lag, settings.num_classes)
+        results["models"][name]["identity_seq_len"] = ids[name].shape[1]
         del model
     for spec in specs:
         info = results["models"][spec.name]
