@@ -187,6 +187,19 @@ def test_the_output_folder_is_the_tools_own(tmp_path: Path) -> None:
     assert again["identity_at_lag"] == first["identity_at_lag"]  # deterministic
 
 
+def test_identity_reads_no_position_past_a_models_table(tmp_path: Path) -> None:
+    # The fair pairs learn exactly block_size positions; the probe's sequences are cut to fit, lags with them.
+    short = resolve_model(str(_save(GPT2LMHeadModel(_gpt2_config(n_positions=24)), tmp_path / "short")))
+    long = resolve_model(str(_save(GPT2LMHeadModel(_gpt2_config()), tmp_path / "long")))
+    settings = ProbeSettings.quick()
+    result = run_content_probes({"short": short.location, "long": long.location}, _text(tmp_path).read_text(),
+                                tmp_path / "out", settings, recall=False)
+    assert result["models"]["short"]["identity_seq_len"] == 24
+    assert result["models"]["long"]["identity_seq_len"] == settings.seq_len
+    assert max(result["identity_at_lag"]["short"]["lags"]) == 23
+    assert max(result["identity_at_lag"]["long"]["lags"]) == settings.identity_dict()["max_lag"]
+
+
 def test_the_map_over_seeds_and_rates_with_its_escape_row(tmp_path: Path) -> None:
     """--recall_seeds and a rate grid reach every arm; the escape comparison pairs the selective state with
     the fixed bank by seed (three seeds: fewer than a verdict needs, so "not resolved")."""
