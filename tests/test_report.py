@@ -522,12 +522,14 @@ def test_the_escape_routes_section_shows_both_maps_with_their_verdicts(tmp_path:
         validate({**report, "depth": {**report["depth"], "table": {**report["depth"]["table"], "block_share": rows}}})
     assert "| the embedding (token vector), share recovered (R², clipped) | 80.0% | 80.0% |" in section
     # A recall map whose models carry their two axes: one line per write rule, the models by state numbers.
-    recall = report["probes"]["recall"]
-    for name, rule, state in (("spen-linear", "fixed", 192), ("spen-linear-learned", "learned_lti", 192),
+    axes_keys = ("write_rule", "state_numbers")
+    recall = report["probes"]["recall"] = {name: {k: v for k, v in r.items() if k not in axes_keys}
+                                           for name, r in report["probes"]["recall"].items()}
+    for name, rule, state in (("linear", "fixed", 192), ("linear-learned", "learned_lti", 192),
                               ("gpt2", "attention", 12_288)):
         recall[name] = {**recall[name], "write_rule": rule, "state_numbers": state}
     write_index(report, report["figures"], tmp_path / "axes.md")
     axes = (tmp_path / "axes.md").read_text()
-    assert "| fixed (EMA rates) | `spen-linear` (192): " in axes
+    assert "| fixed (EMA rates) | `linear` (192): " in axes
     assert "| attention over tokens | `gpt2` (12,288): " in axes
     assert "input-gated diagonal |" not in axes.split("### In time")[1].split("### In depth")[0]  # no such arm
