@@ -202,11 +202,11 @@ def probe_ids(tokenizer: Any, text: str, settings: ProbeSettings, vocab_size: in
 
 def max_positions(config: Any) -> int | None:
     """The longest sequence a model's learned position table covers (None: no such table, e.g. SPEN's traces)."""
-    if getattr(config, "model_type", None) == "spen":
+    if getattr(config, "model_type", None) == "spen":  # it records max_position_embeddings but reads no table
         return None
-    for name in ("n_positions", "max_position_embeddings"):
+    for name in mqar.POSITION_FIELDS:  # the names the recall task grows, under any architecture's spelling
         value = getattr(config, name, None)
-        if isinstance(value, int) and value > 0:
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return None
 
