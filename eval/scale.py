@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from eval.report.plan import CORPORA, REPO, PlanError, _Checker, _positive, _rate, _read_yaml, _rule
+from eval.report.plan import CORPORA, REPO, PlanError, _Checker, _positive, _rate, _rule, read_plan_file
 
 PROG = "python -m eval.scale"
 TOOL = "eval.scale"  # the name in its output folder's marker
@@ -171,19 +171,7 @@ class ScalePlan:
     def load(path: str | Path) -> ScalePlan:
         """Read and check a ladder YAML; a :class:`PlanError` names the file, the line and the field."""
         path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise PlanError(f"--plan {path}: no such file") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise PlanError(f"--plan {path}: cannot read ({e})") from None
-        try:
-            raw, lines = _read_yaml(text)
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-            raise PlanError(f"{where}: not valid YAML ({getattr(e, 'problem', None) or str(e).splitlines()[0]})") \
-                from None
+        raw, lines = read_plan_file(path)
         return _LadderChecker(path, lines).plan(raw)
 
     @property

@@ -251,19 +251,7 @@ class Plan:
     def load(path: str | Path, scale: str = "tiny", corpus: str = "embedded", seed: int = 0) -> Plan:
         """Read and check a plan YAML; a :class:`PlanError` names the file, the line and the field."""
         path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise PlanError(f"--plan {path}: no such file") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise PlanError(f"--plan {path}: cannot read ({e})") from None
-        try:
-            raw, lines = _read_yaml(text)
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-            raise PlanError(f"{where}: not valid YAML ({getattr(e, 'problem', None) or str(e).splitlines()[0]})") \
-                from None
+        raw, lines = read_plan_file(path)
         return _Checker(path, lines).plan(raw, scale, corpus, seed)
 
     def where(self, *path: str) -> str:
@@ -280,6 +268,24 @@ class Plan:
         """The train.py YAML of ``which`` ("spen" or "gpt2"), relative paths from the repository root."""
         p = Path(getattr(self.language_model, which))
         return p if p.is_absolute() else REPO / p
+
+
+def read_plan_file(path: Path) -> tuple[Any, dict[tuple[str, ...], int]]:
+    """A plan YAML's document and the line of every key path (:func:`_read_yaml`); a file that cannot be read or
+    parsed is a :class:`PlanError` naming it (and the line, for bad YAML). Every plan kind reads its file here."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PlanError(f"--plan {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise PlanError(f"--plan {path}: cannot read ({e})") from None
+    try:
+        return _read_yaml(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise PlanError(f"{where}: not valid YAML ({getattr(e, 'problem', None) or str(e).splitlines()[0]})") \
+            from None
 
 
 def _read_yaml(text: str) -> tuple[Any, dict[tuple[str, ...], int]]:
@@ -401,6 +407,6 @@ class _Checker:
             raise self.error(("depth", "config"), f"{depth.config!r}: no such train.py YAML")
 
 
-__all__ = ["Plan", "PlanError", "GrammarPlan", "LanguageModelPlan", "AblationPlan", "RecallPlan", "DepthPlan", "SCALES",
-           "CORPORA", "PLANS", "REPO", "PREDICTOR_ARMS", "TRACE_ARMS", "STATE_SIZE_ARMS", "RECALL_MODELS",
-           "REFERENCE_ARM"]
+__all__ = ["Plan", "PlanError", "read_plan_file", "GrammarPlan", "LanguageModelPlan", "AblationPlan", "RecallPlan",
+           "DepthPlan", "SCALES", "CORPORA", "PLANS", "REPO", "PREDICTOR_ARMS", "TRACE_ARMS", "STATE_SIZE_ARMS",
+           "RECALL_MODELS", "REFERENCE_ARM"]
