@@ -45,14 +45,13 @@ from typing import Any
 
 import yaml
 
-import train_config
 from ema_boundary import stats
 from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, add_output_dir, comma_list, first_line, flatten
 from ema_boundary.cli import positive_int as _positive_int
 from ema_boundary.figures import pyplot, save
 from ema_boundary.io import atomic_dir, check_output_dir, write_json
 from ema_boundary.params import parameter_counts
-from eval.runs import Run, param_count, read_metrics, train_runs
+from eval.runs import Run, param_count, read_metrics, read_spen_yaml, train_runs
 from modeling_spen.variants import PREDICTOR_VARIANTS, REFERENCE_VARIANT, SPEN_VARIANTS, TRACE_VARIANTS
 
 # The arms are named SPEN variants (modeling_spen.variants, one table for the ablations, the recall map and the
@@ -64,19 +63,6 @@ DEFAULT_MARGIN = 0.02  # nats; declare your own before the run (--margin)
 CURVE_POINTS = 8  # validation evaluations per run (eval_every = max_steps // CURVE_POINTS)
 DESIGN = ("seed-blocked: every arm trains with each seed; a seed fixes the initialisation stream and every arm "
           "reads the same batches in the same order, so the arms are compared within seed (paired differences)")
-
-
-def _read_train_yaml(config: Path) -> dict[str, Any]:
-    """Every setting of a train.py YAML (train_config.read_yaml), which must train a SPEN model."""
-    try:
-        cfg = train_config.read_yaml(config)
-    except train_config.ConfigError as e:
-        raise UsageError(f"--config {e}") from None
-    model_json = Path(cfg["model_name_or_path"]) / "config.json"
-    if json.loads(model_json.read_text()).get("model_type") != "spen":
-        raise UsageError(f"--config {config}: model_config {model_json} is not a SPEN config "
-                         "(the ablation swaps SPEN's predictor or trace)")
-    return cfg
 
 
 def _variants(variants: Sequence[str] | None, traces: Sequence[str] | None) -> tuple[str, dict[str, dict]]:
@@ -187,7 +173,7 @@ def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variant
         raise UsageError(f"--margin must be a positive number, got {margin!r}")
     if tokenizer is not None and not (Path(tokenizer) / "tokenizer_config.json").is_file():
         raise UsageError(f"--tokenizer {tokenizer}: not a tokenizer folder (no tokenizer_config.json)")
-    cfg = _read_train_yaml(config)
+    cfg = read_spen_yaml(config, "the ablation swaps SPEN's predictor or trace")
     axis, chosen = _variants(variants, traces)
     reference = reference or REFERENCE[axis]
     if reference not in chosen:

@@ -364,20 +364,6 @@ def claim_verdict(table: Mapping[str, Any], gate: Mapping[str, Any] | None = Non
     return {"verdict": verdict, "reason": reason, "conclusion": verdict if testable else NOT_TESTABLE}
 
 
-def _read_train_yaml(config: Path) -> dict[str, Any]:
-    import train_config
-
-    try:
-        cfg = train_config.read_yaml(config)
-    except train_config.ConfigError as e:
-        raise UsageError(f"--config {e}") from None
-    model = json.loads((Path(cfg["model_name_or_path"]) / "config.json").read_text())
-    if model.get("model_type") != "spen":
-        raise UsageError(f"--config {config}: {cfg['model_name_or_path']} is not a SPEN config (the experiment "
-                         "swaps SPEN's residual)")
-    return cfg
-
-
 def run_depth_experiment(config: str | Path, seeds: int, out_dir: str | Path, *,
                          residuals: Sequence[str] = RESIDUALS, max_steps: int | None = None, lr: float | None = None,
                          data: Sequence[str] | None = None, tokenizer: str | Path | None = None,
@@ -390,7 +376,7 @@ def run_depth_experiment(config: str | Path, seeds: int, out_dir: str | Path, *,
     from ema_boundary import corpus
     from eval.ablation import build_tokenizer
     from eval.ngram import ngram_references
-    from eval.runs import Run, param_count, read_metrics, train_runs
+    from eval.runs import Run, param_count, read_metrics, read_spen_yaml, train_runs
 
     config, out_dir = Path(config), Path(out_dir)
     if sorted(residuals) != sorted(RESIDUALS) or len(residuals) != len(RESIDUALS):
@@ -405,7 +391,7 @@ def run_depth_experiment(config: str | Path, seeds: int, out_dir: str | Path, *,
         raise UsageError("--num_sequences must be >= 2 (20% are held out)")
     if tokenizer is not None and not (Path(tokenizer) / "tokenizer_config.json").is_file():
         raise UsageError(f"--tokenizer {tokenizer}: not a tokenizer folder (no tokenizer_config.json)")
-    cfg = _read_train_yaml(config)
+    cfg = read_spen_yaml(config, "the experiment swaps SPEN's residual")
     check_output_dir(out_dir, tool=TOOL, overwrite=overwrite)
     base = json.loads((Path(cfg["model_name_or_path"]) / "config.json").read_text())
     steps = max_steps or cfg["max_steps"]

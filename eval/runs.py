@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tqdm.auto import tqdm
 
@@ -207,6 +208,22 @@ def _guard(run: Run | Job, call, train_config, corpus) -> None:
         call()
     except (train_config.ConfigError, corpus.DataError) as e:
         raise UsageError(f"train.py: {e} (in: {run.command})") from None
+
+
+def read_spen_yaml(config: Path, swaps: str) -> dict[str, Any]:
+    """Every setting of a train.py YAML (``train_config.read_yaml``) for an experiment that swaps a part of SPEN
+    (``swaps``: what it swaps, for the message): the YAML must train a SPEN model. One :class:`UsageError` line
+    naming ``--config`` otherwise."""
+    import train_config
+
+    try:
+        cfg = train_config.read_yaml(config)
+    except train_config.ConfigError as e:
+        raise UsageError(f"--config {e}") from None
+    model_json = Path(cfg["model_name_or_path"]) / "config.json"
+    if json.loads(model_json.read_text()).get("model_type") != "spen":
+        raise UsageError(f"--config {config}: model_config {model_json} is not a SPEN config ({swaps})")
+    return cfg
 
 
 def param_count(checkpoint: Path) -> int:
