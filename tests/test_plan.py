@@ -65,6 +65,8 @@ def test_the_names_are_the_variant_tables() -> None:
     ("workers: two\n", 1, "workers must be int, got 'two'"),
     ("grammar: {quick: 1}\n", 1, "grammar.quick must be bool"),
     ("grammar:\n  arms: nowhere/arms.json\n", 2, "grammar.arms"),
+    ("language_model:\n  ladder: nowhere/report.json\n", 2, "language_model.ladder nowhere/report.json: no such "
+     "file"),
     ("recall: [\n", 2, "not valid YAML"),
 ])
 def test_bad_plans_name_the_line_and_the_field(tmp_path: Path, text: str, line: int, message: str) -> None:

@@ -15,6 +15,7 @@ import yaml
 
 from ema_boundary.corpus import split_of
 from ema_boundary.io import MARKER
+from eval.report.ladder import ladder_block, read_ladder
 from eval.report.plan import PlanError
 from eval.scale import (
     HEAD_SIZE,
@@ -223,6 +224,10 @@ def test_a_tiny_ladder_runs_end_to_end(tmp_path, capsys):
     assert report["paper"]["gap"] == pytest.approx(math.log(260 / 33))
     index = (out / "index.md").read_text()
     assert "| w32 | SPEN (EMA traces) |" in index and "gap.png" in index
+    # The report reads a committed ladder through eval.report.ladder: what the runner writes is what it accepts.
+    block = ladder_block(read_ladder(out / "report.json"), "ladder/report.json")
+    assert [s["gate"] for s in block["sizes"]] == [s["gate"] for s in report["sizes"]]
+    assert block["sizes"][1]["gap"] == report["sizes"][1]["gap"]
     # mean_loss is train.py's validation loss: on train.py's own validation blocks it gives the logged number.
     from transformers import AutoTokenizer
 

@@ -28,6 +28,8 @@ from ema_boundary import stats
 from ema_boundary.format import pct
 from ema_boundary.paper import PAPER
 from eval.probes.render import reader_kind
+from eval.report.ladder import MIN_SEEDS, deciding_size, size_text
+from eval.report.ladder import phrase as ladder_phrase
 
 Report = Mapping[str, Any]
 
@@ -217,6 +219,24 @@ TRACE_GATE = Precondition(
 CONTROL_GATE = Precondition(
     "control_solves", f"the positive control (the GPT-2 architecture) reaches {RECALL_BAR:.0%} at the largest pair "
     "count: otherwise a model that fails may fail for the recipe", _control_solves)
+def _ladder_speaks(report: Report) -> Check:
+    block = get(report, ("scale_ladder",))
+    if not block:
+        return Check(None, "no committed scale ladder in this report (the plan's language_model.ladder)")
+    size = deciding_size(block)
+    if size is None:
+        speak = [s["name"] for s in block["sizes"] if s["gate"]]
+        return Check(False, f"no size with both models below the bigram and {block['min_seeds']} or more seeds "
+                            f"(below the bigram at {', '.join(speak) if speak else 'no size'}); largest: "
+                            + size_text(max(block["sizes"], key=lambda s: s["architectures"]["spen"]["parameters"]
+                                            ["non_embedding"])))
+    return Check(True, size_text(size))
+
+
+LADDER_GATE = Precondition(
+    "ladder_speaks", "a size of the committed scale ladder at which every seed of both architectures is below the "
+    f"Kneser-Ney bigram on the same test tokens, with an interval over at least {MIN_SEEDS} paired seeds",
+    _ladder_speaks)
 WINDOW_GATE = Precondition(
     "no_short_window", "the structural roles are ones no short window decides (the best k-token window's ceiling "
     "stays the required gap below the causal ceiling)", _window_gap)
@@ -351,6 +371,35 @@ def _perplexity_rule(report: Report, c: Mapping[str, Any]) -> Outcome:
     if c["verdict"] == "equivalent":
         return Outcome(Verdict.REFUTED, ours, "no gap (equivalent)", strength)
     return Outcome(Verdict.NOT_RESOLVED, ours, "", strength)
+
+
+def _ladder_rule(report: Report, block: Mapping[str, Any]) -> Outcome:
+    """The ladder's paired gap at the largest size whose models can speak (:func:`eval.report.ladder.deciding_size`);
+    with none, the largest size's numbers (the precondition then says why the row cannot be read)."""
+    size = deciding_size(block) or max(block["sizes"], key=lambda s: s["architectures"]["spen"]["parameters"]
+                                       ["non_embedding"])
+    gap, spen = size["gap"], size["architectures"]["spen"]
+    tpp = spen["tokens_per_parameter"]["non_embedding"]
+    ours = (f"{size_text(size)}; {size['train_tokens']:,} training tokens ({tpp:.1f} per non-embedding parameter), "
+            f"{block['scored_on']} blocks")
+    strength = (f"{gap['n']} paired seed{'s' * (gap['n'] != 1)}, 95% t interval; another scale and corpus than the "
+                "paper's, so only the sign of the gap is compared")
+    if gap.get("ci95") is None:
+        return Outcome(Verdict.NOT_RESOLVED, ours, "no interval at this size", strength)
+    lo, hi = gap["ci95"]
+    # Only the direction transfers across scales (as the headline row): SPEN worse meets it, SPEN better refutes it.
+    if lo > 0:
+        return Outcome(Verdict.MET, ours, "SPEN worse (direction)", strength)
+    if hi < 0:
+        return Outcome(Verdict.REFUTED, ours, "SPEN better", strength)
+    return Outcome(Verdict.NOT_RESOLVED, ours, "", strength)
+
+
+def _ladder_conditions(report: Report) -> str | None:
+    """The perplexity gap along the committed scale ladder, when the plan named one (report.json's
+    ``scale_ladder``)."""
+    block = report.get("scale_ladder")
+    return ladder_phrase(block) if block else None
 
 
 def _gap_rule(report: Report, c: Mapping[str, Any]) -> Outcome:
@@ -577,7 +626,16 @@ CLAIMS: tuple[Claim, ...] = (
           ("content", "comparison"), _perplexity_rule,
           "only the sign transfers across scales: SPEN worse (paired difference shown) meets it; SPEN better or "
           "equivalent refutes it; otherwise not resolved",
-          (BIGRAM_LINE,)),
+          (BIGRAM_LINE,), conditions=_ladder_conditions),
+    Claim("perplexity_gap_ladder", "content",
+          f"SPEN's perplexity is {PAPER['perplexity_ratio']:.1f}x GPT-2's at 130M on C4 (read on the committed scale "
+          "ladder)",
+          _fixed(f"{PAPER['perplexity_spen_c4']:.0f} vs {PAPER['perplexity_gpt2_c4']:.0f}"),
+          ("scale_ladder",), _ladder_rule,
+          f"at the ladder's largest size where both models are below the bigram (>= {MIN_SEEDS} paired seeds): met "
+          "if the 95% interval of SPEN − GPT-2 loss lies above 0 (SPEN worse: only the sign transfers), refuted if "
+          "below 0, otherwise not resolved",
+          (LADDER_GATE,)),
     Claim("gap_on_recall", "content",
           "SPEN's deficit is larger on AR hits than on first occurrences (the paper's mechanism: content lost in the "
           "traces costs most where a lookup in the context would predict the token)",

@@ -75,7 +75,18 @@ def _readme(parser: UsageParser, report: Path, readme: Path) -> int:
     return 0
 
 
-def _render(parser: UsageParser, folder: Path, upgrade: bool) -> int:
+def _attach_ladder(parser: UsageParser, report: dict, ladder: str, command: str) -> None:
+    """report.json's ``scale_ladder`` from a committed ladder, for a report run before the plan named one."""
+    from eval.report.ladder import ladder_block, read_ladder
+
+    try:
+        block = ladder_block(read_ladder(ladder), ladder)
+    except UsageError as e:
+        parser.error(f"--ladder {first_line(e).removeprefix('language_model.ladder: ')}")
+    report["scale_ladder"] = {**block, "attached_by": command}
+
+
+def _render(parser: UsageParser, folder: Path, upgrade: bool, ladder: str | None = None, command: str = "") -> int:
     """index.md from report.json; with ``upgrade`` report.json is first rewritten in the current schema, its claims
     evaluated by today's claims table."""
     from ema_boundary.io import write_json
@@ -84,7 +95,11 @@ def _render(parser: UsageParser, folder: Path, upgrade: bool) -> int:
 
     if not (folder / "report.json").is_file():
         parser.error(f"{folder}: no report.json")
+    if ladder is not None and not upgrade:
+        parser.error("--ladder rewrites report.json: give it with --upgrade")
     report = _read_report(parser, folder / "report.json")
+    if ladder is not None:
+        _attach_ladder(parser, report, ladder, command)
     if upgrade:
         report["claims"] = evaluate(report)
         write_json(folder / "report.json", report)
@@ -120,6 +135,9 @@ def parser() -> tuple[UsageParser, dict[str, UsageParser]]:
     render.add_argument("--upgrade", action="store_true",
                         help="also rewrite report.json in the current schema, its claims evaluated by today's "
                              "claims table (numbers unchanged)")
+    render.add_argument("--ladder", metavar="REPORT_JSON",
+                        help="with --upgrade: attach a committed `ema-boundary scale` report.json (report.json's "
+                             "scale_ladder, as the plan's language_model.ladder does) before the claims are evaluated")
     readme = sub.add_parser("readme", help="rewrite the README's results block from a report.json",
                             description="Rewrite the results block of README.md from a report's report.json.")
     readme.add_argument("--report", default="docs/report/report.json", help="the report.json to read")
@@ -138,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = p.parse_args(argv)
         if args.command == "render":
-            return _render(subs["render"], Path(args.folder), args.upgrade)
+            return _render(subs["render"], Path(args.folder), args.upgrade, args.ladder,
+                           shlex.join(["ema-boundary", *(argv if argv is not None else sys.argv[1:])]))
         if args.command == "readme":
             return _readme(subs["readme"], Path(args.report), Path(args.readme))
         if args.command == "scale":

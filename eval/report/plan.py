@@ -135,6 +135,9 @@ class LanguageModelPlan:
     extend_factor: float | None = _rule(_factor)  # None: the grid's own ratio at that edge
     max_extensions: int = _rule(_positive, 2)  # rates added per architecture, at most
     gap_max_tokens: int | None = _rule(_positive)  # where the gap lives (eval.gap): tokens scored; None: all
+    # A committed `ema-boundary scale` report.json (repository-relative): the same fair pair at several sizes, too
+    # long for the report's budget; its largest size where both models pass the bigram gate carries the verdict.
+    ladder: str | None = None
 
     def factor(self, edge: str) -> float:
         """How far beyond the ``"low"`` or ``"high"`` edge the next rate lies (a ratio above 1)."""
@@ -392,6 +395,13 @@ class _Checker:
                 read_arms(arms if Path(arms).is_absolute() else REPO / arms)
             except UsageError as e:
                 raise self.error(("grammar", "arms"), str(e).removeprefix("grammar.arms: ")) from None
+        if lm.ladder is not None:
+            from eval.report.ladder import read_ladder
+
+            try:
+                read_ladder(lm.ladder if Path(lm.ladder).is_absolute() else REPO / lm.ladder, lm.ladder)
+            except UsageError as e:
+                raise self.error(("language_model", "ladder"), str(e).removeprefix("language_model.ladder: ")) from None
         if ablation.budgets is not None and ablation.max_steps is not None:
             raise self.error(("ablation", "budgets"), "and ablation.max_steps: give one (the longest budget is the "
                                                       "verdict's)")

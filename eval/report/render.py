@@ -67,6 +67,8 @@ def _learning_curves(content: dict, path: Path) -> None:
 
 
 def _ci(s: dict, digits: int = 3) -> str:
+    if s.get("ci95") is None:  # one value (e.g. a ladder size with one seed): no interval
+        return f"{s['mean']:.{digits}f}"
     lo, hi = s["ci95"]
     if not math.isfinite(lo):
         return f"{s['mean']:.{digits}f}"
@@ -210,6 +212,7 @@ def content_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
         *_headline_pair(c, figure_paths),
         "",
         *_gap_section(report, figure_paths),
+        *ladder_section(report),
         "## The paper's content claims, row by row",
         "",
         "Each row comes from the claims table (`eval/report/claims.py`): the measurement it reads, its verdict "
@@ -270,6 +273,40 @@ def content_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
     for name in ("identity_at_lag", "recall", "recall_state"):
         if name in figure_paths:
             lines += ["", f"![{name}]({figure_paths[name]})"]
+    return lines
+
+
+def ladder_section(report: dict) -> list[str]:
+    """The committed scale ladder the plan names: the same fair pair at every size against the bigram, and the
+    row its largest speaking size decides (empty when the report has no ladder)."""
+    block = report.get("scale_ladder")
+    if not block:
+        return []
+    seconds = (block.get("seconds") or {}).get("total")
+    took = f", {seconds / 3600:.2f} h" if seconds else ""
+    attached = (f" It was attached to this report after the report's run, by `{block['attached_by']}`."
+                if block.get("attached_by") else "")
+    lines = ["## The perplexity gap along the scale ladder (committed)", "",
+             f"From `{block['source']}` (`{block.get('command') or 'ema-boundary scale'}`{took}): SPEN and the GPT-2 "
+             "architecture built by the same fair recipe at every size, each rate chosen on validation, scored on "
+             f"the {block['scored_on']} blocks ({block['eval_tokens']:,} tokens) beside the Kneser-Ney bigram on the "
+             f"same tokens. A size's gap is read only where every seed of both is below the bigram, and the row "
+             f"below reads the largest such size with at least {block['min_seeds']} paired seeds.{attached}", "",
+             "| size | non-embedding parameters (SPEN / GPT-2) | tokens per non-embedding parameter | rates (SPEN / "
+             "GPT-2) | SPEN loss | GPT-2 loss | bigram | both below | SPEN − GPT-2 [95% interval] |",
+             "|---|---:|---:|---|---:|---:|---:|---|---|"]
+    for s in block["sizes"]:
+        a = s["architectures"]
+        gap = s["gap"]
+        interval = f" [{gap['ci95'][0]:+.3f}, {gap['ci95'][1]:+.3f}]" if gap.get("ci95") else " (one seed)"
+        rates = " / ".join(f"{a[k]['lr']:g}{'' if a[k]['lr_interior'] else '*'}" for k in ("spen", "gpt2"))
+        lines.append(f"| {s['name']} | {a['spen']['parameters']['non_embedding']:,} / "
+                     f"{a['gpt2']['parameters']['non_embedding']:,} | "
+                     f"{a['spen']['tokens_per_parameter']['non_embedding']:.1f} | {rates} | "
+                     f"{_ci(a['spen']['loss'])} | {_ci(a['gpt2']['loss'])} | {s['bigram_loss']:.3f} | "
+                     f"{'yes' if s['gate'] else 'no'} | {gap['mean']:+.3f}{interval} |")
+    lines += ["", "\\* a rate at the edge of the rates tried.", "",
+              _verdict_line(_claim_row(report, "perplexity_gap_ladder")), ""]
     return lines
 
 
@@ -516,7 +553,7 @@ def readme_results(report: dict) -> str:
         lines += ["", *[f"- {r['sentence']}:" + _explanation(e) for r, e in explained]]
     conditioned = [r for r in report["claims"] if r.get("conditions")]
     if conditioned:
-        lines += ["", "Where each structure row holds (committed `grammar_probe arms`):", "",
+        lines += ["", "Where each row holds (the committed `grammar_probe arms` and scale ladder):", "",
                   *[f"- {r['sentence']}: {r['conditions']}." for r in conditioned]]
     ng = c["ngram"]
     lines += [
