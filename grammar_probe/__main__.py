@@ -1,5 +1,6 @@
 """``python -m grammar_probe build|run|arms``: build the grammar corpus and its ceilings; run the structure
-experiment; run it across labelled-data sizes and unseen-word protocols.
+experiment; run it across labelled-data sizes and unseen-word protocols (``arms --summarize DIR`` rebuilds a
+finished arms folder's summary, report and figures from its arms' results, without training).
 
 Output folders are never a folder the user made: a target that exists and is not empty is refused unless
 it holds this same command's earlier output, which ``--overwrite_output_dir`` replaces. Bad input ends
@@ -65,10 +66,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_run_options(p: argparse.ArgumentParser, arms: bool = False) -> None:
-    p.add_argument("--dataset", "--dataset_dir", dest="dataset", required=True, metavar="DIR",
-                   help="folder written by `python -m grammar_probe build`")
+    # arms: --dataset and --output_dir are required unless --summarize names a finished folder (checked in main)
+    p.add_argument("--dataset", "--dataset_dir", dest="dataset", required=not arms, metavar="DIR",
+                   help="folder written by `python -m grammar_probe build`" + (" (required unless --summarize)"
+                                                                               if arms else ""))
     add_output_dir(p, "output folder (results.json, report.md, figures)" if not arms else
-                   "output folder (arms.json, arms.md, one figure per paper row, each arm's results.json)")
+                   "output folder (arms.json, arms.md, one figure per paper row, each arm's results.json; "
+                   "required unless --summarize)", required=not arms)
     p.add_argument("--quick", action="store_true", help="the quick preset: fewer training sentences and "
                    "evaluation sentences per split (a smoke test)")
     _option(p, "seed", type=non_negative_int, default=0, help="base seed (seed s uses s*1000 + r for r < seeds)")
@@ -91,6 +95,9 @@ def _add_run_options(p: argparse.ArgumentParser, arms: bool = False) -> None:
                 help="labelled training sentences per seed, one arm each (run with the protocol's settings)")
         _option(p, "protocol_size", type=positive_int, default=None,
                 help="training sentences per seed of the 2x2 protocol arms (None: the run preset's)")
+        p.add_argument("--summarize", metavar="DIR", default=None,
+                       help="train nothing: rebuild arms.json, arms.md and the figures of the finished arms folder "
+                            "DIR from its arms/*/results.json, keeping the run's record (sizes, seeds, seconds)")
 
 
 def _run_size(args: argparse.Namespace):
@@ -144,6 +151,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                           overwrite=args.overwrite_output_dir)
             print(f"wrote {args.output_dir}: " + ", ".join(f"{k} {len(v)}" for k, v in dataset.items()))
             return 0
+
+        if args.command == "arms" and args.summarize is not None:
+            from grammar_probe.arms import summarize_arms
+
+            if args.dataset is not None or args.output_dir is not None:
+                raise UsageError("--summarize rebuilds DIR in place from its arms' results.json: give no --dataset "
+                                 "or --output_dir with it")
+            summary = summarize_arms(args.summarize)
+            print(f"rebuilt {args.summarize}: {len(summary['arms'])} arms (arms.json, arms.md, figures)")
+            return 0
+        if args.command == "arms":
+            for flag in ("dataset", "output_dir"):
+                if getattr(args, flag) is None:
+                    raise UsageError(f"--{flag} is required (or --summarize DIR to rebuild a finished arms folder)")
 
         size, protocol = _run_size(args), _protocol(args)
         if args.command == "arms":

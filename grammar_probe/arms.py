@@ -10,11 +10,15 @@ Two families of arms, each one full ``run`` (all models, all seeds, all test spl
   ``<unk>``, as fresh random codes}, at one size.
 
 ``arms.json`` holds, for every paper row and every arm, SPCN's value with its interval and verdict, the
-same measure for the BiGRU's causal twin, the window tagger and the plain EMA, and the row's causal cap;
-``conditions`` lists, per row, the arms where the row is *met*, *refuted*, not resolved or not reachable.
-``arms.md`` renders it; one figure per paper row (``arms_<row>.png``): the measure against the training
-size (left) and across the protocol 2 x 2 (right). Each arm's own ``results.json`` and report are kept
-under ``arms/<arm>/``.
+same measure for the window tagger and the plain EMA (the row's shortcuts) and for the BiGRU's causal twin
+where ``results.json`` holds it (the within-A ratio and the accuracy rows: it has no paired causal GRU minus
+BiGRU difference), and the row's causal cap; ``conditions`` lists, per row, the arms where the row is *met*,
+*refuted*, not resolved or not reachable. ``arms.md`` renders it; one figure per paper row
+(``arms_<row>.png``): the measure against the training size (left) and across the protocol 2 x 2 (right).
+Each arm's own ``results.json`` and report are kept under ``arms/<arm>/``.
+
+Everything per row is read back from those ``results.json`` files (:func:`summarize_arms`), so a finished
+folder can be summarized again, without training (``python -m grammar_probe arms --summarize DIR``).
 """
 
 from __future__ import annotations
@@ -23,15 +27,18 @@ import dataclasses
 import json
 import math
 import os
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from ema_boundary.io import atomic_dir, write_json
+from ema_boundary import stats
+from ema_boundary.io import atomic_dir, write_json, write_text
 from grammar_probe.experiment import SHORTCUTS, run_experiment
 from grammar_probe.protocol import FULL, PROTOCOL, Protocol, RunSize
 
-__all__ = ["ARMS_TOOL", "DEFAULT_SIZES", "PROTOCOL_ARMS", "run_arms"]
+__all__ = ["ARMS_SCHEMA", "ARMS_TOOL", "DEFAULT_SIZES", "PROTOCOL_ARMS", "ArmsFolderError", "run_arms",
+           "summarize_arms"]
 
 ARMS_TOOL = "grammar_probe arms"  # the output-folder marker's tool name (ema_boundary.io)
 DEFAULT_SIZES: tuple[int, ...] = (250, 500, 1000, 2000, 4000)
@@ -41,7 +48,31 @@ PROTOCOL_ARMS: dict[str, dict] = {  # name: changes to the protocol
     "no_dropout_unk": {"word_dropout": 0.0},
     "no_dropout_random_codes": {"word_dropout": 0.0, "unseen": "random_codes"},
 }
+ARMS_SCHEMA = "grammar_probe.arms/1"
 COMPARED = ("spcn", "plain_ema", "window", "causal_gru")  # the models whose row value each arm records
+
+
+def _split_accuracy(split: str) -> Callable[[dict, str], dict | None]:
+    return lambda results, model: results["splits"].get(split, {}).get(model, {}).get("accuracy")
+
+
+# Where results.json keeps a paper row's measure for a model that is not among the row's shortcuts.
+# The "minus BiGRU" rows are paired differences (same seeds and sentences) that results.json computes for
+# SPCN and the shortcuts only: no other model's value is recorded for them.
+ROW_MEASURES: dict[str, Callable[[dict, str], dict | None]] = {
+    "ratio_within_a": lambda results, model: (results.get("ratios") or {}).get(f"{model}_over_bigru"),
+    "transfer_b_accuracy": _split_accuracy("test_transfer_b"),
+    "deep_accuracy": _split_accuracy("test_deep"),
+}
+
+
+def _measure(results: dict, row: str, model: str) -> dict | None:
+    """``model``'s value of paper row ``row`` with its interval, when results.json holds that very measure:
+    the same lookup must give SPCN's value of the row exactly (else it is not the row's measure)."""
+    lookup = ROW_MEASURES.get(row)
+    if lookup is None or lookup(results, "spcn") != results["paper"][row]["ours"]:
+        return None
+    return lookup(results, model)
 
 
 def _row_values(results: dict) -> dict:
@@ -50,6 +81,11 @@ def _row_values(results: dict) -> dict:
     for name, row in results["paper"].items():
         models = {"spcn": {"value": row["ours"], "verdict": row["verdict"]}}
         models.update({m: row["shortcuts"][m] for m in SHORTCUTS if m in COMPARED})
+        for m in COMPARED:
+            if m not in models and (value := _measure(results, name, m)) is not None:
+                strict = isinstance(row["paper"], str)  # "above": the interval must exclude the target
+                models[m] = {"value": value,
+                             "verdict": stats.target_verdict(value["ci95"], row["target"], strictly_above=strict)}
         out[name] = {"description": row["description"], "paper": row["paper"], "target": row["target"],
                      "verdict": row["verdict"], "reachable": row.get("reachable", True),
                      "causal_cap": row.get("causal_cap"), "models": models}
@@ -106,19 +142,78 @@ def run_arms(
             arms[name] = {"axis": axis, "value": value, "train_sentences": arm_size.train_sentences,
                           "protocol": dataclasses.asdict(arm_protocol), "seeds": results["seeds"],
                           "train_subsets_disjoint": results["train_subsets_disjoint"],
-                          "seconds": time.perf_counter() - t, "rows": _row_values(results),
-                          "same_run_as": same[0] if same is not None else None}
-        summary = {
-            "schema": "grammar_probe.arms/1",
+                          "seconds": time.perf_counter() - t, "same_run_as": same[0] if same is not None else None}
+        record = {
+            "schema": ARMS_SCHEMA,
             "size": dataclasses.asdict(size), "sizes": list(sizes), "protocol_size": n_protocol,
             "protocol_arms": PROTOCOL_ARMS, "base_protocol": dataclasses.asdict(protocol), "seed": seed,
-            "dataset": _dataset_config(dataset),
-            "arms": arms, "conditions": _conditions(arms), "seconds": time.perf_counter() - start,
+            "dataset": _dataset_config(dataset), "arms": arms, "seconds": time.perf_counter() - start,
         }
-        write_json(tmp / "arms.json", summary)
-        (tmp / "arms.md").write_text(render_arms_markdown(summary), encoding="utf-8")
-        render_arms_figures(summary, Path(tmp))
+        summary = _summarize(Path(tmp), record)
+        _write_summary(Path(tmp), summary)
     return summary
+
+
+class ArmsFolderError(ValueError):
+    """An arms folder that cannot be summarized: the message is one line naming the file."""
+
+
+def summarize_arms(folder: str | os.PathLike) -> dict:
+    """Rebuild ``arms.json``, ``arms.md`` and the per-row figures of a finished arms folder from its arms'
+    ``results.json``, without training, and return the summary. The run's own record in ``arms.json`` (its
+    sizes, protocols, seeds, dataset and seconds) is kept as the run wrote it; only what is derived from the
+    results (each arm's ``rows``, ``conditions``) is recomputed. Each file is replaced atomically; nothing
+    else in the folder is touched."""
+    folder = Path(folder)
+    path = folder / "arms.json"
+    if not folder.is_dir():
+        raise ArmsFolderError(f"{folder}: no such folder (an output folder of `python -m grammar_probe arms`)")
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ArmsFolderError(f"{path}: no such file (the folder is not an output of `python -m grammar_probe "
+                              f"arms`)") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ArmsFolderError(f"{path}: not a readable arms.json ({err})") from None
+    if not isinstance(record, dict) or record.get("schema") != ARMS_SCHEMA:
+        schema = record.get("schema") if isinstance(record, dict) else None
+        raise ArmsFolderError(f"{path}: schema {schema!r}, expected {ARMS_SCHEMA!r}")
+    if not isinstance(record.get("arms"), dict) or not record["arms"]:
+        raise ArmsFolderError(f"{path}: holds no arms")
+    summary = _summarize(folder, record)
+    _write_summary(folder, summary)
+    return summary
+
+
+def _summarize(folder: Path, record: dict) -> dict:
+    """``record`` (the run's facts per arm) with every arm's ``rows`` read from ``arms/<arm>/results.json``
+    (an arm that was the same run as another reads that one's) and the ``conditions`` they give."""
+    arms = {}
+    for name, arm in record["arms"].items():
+        path = folder / "arms" / (arm.get("same_run_as") or name) / "results.json"
+        try:
+            results = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ArmsFolderError(f"{path}: no such file (arm {name}'s results)") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+            raise ArmsFolderError(f"{path}: not a readable results.json ({err})") from None
+        if not isinstance(results, dict) or not isinstance(results.get("paper"), dict):
+            raise ArmsFolderError(f"{path}: not a `python -m grammar_probe run` results.json (no paper rows)")
+        ran = (results.get("seeds"), (results.get("size") or {}).get("train_sentences"), results.get("protocol"))
+        if not isinstance(arm, dict) or ran != (arm.get("seeds"), arm.get("train_sentences"), arm.get("protocol")):
+            raise ArmsFolderError(f"{path}: its seeds, training sentences or protocol are not arm {name}'s "
+                                  f"in arms.json")
+        arms[name] = {**arm, "rows": _row_values(results)}
+    return {**record, "arms": arms, "conditions": _conditions(arms)}
+
+
+def _write_summary(folder: Path, summary: dict) -> None:
+    """Write the figures, ``arms.md`` and ``arms.json`` into ``folder``, each file replaced atomically."""
+    with tempfile.TemporaryDirectory(prefix=".arms-figures-", dir=folder) as tmp:
+        for path in render_arms_figures(summary, Path(tmp)).values():
+            os.replace(path, folder / path.name)
+    write_text(folder / "arms.md", render_arms_markdown(summary))
+    write_json(folder / "arms.json", summary)
 
 
 def _dataset_config(dataset: object) -> dict | None:
@@ -168,15 +263,25 @@ def render_arms_markdown(summary: dict) -> str:
     for row, r in first.items():
         if row == "ratios":
             continue
+        # A column only for a model some arm has a value for (never a column of dashes), and a word on why
+        # a compared model has none: results.json does not hold the row's measure for it.
+        shown = [m for m in COMPARED[1:] if any(m in a["rows"][row]["models"] for a in arms.values())]
+        missing = [m for m in COMPARED[1:] if m not in shown]
+        cap = any(a["rows"][row].get("causal_cap") for a in arms.values())
         lines += [f"### {r['description']}", "", f"Paper: {r['paper']}. Verdict by arm: " + "; ".join(
-            f"{v}: {', '.join(names)}" for v, names in summary["conditions"][row].items()) + ".", "",
-            "| arm | SPCN | verdict | " + " | ".join(m for m in COMPARED if m != "spcn") + " | causal cap |",
-            "|---|---|---|" + "---|" * (len(COMPARED) - 1) + "---|"]
+            f"{v}: {', '.join(names)}" for v, names in summary["conditions"][row].items()) + ".", ""]
+        if missing:
+            lines += [f"No column for {', '.join(missing)}: each arm's results.json holds this measure for SPCN "
+                      f"and the shortcut models, not for {'it' if len(missing) == 1 else 'them'}.", ""]
+        lines += [("| arm | SPCN | verdict | " + "".join(f"{m} | " for m in shown)
+                   + ("causal cap |" if cap else "")).rstrip(),
+                  "|---|---|---|" + "---|" * (len(shown) + cap)]
         for name, arm in arms.items():
             a = arm["rows"][row]
-            cells = [_fmt(row, a["models"][m]["value"]) if m in a["models"] else "—" for m in COMPARED if m != "spcn"]
+            cells = [_fmt(row, a["models"][m]["value"]) if m in a["models"] else "—" for m in shown]
+            cells += [_fmt(row, a.get("causal_cap"))] if cap else []
             lines.append(f"| {name} | {_fmt(row, a['models']['spcn']['value'])} | {a['verdict']} | "
-                         + " | ".join(cells) + f" | {_fmt(row, a.get('causal_cap'))} |")
+                         + "".join(f"{c} | " for c in cells).rstrip())
         lines.append("")
     return "\n".join(lines)
 
