@@ -524,7 +524,8 @@ def train(interrupt: Interrupt) -> Path:
 
     # Everything that can fail on bad input, before the first write to `out`.
     ckpt = train_config.find_checkpoint(out, args.resume_from_checkpoint, earlier, args.overwrite_output_dir)
-    run_dir, saved = train_config.check_resume(ckpt, out, cfg)
+    # Starting over replaces the earlier run, whatever it was trained from: nothing of it is resumed or checked.
+    run_dir, saved = (out, None) if args.overwrite_output_dir else train_config.check_resume(ckpt, out, cfg)
     n_docs = corpus.check_data(cfg["data"], cfg["val_every"], cfg["test_every"])
     import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
 

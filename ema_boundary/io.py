@@ -26,8 +26,8 @@ from typing import Any
 
 from ema_boundary.cli import UsageError
 
-__all__ = ["MARKER", "OutputError", "atomic_dir", "atomic_file", "check_output_dir", "output_owner", "publish_dir",
-           "write_json", "write_jsonl", "write_text"]
+__all__ = ["MARKER", "OutputError", "atomic_dir", "atomic_file", "check_output_dir", "earlier_attempt", "output_owner",
+           "publish_dir", "write_json", "write_jsonl", "write_text"]
 
 MARKER = ".ema-boundary-output.json"  # {"tool": ..., "command": ..., "written": ...}: whose output this folder is
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -133,9 +133,24 @@ def _kept_name(target: Path) -> Path:
     raise AssertionError("unreachable")
 
 
+def earlier_attempt(target: str | os.PathLike, folder: str | os.PathLike) -> Path:
+    """``folder`` checked as an earlier attempt at ``target`` that a long job may continue in: a sibling of
+    ``target`` kept by :func:`atomic_dir` (``NAME.failed``, ``NAME.failed-2``...) or left by a killed run
+    (``.NAME.tmp-*``). Anything else is refused (:class:`OutputError`): a job resumes only its own leftovers."""
+    target, folder = Path(target).resolve(), Path(folder).resolve()
+    name = folder.name
+    ours = name.startswith(f"{target.name}.failed") or name.startswith(f".{target.name}.tmp-")
+    if folder.parent != target.parent or not ours:
+        raise OutputError(f"{folder}: not an earlier attempt at {target} (expected {target.name}.failed or "
+                          f".{target.name}.tmp-* beside it)")
+    if not folder.is_dir():
+        raise OutputError(f"{folder}: no such folder")
+    return folder
+
+
 @contextlib.contextmanager
 def atomic_dir(target: str | os.PathLike, *, tool: str | None = None, overwrite: bool = False,
-               keep_on_error: bool = False) -> Iterator[Path]:
+               keep_on_error: bool = False, resume: str | os.PathLike | None = None) -> Iterator[Path]:
     """Yield a fresh temporary folder beside ``target``; on success it replaces ``target``.
 
     ``target`` is checked first (:func:`check_output_dir`, with ``tool`` and ``overwrite``). With ``tool``,
@@ -143,15 +158,24 @@ def atomic_dir(target: str | os.PathLike, *, tool: str | None = None, overwrite:
     rename (the user may have put files there meanwhile: then the result stays beside it and the error says
     where). On an error the temporary folder is removed, or with ``keep_on_error`` (long jobs, whose per-run
     logs explain the failure) renamed to ``NAME.failed`` and named on the exception as ``kept_at``.
+
+    ``resume`` continues in an earlier attempt's folder (:func:`earlier_attempt`) instead of a fresh one; it is
+    never removed: on any error (Ctrl-C too) it is kept as ``NAME.failed``.
     """
     target = check_output_dir(target, tool=tool, overwrite=overwrite)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
-    os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700; give it ordinary folder permissions
+    if resume is not None:
+        tmp = earlier_attempt(target, resume)
+    else:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
+        os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes it 0700; give it ordinary folder permissions
     try:
         yield tmp
     except BaseException as err:
-        if keep_on_error and not isinstance(err, KeyboardInterrupt):
+        if resume is not None and tmp.name.startswith(f"{target.name}.failed"):
+            with contextlib.suppress(AttributeError):
+                err.kept_at = tmp  # type: ignore[attr-defined]
+        elif (keep_on_error and not isinstance(err, KeyboardInterrupt)) or resume is not None:
             kept = _kept_name(target)
             os.replace(tmp, kept)
             with contextlib.suppress(AttributeError):

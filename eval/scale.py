@@ -328,7 +328,7 @@ def write_configs(plan: ScalePlan, size: Size, folder: Path, tokenizer: Path) ->
     for arch, config in fair_pair(size.width, size.layers, plan.vocab_size, s.block_size).items():
         model = folder / arch
         model.mkdir(parents=True, exist_ok=True)
-        (model / "config.json").write_text(json.dumps(config, indent=2) + "\n")
+        _write_once(model / "config.json", json.dumps(config, indent=2) + "\n")
         train = {
             "model_config": str(model.resolve()), "data": plan.data, "tokenizer": str(tokenizer),
             "block_size": s.block_size, "batch_size": s.batch_size,
@@ -343,10 +343,55 @@ def write_configs(plan: ScalePlan, size: Size, folder: Path, tokenizer: Path) ->
             train["test_every"] = plan.test_every
             if plan.test_blocks is not None:
                 train["max_test_samples"] = plan.test_blocks
-        (model / "train.yaml").write_text(f"# {ARCHITECTURES[arch]} at size {size.name} of {plan.path} (eval.scale)\n"
-                                          + yaml.safe_dump(train, sort_keys=False))
+        _write_once(model / "train.yaml", f"# {ARCHITECTURES[arch]} at size {size.name} of {plan.path} (eval.scale)\n"
+                    + yaml.safe_dump(train, sort_keys=False))
         out[arch] = model / "train.yaml"
     return out
+
+
+PATH_KEYS = ("model_config", "tokenizer")  # train.yaml's paths into the ladder's own folder, which a kept attempt
+# may have been renamed from (.NAME.tmp-* -> NAME.failed): compared without them
+
+
+def _write_once(path: Path, text: str) -> None:
+    """Write a run's config; in a resumed ladder the file is already there and must say the same (but for the
+    folder's own paths), else the runs trained from it belong to another plan."""
+    from ema_boundary.cli import UsageError
+
+    def settings(t: str) -> Any:
+        data = yaml.safe_load(t)
+        return {k: v for k, v in data.items() if k not in PATH_KEYS} if isinstance(data, dict) else data
+
+    if path.is_file() and settings(path.read_text()) != settings(text):
+        raise UsageError(f"{path}: the ladder being resumed wrote another config here (another plan or sizes); "
+                         "resume only with the plan it ran")
+    path.write_text(text)
+
+
+def _restart_if_moved(run: Any, work: Path) -> Any:
+    """An unfinished run resumes from its newest checkpoint in place; in a kept attempt that was renamed since
+    (.NAME.tmp-* -> NAME.failed) train.py refuses to resume from a model path that moved, so that run starts
+    over (train.py's --overwrite_output_dir clears only its own files)."""
+    import json
+
+    from eval.runs import Run
+
+    saved = run.output_dir / "train_config.json"
+    size, arch = run.name.split("/")[:2]
+    if saved.is_file() and json.loads(saved.read_text()).get("model_name_or_path") != str(
+            (work / "configs" / size / arch).resolve()):
+        return Run(run.name, (*run.argv, "--overwrite_output_dir"))
+    return run
+
+
+def _finished(run: Any, max_steps: int) -> bool:
+    """A run of a resumed ladder that needs no training: its final model is saved after all ``max_steps``."""
+    from eval.runs import read_metrics
+
+    if not (run.output_dir / "final" / "config.json").is_file():
+        return False
+    steps = read_metrics(run.output_dir / "metrics.jsonl").get("step") or [0]
+    return steps[-1] == max_steps
 
 
 def build_tokenizer(plan: ScalePlan, folder: Path) -> Path:
@@ -403,22 +448,36 @@ def run_ladder(plan: ScalePlan, work: Path, progress: Any = print) -> dict[str, 
 
     started = time.perf_counter()
     split = scored_split(plan)
-    tokenizer = build_tokenizer(plan, work / "tokenizer")
+    # A resumed ladder keeps its tokenizer: its finished runs were trained and scored with it.
+    kept = work / "tokenizer"
+    tokenizer = kept.resolve() if (kept / "tokenizer.json").is_file() else build_tokenizer(plan, kept)
     yamls = {size.name: write_configs(plan, size, work / "configs" / size.name, tokenizer) for size in plan.sizes}
+    steps = {size.name: size.max_steps for size in plan.sizes}
+    reused: list[str] = []
 
     def run(size: Size, arch: str, lr: float, seed: int) -> Run:
         out = work / "runs" / size.name / arch / f"lr_{lr:g}" / f"seed_{seed}"
         argv = ["--config", yamls[size.name][arch], "--output_dir", out, "--seed", seed, "--learning_rate", lr]
         return Run(f"{size.name}/{arch}/lr_{lr:g}/seed_{seed}", tuple(argv))
 
-    logs = work / "logs"
-    grid, tried = _search_rates(plan, run, logs, progress)
+    def train(runs: list[Run], desc: str) -> None:
+        """train.py for every run not finished by an earlier attempt (an unfinished one resumes from its newest
+        checkpoint: train.py's own resumption)."""
+        done = [r for r in runs if _finished(r, steps[r.name.split("/")[0]])]
+        reused.extend(r.name for r in done)
+        todo = [_restart_if_moved(r, work) for r in runs if r not in done]
+        if done:
+            progress(f"{PROG}: {len(done)} of {len(runs)} {desc} runs finished by the earlier attempt: reused")
+        if todo:
+            train_runs(todo, work / "logs", plan.workers, desc=desc)
+
+    grid, tried = _search_rates(plan, run, train, work / "logs", progress)
     chosen = {key: min(losses, key=losses.__getitem__) for key, losses in tried.items()}
     more = {(size.name, arch, seed): run(size, arch, chosen[size.name, arch], seed)
             for size in plan.sizes for arch in ARCHITECTURES for seed in plan.seeds(size)[1:]}
     progress(f"{PROG}: rates chosen on validation ({time.perf_counter() - started:.0f} s); {len(more)} more seeds")
     if more:
-        train_runs(list(more.values()), logs, plan.workers, desc="more seeds")
+        train(list(more.values()), desc="more seeds")
     trained = time.perf_counter()
 
     tok = AutoTokenizer.from_pretrained(tokenizer)
@@ -482,14 +541,16 @@ def run_ladder(plan: ScalePlan, work: Path, progress: Any = print) -> dict[str, 
         "sizes": sizes, "paper": paper_point(),
         "seconds": {"train": trained - started, "total": time.perf_counter() - started,
                     "cpu": sum(u.ru_utime + u.ru_stime for u in usage)},
+        # Runs an earlier attempt finished (--resume_from): their time is not in "seconds"
+        "reused_runs": reused,
     }
 
 
-def _search_rates(plan: ScalePlan, run: Any, logs: Path, progress: Any) -> tuple[dict, dict]:
+def _search_rates(plan: ScalePlan, run: Any, train: Any, logs: Path, progress: Any) -> tuple[dict, dict]:
     """Every rate of every size's grid at the first seed, then, by the plan's rule, the rates beyond an edge (one
-    batch of runs per extension). Returns the runs by ``(size, arch, rate)`` and the validation losses by
-    ``(size, arch)``: ``{rate: loss}``."""
-    from eval.runs import read_metrics, train_runs
+    batch of runs per extension; ``train(runs, desc)`` trains a batch). Returns the runs by ``(size, arch, rate)``
+    and the validation losses by ``(size, arch)``: ``{rate: loss}``."""
+    from eval.runs import read_metrics
 
     sizes = {size.name: size for size in plan.sizes}
     batch = {(size.name, arch, lr): run(size, arch, lr, plan.seed)
@@ -498,8 +559,7 @@ def _search_rates(plan: ScalePlan, run: Any, logs: Path, progress: Any) -> tuple
     runs: dict[tuple[str, str, float], Any] = {}
     tried: dict[tuple[str, str], dict[float, float]] = {(name, arch): {} for name in sizes for arch in ARCHITECTURES}
     for extension in range(plan.max_extensions + 1):  # 0: the declared grid
-        train_runs(list(batch.values()), logs, plan.workers,
-                   desc=f"grid extension {extension}" if extension else "rate grid")
+        train(list(batch.values()), desc=f"grid extension {extension}" if extension else "rate grid")
         for (name, arch, lr), r in batch.items():
             tried[name, arch][lr] = read_metrics(r.output_dir / "metrics.jsonl")["val_loss"][-1]
         runs |= batch
@@ -727,6 +787,22 @@ def add_arguments(parser: Any) -> None:
                    default="outputs/scale")
     parser.add_argument("--max_steps", "--max-steps", dest="max_steps", type=positive_int,
                         help="cap on every run's optimizer steps (a smoke test)")
+    parser.add_argument("--resume_from", metavar="DIR",
+                        help="continue an earlier attempt at --output_dir, kept beside it (OUTPUT_DIR.failed, or "
+                             ".OUTPUT_DIR.tmp-* left by a killed run) with the same plan (a subset of its sizes will "
+                             "do): finished runs are reused, unfinished ones resume from their newest checkpoint")
+
+
+def _check_resume(folder: str, output_dir: str) -> Path:
+    """The earlier attempt to continue: beside --output_dir, with the tokenizer its runs used (one line if not)."""
+    from ema_boundary.io import earlier_attempt
+
+    path = earlier_attempt(output_dir, folder)
+    if not (path / "work" / "tokenizer" / "tokenizer.json").is_file():
+        from ema_boundary.io import OutputError
+
+        raise OutputError(f"{path}: holds no ladder's work/tokenizer (nothing to resume)")
+    return path
 
 
 def run(parser: Any, args: Any, command: str) -> int:
@@ -748,9 +824,16 @@ def run(parser: Any, args: Any, command: str) -> int:
     except corpus.DataError as e:
         parser.error(f"{plan.path}: corpus {first_line(e)}")
     try:
-        with atomic_dir(args.output_dir, tool=TOOL, overwrite=args.overwrite_output_dir, keep_on_error=True) as tmp:
+        resume = _check_resume(args.resume_from, args.output_dir) if args.resume_from else None
+    except OutputError as e:
+        parser.error(f"--resume_from {e}")
+    try:
+        with atomic_dir(args.output_dir, tool=TOOL, overwrite=args.overwrite_output_dir, keep_on_error=True,
+                        resume=resume) as tmp:
             try:
                 report = run_ladder(plan, tmp / "work")
+                if resume is not None:
+                    report["resumed_from"] = args.resume_from
             except Exception:
                 (tmp / "work").mkdir(parents=True, exist_ok=True)
                 (tmp / "work" / "error.log").write_text(traceback.format_exc())

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from ema_boundary.io import MARKER, OutputError, atomic_dir, check_output_dir, output_owner
+from ema_boundary.io import MARKER, OutputError, atomic_dir, check_output_dir, earlier_attempt, output_owner
 
 TOOL = "test-tool"
 
@@ -100,3 +100,33 @@ def test_without_keep_on_error_nothing_is_left(tmp_path):
         with atomic_dir(tmp_path / "x", tool=TOOL):
             raise RuntimeError("boom")
     assert os.listdir(tmp_path) == []
+
+
+def test_a_long_job_resumes_in_its_own_earlier_attempt_and_never_loses_it(tmp_path):
+    target = tmp_path / "out"
+    killed = tmp_path / ".out.tmp-abc"  # what a killed run leaves
+    (killed / "work").mkdir(parents=True)
+    (killed / "work" / "done.txt").write_text("an hour of work")
+    # An error (Ctrl-C too) keeps the attempt, renamed to a visible kept name.
+    with pytest.raises(KeyboardInterrupt) as err, atomic_dir(target, tool="t", resume=killed) as tmp:
+        assert tmp == killed
+        raise KeyboardInterrupt
+    kept = tmp_path / "out.failed"
+    assert not killed.exists() and (kept / "work" / "done.txt").read_text() == "an hour of work"
+    assert err.value.kept_at == kept
+    # A kept folder resumes in place and, finished, becomes the target.
+    with atomic_dir(target, tool="t", resume=kept) as tmp:
+        assert tmp == kept
+        (tmp / "report.json").write_text("{}")
+    assert not kept.exists() and (target / "work" / "done.txt").is_file() and output_owner(target) == "t"
+
+
+@pytest.mark.parametrize("name", ["mine", "other.failed", ".other.tmp-1"])
+def test_only_an_attempt_at_the_same_target_can_be_resumed(tmp_path, name):
+    folder = tmp_path / name
+    folder.mkdir()
+    with pytest.raises(OutputError, match="not an earlier attempt"), atomic_dir(tmp_path / "out", resume=folder):
+        pass
+    assert folder.is_dir() and not (tmp_path / "out").exists()
+    with pytest.raises(OutputError, match="not an earlier attempt"):
+        earlier_attempt(tmp_path / "out", tmp_path / "sub" / "out.failed")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -251,3 +252,48 @@ def test_a_folder_that_is_not_the_ladders_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "is not an output of eval.scale" in err
     assert [p.name for p in out.iterdir()] == ["notes.txt"] and (out / "notes.txt").read_text() == "mine"
+
+
+def test_a_killed_ladder_resumes_reusing_its_finished_runs(tmp_path, capsys):
+    plan_path, first = _tiny_plan(tmp_path), tmp_path / "first"
+    assert main(["--plan", str(plan_path), "--output_dir", str(first)]) == 0
+    before = json.loads((first / "report.json").read_text())
+    # What a killed attempt at `again` leaves: its folder beside the target, one run without its final model.
+    attempt = tmp_path / ".again.tmp-killed"
+    shutil.copytree(first / "work", attempt / "work")
+    cut = "w32/gpt2/lr_{:g}/seed_1".format(before["sizes"][1]["architectures"]["gpt2"]["lr"])
+    shutil.rmtree(attempt / "work" / "runs" / cut / "final")
+    capsys.readouterr()
+    assert main(["--plan", str(plan_path), "--output_dir", str(tmp_path / "again"),
+                 "--resume_from", str(attempt)]) == 0
+    after = json.loads((tmp_path / "again" / "report.json").read_text())
+    assert not attempt.exists() and after["resumed_from"] == str(attempt)
+    assert cut not in after["reused_runs"] and len(after["reused_runs"]) == len(_run_names(before)) - 1
+    for b, a in zip(before["sizes"], after["sizes"], strict=True):  # the same runs, the same numbers
+        assert a["gap"] == b["gap"] and a["bigram_loss"] == b["bigram_loss"]
+
+
+def _run_names(report: dict) -> list[str]:
+    return [f"{s['name']}/{arch}/lr_{lr}/seed_{seed}" for s in report["sizes"]
+            for arch, a in s["architectures"].items() for lr in a["lr_grid"] for seed in a["seeds"]
+            if seed == "0" or lr == f"{a['lr']:g}"]
+
+
+def test_resuming_refuses_another_folder_or_another_plan(tmp_path, capsys):
+    plan_path = _tiny_plan(tmp_path)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    assert main(["--plan", str(plan_path), "--output_dir", str(tmp_path / "out"), "--resume_from", str(mine)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--resume_from" in err and "not an earlier attempt" in err
+    # An attempt made with another plan: its configs differ, the resumption stops and keeps the folder.
+    attempt = tmp_path / "out.failed"
+    (attempt / "work" / "tokenizer").mkdir(parents=True)
+    (attempt / "work" / "tokenizer" / "tokenizer.json").write_text("{}")
+    (attempt / "work" / "configs" / "w16" / "spen").mkdir(parents=True)
+    (attempt / "work" / "configs" / "w16" / "spen" / "config.json").write_text("{}\n")
+    assert main(["--plan", str(plan_path), "--output_dir", str(tmp_path / "out"), "--resume_from", str(attempt)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "wrote another config here" in err
+    assert (attempt / "work" / "configs" / "w16" / "spen" / "config.json").read_text() == "{}\n"
+    assert not (tmp_path / "out").exists()

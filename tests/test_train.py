@@ -217,6 +217,10 @@ def test_an_earlier_run_resumes_or_is_replaced_and_user_files_stay(tmp_path, cap
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_2"]
     assert (out / "notes.txt").read_text() == "mine"
 
+    # ... even when the earlier run read other data (a resumption would be refused): it is replaced, not checked.
+    train.main([*argv, "--max_steps", "2", "--overwrite_output_dir", "--val_every", "7"])
+    assert json.loads((out / "train_config.json").read_text())["val_every"] == 7
+
 
 def test_push_check_and_output_check_come_before_any_work(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
