@@ -767,7 +767,10 @@ def render_index(report: dict[str, Any]) -> str:
     lines += ["", f"The paper (SPEN-130M vs GPT-2 small, {paper['corpus']}): perplexity ratio "
               f"{paper['perplexity_ratio']:.1f}x, a gap of {paper['gap']:+.3f} nats at 130M total parameters.", "",
               f"Time: {sec['total'] / 60:.1f} min wall ({sec['train'] / 60:.1f} training), {sec['cpu'] / 60:.1f} "
-              "CPU-minutes.", "", "![the gap against size](gap.png)", ""]
+              "CPU-minutes" + (f", resumed from `{report['resumed_from']}`: {len(report['reused_runs'])} runs finished "
+                               "by the earlier attempt were reused and their time is not in these figures"
+                               if report.get("resumed_from") else "") + ".",
+              "", "![the gap against size](gap.png)", ""]
     return "\n".join(lines)
 
 

@@ -12,6 +12,7 @@ both architectures below the Kneser-Ney bigram on the same test tokens) and that
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -91,7 +92,9 @@ def size_text(size: dict[str, Any]) -> str:
     if gap.get("ci95") is None:
         return text + f", gap {gap['mean']:+.3f} (no interval)"
     lo, hi = gap["ci95"]
-    return text + f", gap {gap['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}]"
+    # exp(gap) is SPEN's perplexity over GPT-2's: the paper's 7.9x in the same terms
+    return (text + f", gap {gap['mean']:+.3f} [{lo:+.3f}, {hi:+.3f}] (perplexity ratio {math.exp(gap['mean']):.2f}x "
+            f"[{math.exp(lo):.2f}, {math.exp(hi):.2f}])")
 
 
 def phrase(block: dict[str, Any]) -> str:
