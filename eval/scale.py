@@ -866,7 +866,7 @@ def main(argv: list[str] | None = None) -> int:
     add_arguments(parser)
     try:
         args = parser.parse_args(argv)
-        return run(parser, args, shlex.join([PROG, *(argv if argv is not None else sys.argv[1:])]))
+        return run(parser, args, " ".join([PROG, shlex.join(argv if argv is not None else sys.argv[1:])]).strip())
     except SystemExit as e:  # a usage error (printed in one line) or --help
         return int(e.code or 0)
 

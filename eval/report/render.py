@@ -282,12 +282,11 @@ def ladder_section(report: dict) -> list[str]:
     block = report.get("scale_ladder")
     if not block:
         return []
-    seconds = (block.get("seconds") or {}).get("total")
-    took = f", {seconds / 3600:.2f} h" if seconds else ""
     attached = (f" It was attached to this report after the report's run, by `{block['attached_by']}`."
                 if block.get("attached_by") else "")
     lines = ["## The perplexity gap along the scale ladder (committed)", "",
-             f"From `{block['source']}` (`{block.get('command') or 'ema-boundary scale'}`{took}): SPEN and the GPT-2 "
+             f"From `{block['source']}` (`{block.get('command') or 'ema-boundary scale'}`; its time in the ladder's "
+             "own index.md): SPEN and the GPT-2 "
              "architecture built by the same fair recipe at every size, each rate chosen on validation, scored on "
              f"the {block['scored_on']} blocks ({block['eval_tokens']:,} tokens) beside the Kneser-Ney bigram on the "
              f"same tokens. A size's gap is read only where every seed of both is below the bigram, and the row "
