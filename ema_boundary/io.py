@@ -27,7 +27,7 @@ from typing import Any
 from ema_boundary.cli import UsageError
 
 __all__ = ["MARKER", "OutputError", "atomic_dir", "atomic_file", "check_output_dir", "earlier_attempt", "output_owner",
-           "publish_dir", "write_json", "write_jsonl", "write_text"]
+           "publish_dir", "read_json", "write_json", "write_jsonl", "write_text"]
 
 MARKER = ".ema-boundary-output.json"  # {"tool": ..., "command": ..., "written": ...}: whose output this folder is
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -216,6 +216,19 @@ def write_text(path: str | os.PathLike, text: str) -> None:
     """Write UTF-8 text atomically."""
     with atomic_file(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+def read_json(path: str | os.PathLike, kind: str, missing: str, *, name: str | None = None,
+              error: type[Exception] = UsageError) -> Any:
+    """A committed JSON result, parsed; a file that is missing or cannot be read raises ``error`` in one line,
+    ``"{name}: no such file ({missing})"`` or ``"{name}: not a readable {kind} (...)"`` (``name``: the path)."""
+    name = str(path) if name is None else name
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise error(f"{name}: no such file ({missing})") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise error(f"{name}: not a readable {kind} ({e})") from None
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:

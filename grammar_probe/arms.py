@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ema_boundary import stats
-from ema_boundary.io import atomic_dir, write_json, write_text
+from ema_boundary.io import atomic_dir, read_json, write_json, write_text
 from grammar_probe.experiment import SHORTCUTS, run_experiment
 from grammar_probe.protocol import FULL, PROTOCOL, Protocol, RunSize
 
@@ -168,13 +168,8 @@ def summarize_arms(folder: str | os.PathLike) -> dict:
     path = folder / "arms.json"
     if not folder.is_dir():
         raise ArmsFolderError(f"{folder}: no such folder (an output folder of `python -m grammar_probe arms`)")
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ArmsFolderError(f"{path}: no such file (the folder is not an output of `python -m grammar_probe "
-                              f"arms`)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ArmsFolderError(f"{path}: not a readable arms.json ({err})") from None
+    record = read_json(path, "arms.json", "the folder is not an output of `python -m grammar_probe arms`",
+                       error=ArmsFolderError)
     if not isinstance(record, dict) or record.get("schema") != ARMS_SCHEMA:
         schema = record.get("schema") if isinstance(record, dict) else None
         raise ArmsFolderError(f"{path}: schema {schema!r}, expected {ARMS_SCHEMA!r}")
@@ -191,12 +186,7 @@ def _summarize(folder: Path, record: dict) -> dict:
     arms = {}
     for name, arm in record["arms"].items():
         path = folder / "arms" / (arm.get("same_run_as") or name) / "results.json"
-        try:
-            results = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ArmsFolderError(f"{path}: no such file (arm {name}'s results)") from None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-            raise ArmsFolderError(f"{path}: not a readable results.json ({err})") from None
+        results = read_json(path, "results.json", f"arm {name}'s results", error=ArmsFolderError)
         if not isinstance(results, dict) or not isinstance(results.get("paper"), dict):
             raise ArmsFolderError(f"{path}: not a `python -m grammar_probe run` results.json (no paper rows)")
         ran = (results.get("seeds"), (results.get("size") or {}).get("train_sentences"), results.get("protocol"))

@@ -17,7 +17,7 @@ from ema_boundary.paper import PAPER
 from eval.report.claims import evaluate
 from eval.report.conditions import conditions_block, read_arms
 from eval.report.ladder import ladder_block, read_ladder
-from eval.report.plan import REPO
+from eval.report.plan import in_repo
 from eval.report.schema import SCHEMA_VERSION
 
 NAMES = {"spen": "spen", "gpt2": "gpt2_arch"}  # report.json's keys for the headline pair
@@ -127,9 +127,9 @@ def assemble(plan: Any, structure: dict, lm: dict, ngram: dict, regime: dict, pr
         "command": top_command,
     }
     if plan.grammar.arms:
-        report["structure_conditions"] = conditions_block(read_arms(_in_repo(plan.grammar.arms)), plan.grammar.arms)
+        report["structure_conditions"] = conditions_block(read_arms(in_repo(plan.grammar.arms)), plan.grammar.arms)
     if plan.language_model.ladder:
-        report["scale_ladder"] = ladder_block(read_ladder(_in_repo(plan.language_model.ladder)),
+        report["scale_ladder"] = ladder_block(read_ladder(in_repo(plan.language_model.ladder)),
                                               plan.language_model.ladder)
     if depth is not None:
         report["depth"] = depth_block(depth)
@@ -137,11 +137,6 @@ def assemble(plan: Any, structure: dict, lm: dict, ngram: dict, regime: dict, pr
         report["gap"] = gap_block(gap)
     report["claims"] = evaluate(report)
     return report
-
-
-def _in_repo(path: str) -> str:
-    """A plan's path to a committed result: repository-relative unless absolute."""
-    return path if os.path.isabs(path) else os.path.join(REPO, path)
 
 
 DEPTH_KEYS = ("claim", "rule", "design", "config", "model_config", "num_layers", "hidden_size", "residuals",

@@ -10,12 +10,12 @@ plan names their ``arms.json`` (``grammar.arms``). This module checks that file,
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from ema_boundary.cli import UsageError
+from ema_boundary.io import read_json
 
 ARMS_SCHEMA = "grammar_probe.arms/1"  # grammar_probe/arms.py's summary
 PROTOCOL_NAMES = {  # the protocol arms as a reader names them
@@ -30,13 +30,7 @@ __all__ = ["ARMS_SCHEMA", "PROTOCOL_NAMES", "conditions_block", "phrase", "read_
 
 def read_arms(path: str | Path) -> dict[str, Any]:
     """A committed ``arms.json``, checked: one line naming the file when it cannot serve."""
-    path = Path(path)
-    try:
-        arms = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"grammar.arms: {path}: no such file (a `python -m grammar_probe arms` arms.json)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UsageError(f"grammar.arms: {path}: not a readable arms.json ({e})") from None
+    arms = read_json(path, "arms.json", "a `python -m grammar_probe arms` arms.json", name=f"grammar.arms: {path}")
     if not isinstance(arms, dict) or arms.get("schema") != ARMS_SCHEMA:
         raise UsageError(f"grammar.arms: {path}: schema {arms.get('schema') if isinstance(arms, dict) else None!r}, "
                          f"expected {ARMS_SCHEMA!r}")

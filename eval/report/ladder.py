@@ -11,12 +11,12 @@ both architectures below the Kneser-Ney bigram on the same test tokens) and that
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 from ema_boundary.cli import UsageError
+from ema_boundary.io import read_json
 
 LADDER_TOOL = "eval.scale"  # eval.scale.TOOL: the report.json's "tool" (eval.scale imports the plan, not this)
 MIN_SEEDS = 3  # a size's gap is read only with an interval over at least this many paired seeds (the ladder's 3)
@@ -28,14 +28,8 @@ __all__ = ["LADDER_TOOL", "MIN_SEEDS", "deciding_size", "ladder_block", "phrase"
 def read_ladder(path: str | Path, name: str | None = None) -> dict[str, Any]:
     """A committed ladder's ``report.json``, checked: one line naming the file (as ``name``, e.g. the path the
     plan wrote, when given) when it cannot serve."""
-    path = Path(path)
     where = f"language_model.ladder: {name or path}"
-    try:
-        ladder = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"{where}: no such file (an `ema-boundary scale` report.json)") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise UsageError(f"{where}: not a readable report.json ({e})") from None
+    ladder = read_json(path, "report.json", "an `ema-boundary scale` report.json", name=where)
     if not isinstance(ladder, dict) or ladder.get("tool") != LADDER_TOOL:
         raise UsageError(f"{where}: not an `ema-boundary scale` report.json (its tool is "
                          f"{ladder.get('tool') if isinstance(ladder, dict) else None!r}, expected {LADDER_TOOL!r})")

@@ -269,8 +269,13 @@ class Plan:
 
     def yaml_path(self, which: str) -> Path:
         """The train.py YAML of ``which`` ("spen" or "gpt2"), relative paths from the repository root."""
-        p = Path(getattr(self.language_model, which))
-        return p if p.is_absolute() else REPO / p
+        return in_repo(getattr(self.language_model, which))
+
+
+def in_repo(path: str | Path) -> Path:
+    """A path a plan names (a YAML, a committed result): repository-relative unless absolute."""
+    path = Path(path)
+    return path if path.is_absolute() else REPO / path
 
 
 def read_plan_file(path: Path) -> tuple[Any, dict[tuple[str, ...], int]]:
@@ -392,14 +397,14 @@ class _Checker:
             from eval.report.conditions import read_arms
 
             try:
-                read_arms(arms if Path(arms).is_absolute() else REPO / arms)
+                read_arms(in_repo(arms))
             except UsageError as e:
                 raise self.error(("grammar", "arms"), str(e).removeprefix("grammar.arms: ")) from None
         if lm.ladder is not None:
             from eval.report.ladder import read_ladder
 
             try:
-                read_ladder(lm.ladder if Path(lm.ladder).is_absolute() else REPO / lm.ladder, lm.ladder)
+                read_ladder(in_repo(lm.ladder), lm.ladder)
             except UsageError as e:
                 raise self.error(("language_model", "ladder"), str(e).removeprefix("language_model.ladder: ")) from None
         if ablation.budgets is not None and ablation.max_steps is not None:
@@ -417,6 +422,6 @@ class _Checker:
             raise self.error(("depth", "config"), f"{depth.config!r}: no such train.py YAML")
 
 
-__all__ = ["Plan", "PlanError", "read_plan_file", "GrammarPlan", "LanguageModelPlan", "AblationPlan", "RecallPlan",
-           "DepthPlan", "SCALES", "CORPORA", "PLANS", "REPO", "PREDICTOR_ARMS", "TRACE_ARMS", "STATE_SIZE_ARMS",
-           "RECALL_MODELS", "REFERENCE_ARM"]
+__all__ = ["Plan", "PlanError", "in_repo", "read_plan_file", "GrammarPlan", "LanguageModelPlan", "AblationPlan",
+           "RecallPlan", "DepthPlan", "SCALES", "CORPORA", "PLANS", "REPO", "PREDICTOR_ARMS", "TRACE_ARMS",
+           "STATE_SIZE_ARMS", "RECALL_MODELS", "REFERENCE_ARM"]

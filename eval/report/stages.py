@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ema_boundary.cli import UsageError
-from eval.report.plan import CORPORA, Plan
+from eval.report.plan import CORPORA, Plan, in_repo
 
 GRAMMAR = ("python", "-m", "grammar_probe")
 ABLATION = ("python", "-m", "eval.ablation")
@@ -443,12 +443,11 @@ def depth(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any] | None:
     tokenizer; None when the plan has no depth section. The result carries the command line that reproduces it
     (``python -m eval.depth --config``)."""
     from eval.depth import run_depth_experiment
-    from eval.report.plan import REPO
 
     d = plan.depth
     if d is None:
         return None
-    config = Path(d.config) if Path(d.config).is_absolute() else REPO / d.config
+    config = in_repo(d.config)
     out = work / "depth"
     margins = {"token_accuracy": d.accuracy_margin, "earlier_share": d.share_margin, "val_loss": d.loss_margin}
     result = run_depth_experiment(config, d.seeds, out, max_steps=d.max_steps, data=plan.data, tokenizer=tokenizer,
