@@ -51,7 +51,7 @@ from ema_boundary.cli import positive_int as _positive_int
 from ema_boundary.figures import pyplot, save
 from ema_boundary.io import atomic_dir, check_output_dir, write_json
 from ema_boundary.params import parameter_counts
-from eval.runs import Run, param_count, read_metrics, read_spen_yaml, train_runs
+from eval.runs import Run, param_count, read_metrics, read_spen_yaml, read_test, train_runs
 from modeling_spen.variants import PREDICTOR_VARIANTS, REFERENCE_VARIANT, SPEN_VARIANTS, TRACE_VARIANTS
 
 # The arms are named SPEN variants (modeling_spen.variants, one table for the ablations, the recall map and the
@@ -127,7 +127,7 @@ def _plot(result: dict[str, Any], path: Path) -> None:
         right.axvspan(-margin, margin, color="tab:green", alpha=0.12, label=f"equivalence margin ±{margin:g}")
     right.axvline(0, color="black", lw=0.8)
     right.set_yticks(range(len(names)), names, fontsize=8)
-    right.set(xlabel=f"final validation loss minus {result['reference']} (nats)",
+    right.set(xlabel=f"final {result.get('scored_on', 'validation')} loss minus {result['reference']} (nats)",
               title=f"paired by seed, 95% intervals ({len(result['seeds'])} seeds)\n"
                     "green: equivalent, red: different, gray: not resolved")
     right.title.set_fontsize(9)
@@ -245,8 +245,11 @@ def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variant
             for seed in seed_list:
                 r = runs[name, seed]
                 curve = read_metrics(r.output_dir / "metrics.jsonl")
+                test = read_test(r.output_dir / "metrics.jsonl")
                 arm_runs[str(seed)] = {"final_val_loss": curve["val_loss"][-1],
                                        "final_val_ppl": math.exp(curve["val_loss"][-1]),
+                                       **({"final_test_loss": test["test_loss"], "test_tokens": test["test_tokens"]}
+                                          if test else {}),
                                        "run_dir": str(Path("runs") / r.name), "command": r.command, "curve": curve}
             final_dir = runs[name, seed_list[0]].output_dir / "final"
             n_params = param_count(final_dir)
@@ -256,8 +259,19 @@ def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variant
                 "non_embedding_parameters": _non_embedding(final_dir),
                 "mean_val_loss": statistics.fmean(r["final_val_loss"] for r in arm_runs.values()),
                 "runs": arm_runs}
-        final = {v: {s: r["final_val_loss"] for s, r in var["runs"].items()} for v, var in result["variants"].items()}
-        result["final_val_loss"] = final
+        val = {v: {s: r["final_val_loss"] for s, r in var["runs"].items()} for v, var in result["variants"].items()}
+        result["final_val_loss"] = val
+        # The validation blocks chose the rates; when the YAML holds test documents out, every arm is compared on
+        # those instead (train.py scores its final model there), so no block both chooses and scores.
+        on_test = all("final_test_loss" in r for var in result["variants"].values() for r in var["runs"].values())
+        final = ({v: {s: r["final_test_loss"] for s, r in var["runs"].items()} for v, var in result["variants"].items()}
+                 if on_test else val)
+        result["scored_on"] = "test" if on_test else "validation"
+        if on_test:
+            result["final_test_loss"] = final
+            result["test_tokens"] = next(iter(next(iter(result["variants"].values()))["runs"].values()))["test_tokens"]
+        for v, var in result["variants"].items():
+            var["mean_loss"] = statistics.fmean(final[v].values())
         result.update(analyse(final, reference, margin))
         # Paths inside the result (commands, folders) name the final folder, not the temporary one.
         result = json.loads(_final_paths(json.dumps(result), tmp, out_dir))
