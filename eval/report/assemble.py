@@ -14,6 +14,7 @@ from typing import Any
 
 from ema_boundary import stats
 from ema_boundary.paper import PAPER
+from eval.report.ablation_budgets import budgets_block, read_budgets
 from eval.report.claims import evaluate
 from eval.report.conditions import conditions_block, read_arms
 from eval.report.ladder import ladder_block, read_ladder
@@ -28,8 +29,11 @@ def _ablation_summary(result: dict, steps_regime: dict[str, Any]) -> dict[str, A
     overall seed-blocked F test."""
     return {
         "reference": result["reference"],
-        "final_loss": {v: var["mean_val_loss"] for v, var in result["variants"].items()},
-        "final_loss_per_seed": result["final_val_loss"],
+        # The loss the arms are compared on: the test blocks' when eval.ablation scored them there (older
+        # ablation.json files hold only the validation loss).
+        "final_loss": {v: var.get("mean_loss", var["mean_val_loss"]) for v, var in result["variants"].items()},
+        "final_loss_per_seed": result.get("final_test_loss", result["final_val_loss"]),
+        "scored_on": result.get("scored_on", "validation"),
         "comparisons": result["comparisons"],
         "overall": result["overall"],
         "equivalence_margin": result["equivalence_margin"],
@@ -131,6 +135,9 @@ def assemble(plan: Any, structure: dict, lm: dict, ngram: dict, regime: dict, pr
     if plan.language_model.ladder:
         report["scale_ladder"] = ladder_block(read_ladder(in_repo(plan.language_model.ladder)),
                                               plan.language_model.ladder)
+    if plan.ablation.committed:
+        report["ablation_budgets"] = budgets_block(read_budgets(in_repo(plan.ablation.committed)),
+                                                   plan.ablation.committed)
     if depth is not None:
         report["depth"] = depth_block(depth)
     if gap is not None:

@@ -28,6 +28,8 @@ from ema_boundary import stats
 from ema_boundary.format import pct
 from ema_boundary.paper import PAPER
 from eval.probes.render import reader_kind
+from eval.report.ablation_budgets import longest as longest_budget
+from eval.report.ablation_budgets import phrase as budgets_phrase
 from eval.report.ladder import MIN_SEEDS, deciding_size, size_text
 from eval.report.ladder import phrase as ladder_phrase
 
@@ -231,6 +233,38 @@ def _ladder_speaks(report: Report) -> Check:
                             + size_text(max(block["sizes"], key=lambda s: s["architectures"]["spen"]["parameters"]
                                             ["non_embedding"])))
     return Check(True, size_text(size))
+
+
+def _committed_reference_below_bigram(axis: str) -> Callable[[Report], Check]:
+    """The committed ablation's gate: its reference arm below the Kneser-Ney bigram on the same tokens, at the
+    longest budget (the one the verdict reads)."""
+    def check(report: Report) -> Check:
+        block = get(report, ("ablation_budgets", axis))
+        if not block:
+            return Check(None, f"no committed {axis} ablation in this report (the plan's ablation.committed)")
+        top = longest_budget(block)
+        tokens = f", {block['eval_tokens']:,} tokens" if block.get("eval_tokens") else ""
+        return Check(bool(top["reference_below_bigram"]),
+                     f"reference `{block['reference']}` {top['reference_loss']:.3f} nats after {top['max_steps']:,} "
+                     f"steps; Kneser-Ney bigram {block['bigram_loss']:.3f} nats on the same "
+                     f"{block['scored_on']} blocks{tokens}")
+    return check
+
+
+COMMITTED_READER_GATE = Precondition(
+    "committed_reference_below_bigram", "the committed ablation's reference arm (the linear reader) below the "
+    "Kneser-Ney bigram loss on the same tokens at its longest budget", _committed_reference_below_bigram("predictor"))
+COMMITTED_TRACE_GATE = Precondition(
+    "committed_reference_below_bigram", "the committed ablation's reference arm (fixed-rate EMA traces) below the "
+    "Kneser-Ney bigram loss on the same tokens at its longest budget", _committed_reference_below_bigram("trace"))
+
+
+def _budgets_conditions(axis: str) -> Callable[[Report], str | None]:
+    """The claim at every budget of the committed ablation, when the plan named one (``ablation_budgets``)."""
+    def conditions(report: Report) -> str | None:
+        block = report.get("ablation_budgets")
+        return budgets_phrase(block, axis) if block else None
+    return conditions
 
 
 LADDER_GATE = Precondition(
@@ -650,13 +684,30 @@ CLAIMS: tuple[Claim, ...] = (
           _fixed(str(PAPER["predictor_ablation"])), ("ablation",), _readers_rule,
           "met if every arm is equivalent to the reference within the declared margin (TOST, Holm); refuted if any "
           "arm is shown different or the seed-blocked F test rejects equality; otherwise not resolved",
-          (READER_GATE,)),
+          (READER_GATE,), conditions=_budgets_conditions("predictor")),
+    Claim("readers_identical_budgets", "content",
+          "identical loss across readers (linear, linear attention, softmax attention; read on the committed "
+          "ablation at several budgets)",
+          _fixed(str(PAPER["predictor_ablation"])), ("ablation_budgets", "predictor"), _readers_rule,
+          "at the committed ablation's longest budget, each arm at its own rate: met if every arm is equivalent to "
+          "the reference within the declared margin (TOST, Holm); refuted if any arm is shown different or the "
+          "seed-blocked F test rejects equality; otherwise not resolved",
+          (COMMITTED_READER_GATE,)),
     Claim("selection_escapes", "content",
           "only input-dependent selection escapes (on language modelling)",
           _fixed("selective traces lower the loss; fixed and learned rates do not"), ("traces",), _selection_rule,
           "met if the selective arm is lower than the fixed-rate reference and every other arm equivalent; partly "
           "met if only the first; refuted if the selective arm is shown not lower; otherwise not resolved",
-          (TRACE_GATE,)),
+          (TRACE_GATE,), conditions=_budgets_conditions("trace")),
+    Claim("selection_escapes_budgets", "content",
+          "only input-dependent selection escapes (on language modelling; read on the committed ablation at several "
+          "budgets)",
+          _fixed("selective traces lower the loss; fixed and learned rates do not"), ("ablation_budgets", "trace"),
+          _selection_rule,
+          "at the committed ablation's longest budget, each arm at its own rate: met if the selective arm is lower "
+          "than the fixed-rate reference and every other arm equivalent; partly met if only the first; refuted if "
+          "the selective arm is shown not lower; otherwise not resolved",
+          (COMMITTED_TRACE_GATE,)),
     Claim("selection_escapes_recall", "content",
           "only input-dependent selection escapes (associative recall, at equal state numbers)",
           _fixed("input-dependent selection (gates as in Mamba, attention) escapes the dilution; fixed rates do not"),

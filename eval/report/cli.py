@@ -86,7 +86,20 @@ def _attach_ladder(parser: UsageParser, report: dict, ladder: str, command: str)
     report["scale_ladder"] = {**block, "attached_by": command}
 
 
-def _render(parser: UsageParser, folder: Path, upgrade: bool, ladder: str | None = None, command: str = "") -> int:
+def _attach_ablation(parser: UsageParser, report: dict, folder: str, command: str) -> None:
+    """report.json's ``ablation_budgets`` from a committed ablation folder, for a report run before the plan named
+    one."""
+    from eval.report.ablation_budgets import budgets_block, read_budgets
+
+    try:
+        block = budgets_block(read_budgets(folder), folder)
+    except UsageError as e:
+        parser.error(f"--ablation {first_line(e).removeprefix('ablation.committed: ')}")
+    report["ablation_budgets"] = {**block, "attached_by": command}
+
+
+def _render(parser: UsageParser, folder: Path, upgrade: bool, ladder: str | None = None, command: str = "",
+            ablation: str | None = None) -> int:
     """index.md from report.json; with ``upgrade`` report.json is first rewritten in the current schema, its claims
     evaluated by today's claims table."""
     from ema_boundary.io import write_json
@@ -95,11 +108,14 @@ def _render(parser: UsageParser, folder: Path, upgrade: bool, ladder: str | None
 
     if not (folder / "report.json").is_file():
         parser.error(f"{folder}: no report.json")
-    if ladder is not None and not upgrade:
-        parser.error("--ladder rewrites report.json: give it with --upgrade")
+    for flag, given in (("--ladder", ladder), ("--ablation", ablation)):
+        if given is not None and not upgrade:
+            parser.error(f"{flag} rewrites report.json: give it with --upgrade")
     report = _read_report(parser, folder / "report.json")
     if ladder is not None:
         _attach_ladder(parser, report, ladder, command)
+    if ablation is not None:
+        _attach_ablation(parser, report, ablation, command)
     if upgrade:
         report["claims"] = evaluate(report)
         write_json(folder / "report.json", report)
@@ -138,6 +154,10 @@ def parser() -> tuple[UsageParser, dict[str, UsageParser]]:
     render.add_argument("--ladder", metavar="REPORT_JSON",
                         help="with --upgrade: attach a committed `ema-boundary scale` report.json (report.json's "
                              "scale_ladder, as the plan's language_model.ladder does) before the claims are evaluated")
+    render.add_argument("--ablation", metavar="DIR",
+                        help="with --upgrade: attach a committed ablation folder (predictor/ and trace/ "
+                             "budgets.json of `python -m eval.ablation --budgets`; report.json's ablation_budgets, "
+                             "as the plan's ablation.committed does) before the claims are evaluated")
     readme = sub.add_parser("readme", help="rewrite the README's results block from a report.json",
                             description="Rewrite the results block of README.md from a report's report.json.")
     readme.add_argument("--report", default="docs/report/report.json", help="the report.json to read")
@@ -157,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         args = p.parse_args(argv)
         if args.command == "render":
             return _render(subs["render"], Path(args.folder), args.upgrade, args.ladder,
-                           shlex.join(["ema-boundary", *(argv if argv is not None else sys.argv[1:])]))
+                           shlex.join(["ema-boundary", *(argv if argv is not None else sys.argv[1:])]),
+                           args.ablation)
         if args.command == "readme":
             return _readme(subs["readme"], Path(args.report), Path(args.readme))
         if args.command == "scale":

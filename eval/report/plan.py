@@ -182,6 +182,9 @@ class AblationPlan:
     budgets: tuple[int, ...] | None = _rule(_positive)
     # Each arm's own rate, chosen from this grid at the longest budget (first seed); None: SPEN's chosen rate.
     lr_grid: tuple[float, ...] | None = _rule(_rate)
+    # A committed ablation at several budgets (``eval.ablation --budgets``, one sub-folder per axis) whose longest
+    # budget carries the reader and trace verdicts when this plan's own budget cannot (eval.report.ablation_budgets).
+    committed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -407,6 +410,13 @@ class _Checker:
                 read_ladder(in_repo(lm.ladder), lm.ladder)
             except UsageError as e:
                 raise self.error(("language_model", "ladder"), str(e).removeprefix("language_model.ladder: ")) from None
+        if ablation.committed is not None:
+            from eval.report.ablation_budgets import read_budgets
+
+            try:
+                read_budgets(in_repo(ablation.committed), ablation.committed)
+            except UsageError as e:
+                raise self.error(("ablation", "committed"), str(e).removeprefix("ablation.committed: ")) from None
         if ablation.budgets is not None and ablation.max_steps is not None:
             raise self.error(("ablation", "budgets"), "and ablation.max_steps: give one (the longest budget is the "
                                                       "verdict's)")

@@ -213,6 +213,7 @@ def content_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
         "",
         *_gap_section(report, figure_paths),
         *ladder_section(report),
+        *ablation_budgets_section(report),
         "## The paper's content claims, row by row",
         "",
         "Each row comes from the claims table (`eval/report/claims.py`): the measurement it reads, its verdict "
@@ -244,7 +245,8 @@ def content_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
             f"±{a['equivalence_margin']:g} nats. The intervals are each comparison's own; the verdicts use "
             "Holm-adjusted p-values across the arms, so an interval that just excludes 0 can stay \"not resolved\".",
             "",
-            "| arm | parameters | rate | mean validation loss | minus reference [95% CI] | could detect | verdict |",
+            f"| arm | parameters | rate | mean {a.get('scored_on', 'validation')} loss | minus reference [95% CI] | "
+            "could detect | verdict |",
             "|---|---:|---:|---:|---|---:|---|",
         ]
         for arm, loss in a["final_loss"].items():
@@ -307,6 +309,73 @@ def ladder_section(report: dict) -> list[str]:
     lines += ["", "\\* a rate at the edge of the rates tried.", "",
               _verdict_line(_claim_row(report, "perplexity_gap_ladder")), ""]
     return lines
+
+
+AXIS_TITLES = {"predictor": "readers (swap the predictor, keep the traces)",
+               "trace": "traces (swap the trace under the linear reader)"}
+
+
+def ablation_budgets_section(report: dict) -> list[str]:
+    """The committed ablation at several budgets the plan names: per axis every arm's rate and parameters, then
+    each budget's reference against the bigram and every arm's paired difference, and the row its longest budget
+    decides (empty when the report has none)."""
+    block = report.get("ablation_budgets")
+    if not block:
+        return []
+    attached = (f" It was attached to this report after the report's run, by `{block['attached_by']}`."
+                if block.get("attached_by") else "")
+    lines = ["## The reader and trace ablations at several budgets (committed)", "",
+             f"From `{block['source']}`: the same SPEN with one part swapped, every arm at its own rate (chosen from "
+             "the grid on the first seed's validation loss at the longest budget; the shorter budgets train at "
+             "those rates), paired by seed and scored on held-out blocks beside the Kneser-Ney bigram on the same "
+             f"tokens. A budget is read only where the reference arm is below the bigram; the rows below read the "
+             f"longest.{attached}", ""]
+    for axis, title in AXIS_TITLES.items():
+        a = block.get(axis)
+        if not a:
+            continue
+        ref, margin = a["reference"], a["equivalence_margin"]
+        diff = a.get("parameter_difference") or {}
+        lines += [f"### The {title}", "",
+                  f"{len(a['seeds'])} seeds, {a['scored_on']} blocks"
+                  + (f" ({a['eval_tokens']:,} tokens)" if a.get("eval_tokens") else "")
+                  + f", equivalence margin ±{margin:g} nats"
+                  + (f"; `{a['command']}`" if a.get("command") else "") + ".", "",
+                  "| arm | parameters (non-embedding) | minus reference's | rate |", "|---|---:|---:|---:|"]
+        rates = a.get("rates") or {}
+        for arm, rate in a["lrs"].items():
+            p = a["parameters"].get(arm, {})
+            edge = "*" if (rates.get(arm) or {}).get("edge") else ""
+            d = diff.get(arm)
+            lines.append(f"| `{arm}`{' (reference)' if arm == ref else ''} | {p.get('total', 0):,} "
+                         f"({p.get('non_embedding', 0):,}) | {'—' if d is None or arm == ref else f'{d:+,}'} | "
+                         f"{rate:g}{edge} |")
+        arms = [arm for arm in a["lrs"] if arm != ref]
+        lines += ["", "\\* a rate at the edge of the grid.", "",
+                  f"| steps | tokens | `{ref}` | bigram | reference below | "
+                  + " | ".join(f"`{arm}` − `{ref}`" for arm in arms) + " |",
+                  "|---:|---:|---:|---:|---|" + "---|" * len(arms)]
+        for b in a["budgets"]:
+            cells = []
+            for arm in arms:
+                c = b["comparisons"].get(arm)
+                cells.append("—" if c is None else f"{_signed(c)} {c['verdict']}")
+            lines.append(f"| {b['max_steps']:,} | {b['tokens']:,} | {b['reference_loss']:.3f} | {a['bigram_loss']:.3f} "
+                         f"| {'yes' if b['reference_below_bigram'] else 'no'} | " + " | ".join(cells) + " |")
+        moved = [(b["max_steps"], b["rates_moved"]) for b in a["budgets"] if b.get("rates_moved")]
+        if moved:
+            steps, rm = moved[-1]
+            lines += ["", f"How far the learned and selective rates moved from their fixed initial values after "
+                          f"{steps:,} steps: " + "; ".join(f"`{arm}` {_moved(m)}" for arm, m in rm.items()) + "."]
+        row_id = "readers_identical_budgets" if axis == "predictor" else "selection_escapes_budgets"
+        lines += ["", _verdict_line(_claim_row(report, row_id)), ""]
+    return lines
+
+
+def _moved(m: object) -> str:
+    if isinstance(m, dict):
+        return ", ".join(f"{k} {v:.3g}" if isinstance(v, (int, float)) else f"{k} {v}" for k, v in m.items())
+    return str(m)
 
 
 def budget_table(a: dict) -> list[str]:
@@ -552,7 +621,8 @@ def readme_results(report: dict) -> str:
         lines += ["", *[f"- {r['sentence']}:" + _explanation(e) for r, e in explained]]
     conditioned = [r for r in report["claims"] if r.get("conditions")]
     if conditioned:
-        lines += ["", "Where each row holds (the committed `grammar_probe arms` and scale ladder):", "",
+        lines += ["", "Where each row holds (the committed runs the plan names: `grammar_probe arms`, the scale "
+                  "ladder, the ablation at several budgets):", "",
                   *[f"- {r['sentence']}: {r['conditions']}." for r in conditioned]]
     ng = c["ngram"]
     lines += [
