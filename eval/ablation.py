@@ -25,6 +25,33 @@ The output folder gets
   checkpoints are deleted once the run is done); ``logs/``: each run's console output;
 - ``configs/<arm>/``: the model config and train YAML each arm was trained with; ``tokenizer/``.
 
+**Budgets** (``--budgets 200,700,2000`` instead of ``--max_steps``, :func:`run_budgets`): the output folder holds
+``steps_<N>/`` for each budget, each the folder above; the longest budget trains first (with ``--lr_grid``, each
+arm chooses its rate there), every shorter one with each arm at the rate the longest chose, all with one tokenizer.
+The verdict is the longest budget's, and counts only where its reference arm is below the Kneser-Ney bigram on the
+same tokens. Beside them, ``budgets.png`` (each arm minus the reference against training tokens, and the
+reference's loss against the bigram line) and ``budgets.json``:
+
+- ``tool`` ("eval.ablation"), ``kind`` ("budgets"), ``axis``, ``command`` (the line that reproduces the folder),
+  ``config``, ``reference``, ``equivalence_margin``, ``seeds``, ``lr_grid``, ``rates`` (the longest's grid: each
+  arm's losses, choice and ``edge``; null without a grid), ``lrs`` (``{arm: rate}``, every budget's);
+- ``scored_on`` ("test" or "validation"), ``eval_tokens`` (the tokens each loss is a mean over);
+- ``parameters`` (``{arm: {"total", "non_embedding"}}``), ``parameter_difference`` (``{arm: non-embedding minus
+  the reference's}``);
+- ``ngram``: eval.ngram's Kneser-Ney ``unigram``/``bigram``/``trigram`` perplexities on the blocks scored, with
+  the same tokenizer, counted on the training stream up to the longest budget's tokens (and ``split``,
+  ``eval_tokens``, ``train_tokens``...); ``bigram_loss``: ln of the bigram perplexity, in nats;
+- ``budgets``: ascending by steps, each ``{"max_steps", "tokens", "folder": "steps_<N>", "final_loss": {arm:
+  {seed: loss}}, "mean_loss": {arm: mean}, "comparisons", "overall", "statement", "reference_loss" (the
+  reference's mean), "reference_below_bigram" (the gate)}``, and for learned or selective trace arms
+  ``"rates_moved": {arm: {"max", "mean", "per_seed"}}`` (described by the top-level ``rates_moved_measure``);
+- ``longest`` (the steps whose verdict counts), ``seconds`` (the wall time; from ``--summarize``, the sum of the
+  budgets' own, or null when one is not recorded).
+
+``--summarize DIR`` rebuilds budgets.json and budgets.png from ``DIR/steps_*/ablation.json`` without training
+(:func:`summarize_budgets`): ``DIR`` is this tool's own output, or a folder whose every child is a ``steps_<N>``
+output of this tool (moved in by hand) besides this tool's own budgets.json/png.
+
 The folder is built under a temporary name and renamed at the end: an interrupted ablation leaves
 nothing that looks like a result; a failed one leaves its partial folder, with every run's log, as
 ``NAME.failed`` (named in the error). An existing folder is replaced only if it is this tool's own earlier
@@ -535,7 +562,7 @@ def _plot_budgets(summary: dict[str, Any], path: Path) -> None:
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     budgets, ref, margin = summary["budgets"], summary["reference"], summary["equivalence_margin"]
     tokens = [b["tokens"] for b in budgets]
-    arms = [arm for arm in budgets[-1]["comparisons"]]
+    arms = list(budgets[-1]["comparisons"])
     for i, arm in enumerate(arms):
         color = colors[i % len(colors)]
         shift = 1.04 ** (i - (len(arms) - 1) / 2)  # side by side at each budget, so the intervals do not overlap
@@ -549,7 +576,10 @@ def _plot_budgets(summary: dict[str, Any], path: Path) -> None:
     if margin:
         left.axhspan(-margin, margin, color="tab:green", alpha=0.12, label=f"equivalence margin ±{margin:g}")
     left.axhline(0, color="black", lw=0.8)
-    left.set_xscale("log")
+    for ax in (left, right):  # a tick at each budget
+        ax.set_xscale("log")
+        ax.set_xticks(tokens, [f"{b['max_steps']} steps\n{b['tokens']:,}" for b in budgets], fontsize=7)
+        ax.minorticks_off()
     left.set(xlabel="training tokens", ylabel=f"final {summary['scored_on']} loss minus {ref} (nats)",
              title=f"{summary['axis']} ablation: each arm minus {ref}, paired by seed, 95% intervals "
                    f"({len(summary['seeds'])} seeds)")
@@ -562,9 +592,9 @@ def _plot_budgets(summary: dict[str, Any], path: Path) -> None:
                label=f"{ref} (mean over seeds; dots: seeds)")
     right.axhline(summary["bigram_loss"], color="tab:red", ls="--",
                   label=f"Kneser-Ney bigram (perplexity {summary['ngram']['bigram']:.1f})")
-    right.set_xscale("log")
     right.set(xlabel="training tokens", ylabel=f"final {summary['scored_on']} loss (nats)",
-              title=f"the reference arm against the bigram line (the gate: below it at {summary['longest']} steps)")
+              title=f"the reference arm against the Kneser-Ney bigram (the gate, read at {summary['longest']} steps: "
+                    f"{'passes' if budgets[-1]['reference_below_bigram'] else 'fails'})")
     right.title.set_fontsize(9)
     right.legend(fontsize=7)
     fig.tight_layout()
@@ -601,6 +631,8 @@ def summarize_budgets(folder: str | Path) -> dict[str, Any]:
             raise UsageError(f"{child}: not an output of {TOOL} (no marker {MARKER} naming it)")
         path = child / "ablation.json"
         r = read_json(path, "ablation.json", f"{child.name} is not a finished ablation")
+        if isinstance(r, dict):
+            r.setdefault("scored_on", "validation")  # written before the test blocks were scored
         missing = [k for k in ("max_steps", "tokens", "variants", "comparisons", "overall", "statement",
                                "final_val_loss", "lr_grid", *SHARED_DESIGN) if not isinstance(r, dict) or k not in r]
         if missing:
@@ -622,6 +654,14 @@ def summarize_budgets(folder: str | Path) -> dict[str, Any]:
             if not same:
                 raise UsageError(f"{found[n] / 'ablation.json'}: {'arms' if key == 'variants' else key} {mine!r} "
                                  f"differs from {longest_path}'s {theirs!r}")
+    # One tokenizer for every budget (each folder keeps its copy, or built it from the same YAML).
+    tokenizers = {n: child / "tokenizer" / "tokenizer.json" for n, child in found.items()
+                  if (child / "tokenizer" / "tokenizer.json").is_file()}
+    texts = {n: path.read_bytes() for n, path in tokenizers.items()}
+    for n, text in texts.items():
+        if text != texts[max(texts)]:
+            raise UsageError(f"{tokenizers[n]}: differs from {tokenizers[max(texts)]} (every budget reads one "
+                             "tokenizer)")
     top = found[longest_n]
     settings = _recorded_settings(top, longest)
     seconds = [r.get("seconds") for r in results.values()]

@@ -321,6 +321,7 @@ def _steps_copy(out, folder, n, edit=None):
     ("other rates", "steps_1/ablation.json"),
     ("a foreign file", "notes.txt"),
     ("a foreign budgets.json", "budgets.json"),
+    ("another tokenizer", "steps_1/tokenizer/tokenizer.json"),
     ("another flag", "--seeds"),
 ])
 def test_summarize_bad_input_one_line_exit_2_nothing_written(budgets_run, tmp_path, capsys, case, names):
@@ -351,6 +352,10 @@ def test_summarize_bad_input_one_line_exit_2_nothing_written(budgets_run, tmp_pa
         (folder / "budgets.json").write_text(json.dumps({"my": "numbers"}))
     elif case == "another flag":
         argv += ["--seeds", "3"]
+    elif case == "another tokenizer":
+        for n in (1, 2):
+            shutil.copytree(out / f"steps_{n}" / "tokenizer", folder / f"steps_{n}" / "tokenizer")
+        (folder / "steps_1" / "tokenizer" / "tokenizer.json").write_text("{}")
     before = sorted(str(p) for p in tmp_path.rglob("*"))
     texts = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
     assert main(argv) == 2
