@@ -390,3 +390,30 @@ def test_help_shows_the_defaults(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "--budgets STEPS" in text and "--summarize DIR" in text
     assert "(default: 5)" in text and "(default: 0.02)" in text
+
+
+@pytest.mark.parametrize("trace", ["learned", "selective"])
+def test_rates_moved_reads_how_far_the_write_rates_moved(tmp_path, trace):
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    import modeling_spen  # noqa: F401  registers SPEN with the Auto classes
+    from eval.ablation import rates_moved
+    from modeling_spen.modeling_spen import SPENTraces
+
+    config = AutoConfig.from_pretrained(REPO / "hub_configs" / "spen-tiny", trace=trace)
+    model = AutoModelForCausalLM.from_config(config)
+    model.save_pretrained(tmp_path / "untrained")
+    assert rates_moved(tmp_path / "untrained") == {"max": 0.0, "mean": 0.0}  # they start at the fixed rates
+    # One rate of one layer set to 0.5 (logit 0) from 0.02: moved 0.48; every other rate stays.
+    traces = [m for m in model.modules() if isinstance(m, SPENTraces)]
+    D, S = config.hidden_size, len(config.trace_rates)
+    with torch.no_grad():
+        if trace == "learned":
+            traces[-1].alpha_logit[2, 5] = 0.0
+        else:  # the selective rate at zero input is its bias: slot 2, channel 5
+            traces[-1].alpha_up.bias[2 * D + 5] = 0.0
+    model.save_pretrained(tmp_path / "moved")
+    moved = rates_moved(tmp_path / "moved")
+    assert moved["max"] == pytest.approx(0.48, abs=1e-6)
+    assert moved["mean"] == pytest.approx(0.48 / (S * D * config.num_hidden_layers), rel=1e-4)
