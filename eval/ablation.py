@@ -18,12 +18,14 @@ seed-blocked F test (:func:`ema_boundary.stats.blocked_f_test`).
 The output folder gets
 
 - ``ablation.json``: the design, per arm and seed the final validation loss, its curve and the command of the
-  run, the parameters and tokens per parameter of each arm, the comparisons and the overall test;
+  run, the parameters and tokens per parameter of each arm, the comparisons and the overall test, the wall time
+  (``seconds``);
 - ``loss_curves.png``: validation loss against tokens per arm, and each arm's difference from the reference
   with its 95% interval and the equivalence margin;
 - ``runs/<arm>/seed_<n>/``: each train.py output folder (``final/``, ``metrics.jsonl``; the resumable
   checkpoints are deleted once the run is done); ``logs/``: each run's console output;
-- ``configs/<arm>/``: the model config and train YAML each arm was trained with; ``tokenizer/``.
+- ``configs/<arm>/``: the model config and train YAML each arm was trained with; ``tokenizer/``: the one every
+  run read (a given ``--tokenizer`` is copied in, so the folder is whole wherever it is moved).
 
 **Budgets** (``--budgets 200,700,2000`` instead of ``--max_steps``, :func:`run_budgets`): the output folder holds
 ``steps_<N>/`` for each budget, each the folder above; the longest budget trains first (with ``--lr_grid``, each
