@@ -18,12 +18,41 @@ seed-blocked F test (:func:`ema_boundary.stats.blocked_f_test`).
 The output folder gets
 
 - ``ablation.json``: the design, per arm and seed the final validation loss, its curve and the command of the
-  run, the parameters and tokens per parameter of each arm, the comparisons and the overall test;
+  run, the parameters and tokens per parameter of each arm, the comparisons and the overall test, the wall time
+  (``seconds``);
 - ``loss_curves.png``: validation loss against tokens per arm, and each arm's difference from the reference
   with its 95% interval and the equivalence margin;
 - ``runs/<arm>/seed_<n>/``: each train.py output folder (``final/``, ``metrics.jsonl``; the resumable
   checkpoints are deleted once the run is done); ``logs/``: each run's console output;
-- ``configs/<arm>/``: the model config and train YAML each arm was trained with; ``tokenizer/``.
+- ``configs/<arm>/``: the model config and train YAML each arm was trained with; ``tokenizer/``: the one every
+  run read (a given ``--tokenizer`` is copied in, so the folder is whole wherever it is moved).
+
+**Budgets** (``--budgets 200,700,2000`` instead of ``--max_steps``, :func:`run_budgets`): the output folder holds
+``steps_<N>/`` for each budget, each the folder above; the longest budget trains first (with ``--lr_grid``, each
+arm chooses its rate there), every shorter one with each arm at the rate the longest chose, all with one tokenizer.
+The verdict is the longest budget's, and counts only where its reference arm is below the Kneser-Ney bigram on the
+same tokens. Beside them, ``budgets.png`` (each arm minus the reference against training tokens, and the
+reference's loss against the bigram line) and ``budgets.json``:
+
+- ``tool`` ("eval.ablation"), ``kind`` ("budgets"), ``axis``, ``command`` (the line that reproduces the folder),
+  ``config``, ``reference``, ``equivalence_margin``, ``seeds``, ``lr_grid``, ``rates`` (the longest's grid: each
+  arm's losses, choice and ``edge``; null without a grid), ``lrs`` (``{arm: rate}``, every budget's);
+- ``scored_on`` ("test" or "validation"), ``eval_tokens`` (the tokens each loss is a mean over);
+- ``parameters`` (``{arm: {"total", "non_embedding"}}``), ``parameter_difference`` (``{arm: non-embedding minus
+  the reference's}``);
+- ``ngram``: eval.ngram's Kneser-Ney ``unigram``/``bigram``/``trigram`` perplexities on the blocks scored, with
+  the same tokenizer, counted on the training stream up to the longest budget's tokens (and ``split``,
+  ``eval_tokens``, ``train_tokens``...); ``bigram_loss``: ln of the bigram perplexity, in nats;
+- ``budgets``: ascending by steps, each ``{"max_steps", "tokens", "folder": "steps_<N>", "final_loss": {arm:
+  {seed: loss}}, "mean_loss": {arm: mean}, "comparisons", "overall", "statement", "reference_loss" (the
+  reference's mean), "reference_below_bigram" (the gate)}``, and for learned or selective trace arms
+  ``"rates_moved": {arm: {"max", "mean", "per_seed"}}`` (described by the top-level ``rates_moved_measure``);
+- ``longest`` (the steps whose verdict counts), ``seconds`` (the wall time; from ``--summarize``, the sum of the
+  budgets' own, or null when one is not recorded).
+
+``--summarize DIR`` rebuilds budgets.json and budgets.png from ``DIR/steps_*/ablation.json`` without training
+(:func:`summarize_budgets`): ``DIR`` is this tool's own output, or a folder whose every child is a ``steps_<N>``
+output of this tool (moved in by hand) besides this tool's own budgets.json/png.
 
 The folder is built under a temporary name and renamed at the end: an interrupted ablation leaves
 nothing that looks like a result; a failed one leaves its partial folder, with every run's log, as
@@ -36,9 +65,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+import re
+import shlex
 import shutil
 import statistics
 import sys
+import tempfile
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -49,7 +83,7 @@ from ema_boundary import stats
 from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, add_output_dir, comma_list, first_line, flatten
 from ema_boundary.cli import positive_int as _positive_int
 from ema_boundary.figures import pyplot, save
-from ema_boundary.io import atomic_dir, check_output_dir, write_json
+from ema_boundary.io import MARKER, atomic_dir, check_output_dir, output_owner, read_json, write_json
 from ema_boundary.params import parameter_counts
 from eval.runs import Run, param_count, read_metrics, read_spen_yaml, read_test, train_runs
 from modeling_spen.variants import PREDICTOR_VARIANTS, REFERENCE_VARIANT, SPEN_VARIANTS, TRACE_VARIANTS
@@ -137,6 +171,38 @@ def _plot(result: dict[str, Any], path: Path) -> None:
     save(fig, path)
 
 
+def _design(config: str | Path, seeds: int, *, variants: Sequence[str] | None, traces: Sequence[str] | None,
+            max_steps: int | None, lr: float | Mapping[str, float] | None, lr_grid: Sequence[float] | None,
+            workers: int, reference: str | None, margin: float | None, tokenizer: str | Path | None,
+            seed: int | None) -> tuple[dict[str, Any], str, dict[str, dict], str]:
+    """Every check of an ablation's settings, before anything is written: the YAML's settings, the axis, the arms
+    ``{name: SPEN fields}`` and the reference arm; one UsageError line naming the flag otherwise."""
+    for name, value in (("--seeds", seeds), ("--workers", workers), ("--max_steps", max_steps)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise UsageError(f"{name} must be a positive integer, got {value!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise UsageError(f"--seed must be a non-negative integer, got {seed!r}")
+    if lr is not None and lr_grid is not None:
+        raise UsageError("--learning_rate and --lr_grid: give one (a rate, or a grid each arm chooses from)")
+    for rate in (lr.values() if isinstance(lr, Mapping) else [lr]) if lr is not None else list(lr_grid or []):
+        if isinstance(rate, bool) or not (isinstance(rate, (int, float)) and 0 < rate < math.inf):
+            raise UsageError(f"--learning_rate must be a positive number, got {rate!r}")
+    if lr_grid is not None and (not lr_grid or len(set(lr_grid)) != len(lr_grid)):
+        raise UsageError(f"--lr_grid must list distinct rates, got {list(lr_grid)!r}")
+    if margin is not None and not (isinstance(margin, (int, float)) and 0 < margin < math.inf):
+        raise UsageError(f"--margin must be a positive number, got {margin!r}")
+    if tokenizer is not None and not (Path(tokenizer) / "tokenizer_config.json").is_file():
+        raise UsageError(f"--tokenizer {tokenizer}: not a tokenizer folder (no tokenizer_config.json)")
+    cfg = read_spen_yaml(Path(config), "the ablation swaps SPEN's predictor or trace")
+    axis, chosen = _variants(variants, traces)
+    reference = reference or REFERENCE[axis]
+    if reference not in chosen:
+        raise UsageError(f"--reference {reference!r} is not among the arms {list(chosen)}")
+    if isinstance(lr, Mapping) and set(lr) != set(chosen):
+        raise UsageError(f"--learning_rate: rates for {sorted(lr)}, but the arms are {list(chosen)}")
+    return cfg, axis, chosen, reference
+
+
 def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variants: Sequence[str] | None = None,
                  traces: Sequence[str] | None = None, max_steps: int | None = None,
                  data: Sequence[str] | None = None, lr: float | Mapping[str, float] | None = None,
@@ -157,29 +223,9 @@ def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variant
     anything is written.
     """
     config, out_dir = Path(config), Path(out_dir)
-    for name, value in (("--seeds", seeds), ("--workers", workers), ("--max_steps", max_steps)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise UsageError(f"{name} must be a positive integer, got {value!r}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise UsageError(f"--seed must be a non-negative integer, got {seed!r}")
-    if lr is not None and lr_grid is not None:
-        raise UsageError("--learning_rate and --lr_grid: give one (a rate, or a grid each arm chooses from)")
-    for rate in (lr.values() if isinstance(lr, Mapping) else [lr]) if lr is not None else list(lr_grid or []):
-        if isinstance(rate, bool) or not (isinstance(rate, (int, float)) and 0 < rate < math.inf):
-            raise UsageError(f"--learning_rate must be a positive number, got {rate!r}")
-    if lr_grid is not None and (not lr_grid or len(set(lr_grid)) != len(lr_grid)):
-        raise UsageError(f"--lr_grid must list distinct rates, got {list(lr_grid)!r}")
-    if margin is not None and not (isinstance(margin, (int, float)) and 0 < margin < math.inf):
-        raise UsageError(f"--margin must be a positive number, got {margin!r}")
-    if tokenizer is not None and not (Path(tokenizer) / "tokenizer_config.json").is_file():
-        raise UsageError(f"--tokenizer {tokenizer}: not a tokenizer folder (no tokenizer_config.json)")
-    cfg = read_spen_yaml(config, "the ablation swaps SPEN's predictor or trace")
-    axis, chosen = _variants(variants, traces)
-    reference = reference or REFERENCE[axis]
-    if reference not in chosen:
-        raise UsageError(f"--reference {reference!r} is not among the arms {list(chosen)}")
-    if isinstance(lr, Mapping) and set(lr) != set(chosen):
-        raise UsageError(f"--learning_rate: rates for {sorted(lr)}, but the arms are {list(chosen)}")
+    cfg, axis, chosen, reference = _design(config, seeds, variants=variants, traces=traces, max_steps=max_steps, lr=lr,
+                                           lr_grid=lr_grid, workers=workers, reference=reference, margin=margin,
+                                           tokenizer=tokenizer, seed=seed)
     check_output_dir(out_dir, tool=TOOL, overwrite=overwrite)
     base_model = json.loads((Path(cfg["model_name_or_path"]) / "config.json").read_text())
     steps = max_steps or cfg["max_steps"]
@@ -196,7 +242,10 @@ def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variant
     }
     # A failed ablation keeps its folder (every run's log) as NAME.failed, named in the error.
     with atomic_dir(out_dir, tool=TOOL, overwrite=overwrite, keep_on_error=True) as tmp:
-        tok_dir = Path(tokenizer).resolve() if tokenizer else build_tokenizer(cfg, data, tmp / "tokenizer")
+        started = time.monotonic()
+        # The folder keeps the tokenizer its runs read (a given one is copied): it is whole wherever it is moved.
+        tok_dir = (Path(shutil.copytree(tokenizer, tmp / "tokenizer")).resolve() if tokenizer
+                   else build_tokenizer(cfg, data, tmp / "tokenizer"))
         def run(name: str, seed: int, rate: float) -> Run:
             # With a grid, each (arm, rate) has its folder; the seeds at the chosen rate live beside the grid's.
             folder = Path("runs") / name / (f"lr_{rate:g}" if grid else "") / f"seed_{seed}"
@@ -273,6 +322,7 @@ def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variant
         for v, var in result["variants"].items():
             var["mean_loss"] = statistics.fmean(final[v].values())
         result.update(analyse(final, reference, margin))
+        result["seconds"] = round(time.monotonic() - started, 1)  # the runs' wall time, tokenizer included
         # Paths inside the result (commands, folders) name the final folder, not the temporary one.
         result = json.loads(_final_paths(json.dumps(result), tmp, out_dir))
         write_json(tmp / "ablation.json", result)
@@ -309,6 +359,375 @@ def build_tokenizer(cfg: dict[str, Any], data: list[str], folder: Path) -> Path:
     return folder.resolve()
 
 
+# ---------------------------------------------------------------------------------------------
+# Budgets: the same ablation at several training lengths, the verdict read at the longest
+# ---------------------------------------------------------------------------------------------
+
+BUDGET_FOLDER = re.compile(r"steps_([1-9][0-9]*)")  # one budget's ablation inside a budgets folder
+BUDGETS_JSON, BUDGETS_PNG = "budgets.json", "budgets.png"
+# The settings of the blocks the runs are scored on and of the training stream: the n-gram reference reads them.
+SPLIT_SETTINGS = ("data", "val_every", "test_every", "block_size", "max_eval_samples", "max_test_samples",
+                  "tokenizer_name", "bpe_train_docs")
+# Every ablation of one budgets folder must agree on these (ablation.json keys); only the steps differ.
+SHARED_DESIGN = ("axis", "config", "seeds", "reference", "equivalence_margin", "data", "scored_on", "lrs")
+LEARNED_TRACES = ("learned", "selective")  # trace kinds whose write rates train (from the fixed rates)
+RATES_MOVED = ("|write rate of the final model - write rate of a freshly initialised model of the same config| "
+               "over every trace slot, channel and layer (the selective trace: its rate at zero input, the bias; "
+               "the input-dependent part is not summarised); max and mean per seed, then over seeds")
+
+
+def _budget_steps(budgets: Sequence[int]) -> list[int]:
+    if (not budgets or len(set(budgets)) != len(budgets)
+            or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in budgets)):
+        raise UsageError(f"--budgets must list distinct positive step counts, got {list(budgets)!r}")
+    return sorted(budgets)
+
+
+def budgets_command(config: str | Path, seeds: int, out_dir: str | Path, budgets: Sequence[int], *, axis: str,
+                    arms: Sequence[str], reference: str, margin: float | None,
+                    lr: float | Mapping[str, float] | None, lr_grid: Sequence[float] | None,
+                    data: Sequence[str] | None, tokenizer: str | Path | None = None, seed: int | None = None,
+                    workers: int = 1) -> str:
+    """The ``python -m eval.ablation --budgets`` line that reproduces a budgets folder (a flag left at its
+    default is left out)."""
+    args: list[str] = ["--config", str(config), "--seeds", str(seeds)]
+    if seed is not None:
+        args += ["--seed", str(seed)]
+    args += ["--trace" if axis == "trace" else "--variants", ",".join(arms), "--reference", reference]
+    if margin is not None:
+        args += ["--margin", f"{margin!r}"]
+    if isinstance(lr, Mapping):
+        args += ["--learning_rate", ",".join(f"{arm}={float(rate)!r}" for arm, rate in lr.items())]
+    elif lr is not None:
+        args += ["--learning_rate", f"{float(lr)!r}"]
+    if lr_grid:
+        args += ["--lr_grid", ",".join(f"{float(rate)!r}" for rate in lr_grid)]
+    args += ["--budgets", ",".join(str(b) for b in sorted(budgets))]
+    if data:
+        args += ["--data", *map(str, data)]
+    if tokenizer is not None:
+        args += ["--tokenizer", str(tokenizer)]
+    if workers != 1:
+        args += ["--workers", str(workers)]
+    return f"python -m eval.ablation {shlex.join([*args, '--output_dir', str(out_dir)])}"
+
+
+def run_budgets(config: str | Path, seeds: int, out_dir: str | Path, budgets: Sequence[int], *,
+                variants: Sequence[str] | None = None, traces: Sequence[str] | None = None,
+                data: Sequence[str] | None = None, lr: float | Mapping[str, float] | None = None,
+                lr_grid: Sequence[float] | None = None, workers: int = 1, reference: str | None = None,
+                margin: float | None = DEFAULT_MARGIN, tokenizer: str | Path | None = None, seed: int | None = None,
+                overwrite: bool = False) -> dict[str, Any]:
+    """The ablation of :func:`run_ablation` at every budget of ``budgets`` (optimizer steps), into ``out_dir``.
+
+    The longest budget trains first, at ``lr`` or each arm at its own rate from ``lr_grid``; every shorter budget
+    then trains each arm at the rate the longest chose. One tokenizer (built once, or ``tokenizer``) serves every
+    budget. ``out_dir/steps_<N>/`` is each budget's ablation output folder; ``budgets.json`` and ``budgets.png``
+    summarise them (the module docstring lists the keys). Returns budgets.json's content. Bad input raises
+    UsageError before anything is written; a failed run keeps the partial folder as ``NAME.failed``.
+    """
+    config, out_dir = Path(config), Path(out_dir)
+    steps = _budget_steps(budgets)
+    cfg, axis, chosen, reference = _design(config, seeds, variants=variants, traces=traces, max_steps=None, lr=lr,
+                                           lr_grid=lr_grid, workers=workers, reference=reference, margin=margin,
+                                           tokenizer=tokenizer, seed=seed)
+    check_output_dir(out_dir, tool=TOOL, overwrite=overwrite)
+    data = list(data) if data else cfg["data"]
+    arms = list(chosen)
+    command = budgets_command(config, seeds, out_dir, steps, axis=axis, arms=arms, reference=reference, margin=margin,
+                              lr=lr, lr_grid=lr_grid, data=data, tokenizer=tokenizer, seed=seed, workers=workers)
+    started = time.monotonic()
+    with atomic_dir(out_dir, tool=TOOL, overwrite=overwrite, keep_on_error=True) as tmp:
+        same = {"variants": arms if axis == "predictor" else None, "traces": arms if axis == "trace" else None,
+                "data": data, "workers": workers, "reference": reference, "margin": margin, "seed": seed}
+        with tempfile.TemporaryDirectory(prefix=".tokenizer-", dir=tmp) as scratch:
+            # Built once; each budget's folder keeps its own copy (run_ablation copies a given tokenizer).
+            tok = Path(tokenizer) if tokenizer else build_tokenizer(cfg, data, Path(scratch) / "tokenizer")
+            longest = run_ablation(config, seeds, tmp / f"steps_{steps[-1]}", max_steps=steps[-1], lr=lr,
+                                   lr_grid=lr_grid, tokenizer=tok, **same)
+            for n in steps[:-1]:
+                run_ablation(config, seeds, tmp / f"steps_{n}", max_steps=n, lr=longest["lrs"], tokenizer=tok, **same)
+        results = {}
+        for n in steps:  # the paths recorded inside each budget's folder name the final folder
+            folder = tmp / f"steps_{n}"
+            for path in [folder / "ablation.json", *(folder / "configs").glob("*/train.yaml")]:
+                path.write_text(_final_paths(path.read_text(), tmp, out_dir))
+            results[n] = json.loads((folder / "ablation.json").read_text())
+        settings = {**{k: cfg[k] for k in SPLIT_SETTINGS}, "data": data}
+        summary = _summary(results, tmp, settings, tmp / f"steps_{steps[-1]}" / "tokenizer", command,
+                           seconds=None)
+        summary["seconds"] = round(time.monotonic() - started, 1)
+        write_json(tmp / BUDGETS_JSON, summary)
+        _plot_budgets(summary, tmp / BUDGETS_PNG)
+    return summary
+
+
+def _summary(results: dict[int, dict[str, Any]], root: Path, settings: dict[str, Any], tokenizer: Path,
+             command: str, seconds: float | None) -> dict[str, Any]:
+    """budgets.json's content from each budget's ablation.json (``results``, by steps) in ``root/steps_<N>``."""
+    steps = sorted(results)
+    longest = results[steps[-1]]
+    ref, scored_on = longest["reference"], longest.get("scored_on", "validation")
+    ngram = _ngram(settings, tokenizer, longest["tokens"], scored_on)
+    bigram_loss = math.log(ngram["bigram"])
+    params = {arm: {"total": var["parameters"], "non_embedding": var["non_embedding_parameters"]}
+              for arm, var in longest["variants"].items()}
+    budgets = []
+    for n in steps:
+        r = results[n]
+        final = r["final_test_loss"] if scored_on == "test" else r["final_val_loss"]
+        mean = {arm: statistics.fmean(losses.values()) for arm, losses in final.items()}
+        entry = {"max_steps": n, "tokens": r["tokens"], "folder": f"steps_{n}", "final_loss": final,
+                 "mean_loss": mean, "comparisons": r["comparisons"], "overall": r["overall"],
+                 "statement": r["statement"], "reference_loss": mean[ref],
+                 "reference_below_bigram": mean[ref] < bigram_loss}
+        moved = {arm: m for arm, var in r["variants"].items()
+                 if (m := _arm_rates_moved(root / f"steps_{n}", var)) is not None}
+        if moved:
+            entry["rates_moved"] = moved
+        budgets.append(entry)
+    summary = {
+        "tool": TOOL, "kind": "budgets", "axis": longest["axis"], "command": command, "config": longest["config"],
+        "reference": ref, "equivalence_margin": longest["equivalence_margin"], "seeds": longest["seeds"],
+        "lr_grid": longest["lr_grid"], "rates": longest.get("rates"), "lrs": longest["lrs"], "scored_on": scored_on,
+        "eval_tokens": longest["test_tokens"] if scored_on == "test" else ngram["eval_tokens"],
+        "parameters": params,
+        "parameter_difference": {arm: p["non_embedding"] - params[ref]["non_embedding"] for arm, p in params.items()},
+        "ngram": ngram, "bigram_loss": bigram_loss, "budgets": budgets, "longest": steps[-1], "seconds": seconds,
+    }
+    if any("rates_moved" in b for b in budgets):
+        summary["rates_moved_measure"] = RATES_MOVED
+    return summary
+
+
+def _ngram(settings: dict[str, Any], tokenizer: Path, train_tokens: int, split: str) -> dict[str, Any]:
+    """Kneser-Ney perplexities (eval.ngram) on the blocks the arms are scored on, counted on the training stream
+    the runs read, at most the longest budget's ``train_tokens``."""
+    from transformers import AutoTokenizer
+
+    from eval.ngram import ngram_references
+
+    tok = AutoTokenizer.from_pretrained(tokenizer)
+    n_blocks = settings["max_test_samples"] if split == "test" else settings["max_eval_samples"]
+    return ngram_references(list(settings["data"]), settings["val_every"], tok, settings["block_size"], n_blocks,
+                            train_tokens, split, settings["test_every"])
+
+
+def _arm_rates_moved(folder: Path, var: dict[str, Any]) -> dict[str, Any] | None:
+    """How far a learned or selective trace arm's write rates moved in training (:data:`RATES_MOVED`), from each
+    seed's final model in ``folder``; None for a trace whose rates are fixed or a run without its final model."""
+    if var["fields"].get("trace") not in LEARNED_TRACES:
+        return None
+    finals = {seed: folder / run["run_dir"] / "final" for seed, run in var["runs"].items()}
+    if not all((f / "config.json").is_file() for f in finals.values()):
+        return None
+    per_seed = {seed: rates_moved(final) for seed, final in finals.items()}
+    return {"max": max(m["max"] for m in per_seed.values()),
+            "mean": statistics.fmean(m["mean"] for m in per_seed.values()), "per_seed": per_seed}
+
+
+def rates_moved(final: str | Path) -> dict[str, float]:
+    """Max and mean |trained - initial| trace write rate of a SPEN checkpoint, over every slot, channel and layer.
+
+    The initial rates are those of a freshly initialised model of the same config (``SPENPreTrainedModel``'s
+    init writes them from ``trace_rates``, whatever the seed); a selective trace is read at zero input."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    import modeling_spen  # noqa: F401  registers SPEN with the Auto classes
+    from modeling_spen.modeling_spen import SPENTraces
+
+    config = AutoConfig.from_pretrained(final)
+    with torch.random.fork_rng():  # the fresh model's random weights are not read; keep the caller's stream
+        fresh = AutoModelForCausalLM.from_config(config)
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # one bar per checkpoint read says nothing here
+    try:
+        trained = AutoModelForCausalLM.from_pretrained(final)
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
+    zero = torch.zeros(1, 1, config.hidden_size)
+    with torch.no_grad():
+        moved = torch.cat([(a.write_rates(zero) - b.write_rates(zero)).abs().flatten()
+                           for a, b in zip((m for m in trained.modules() if isinstance(m, SPENTraces)),
+                                           (m for m in fresh.modules() if isinstance(m, SPENTraces)), strict=True)])
+    return {"max": float(moved.max()), "mean": float(moved.mean())}
+
+
+def _plot_budgets(summary: dict[str, Any], path: Path) -> None:
+    """Each arm minus the reference against training tokens (95% intervals, the equivalence band), and the
+    reference's loss against tokens with the Kneser-Ney bigram line."""
+    plt = pyplot()
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    budgets, ref, margin = summary["budgets"], summary["reference"], summary["equivalence_margin"]
+    tokens = [b["tokens"] for b in budgets]
+    arms = list(budgets[-1]["comparisons"])
+    for i, arm in enumerate(arms):
+        color = colors[i % len(colors)]
+        shift = 1.04 ** (i - (len(arms) - 1) / 2)  # side by side at each budget, so the intervals do not overlap
+        x = [t * shift for t in tokens]
+        comps = [b["comparisons"][arm] for b in budgets]
+        left.plot(x, [c["difference"] for c in comps], marker="o", color=color, label=arm)
+        for xi, c in zip(x, comps, strict=True):
+            lo, hi = c["ci95"]
+            if math.isfinite(lo) and math.isfinite(hi):
+                left.plot([xi, xi], [lo, hi], color=color, lw=2)
+    if margin:
+        left.axhspan(-margin, margin, color="tab:green", alpha=0.12, label=f"equivalence margin ±{margin:g}")
+    left.axhline(0, color="black", lw=0.8)
+    for ax in (left, right):  # a tick at each budget
+        ax.set_xscale("log")
+        ax.set_xticks(tokens, [f"{b['max_steps']} steps\n{b['tokens']:,}" for b in budgets], fontsize=7)
+        ax.minorticks_off()
+    left.set(xlabel="training tokens", ylabel=f"final {summary['scored_on']} loss minus {ref} (nats)",
+             title=f"{summary['axis']} ablation: each arm minus {ref}, paired by seed, 95% intervals "
+                   f"({len(summary['seeds'])} seeds)")
+    left.title.set_fontsize(9)
+    left.legend(fontsize=7)
+    for b in budgets:
+        seeds = list(b["final_loss"][ref].values())
+        right.plot([b["tokens"]] * len(seeds), seeds, ".", color="tab:gray")
+    right.plot(tokens, [b["reference_loss"] for b in budgets], marker="o", color="tab:blue",
+               label=f"{ref} (mean over seeds; dots: seeds)")
+    right.axhline(summary["bigram_loss"], color="tab:red", ls="--",
+                  label=f"Kneser-Ney bigram (perplexity {summary['ngram']['bigram']:.1f})")
+    right.set(xlabel="training tokens", ylabel=f"final {summary['scored_on']} loss (nats)",
+              title=f"the reference arm against the Kneser-Ney bigram (the gate, read at {summary['longest']} steps: "
+                    f"{'passes' if budgets[-1]['reference_below_bigram'] else 'fails'})")
+    right.title.set_fontsize(9)
+    right.legend(fontsize=7)
+    fig.tight_layout()
+    save(fig, path)
+
+
+# ---------------------------------------------------------------------------------------------
+# --summarize: budgets.json and budgets.png again from a budgets folder's ablations
+# ---------------------------------------------------------------------------------------------
+
+
+def summarize_budgets(folder: str | Path) -> dict[str, Any]:
+    """budgets.json and budgets.png of ``folder`` rebuilt from its ``steps_<N>/ablation.json`` (no training).
+
+    ``folder`` is either this tool's own budgets output (it carries eval.ablation's marker), or a folder whose
+    every child is a ``steps_<N>`` ablation output of this tool (folders moved in by hand), beside at most this
+    tool's own budgets.json and budgets.png. The ablations must agree on their design (:data:`SHARED_DESIGN`:
+    only the steps differ), and each folder's name must match its steps. Only budgets.json and budgets.png are
+    written (atomically). Returns budgets.json's content; bad input raises UsageError naming the file."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise UsageError(f"--summarize {folder}: no such folder")
+    found = {}
+    for child in sorted(folder.iterdir()):
+        m = BUDGET_FOLDER.fullmatch(child.name)
+        if m and child.is_dir():
+            found[int(m.group(1))] = child
+    if not found:
+        raise UsageError(f"--summarize {folder}: no steps_<N> folder (the ablation of each budget)")
+    _check_budgets_folder(folder, found.values())
+    results: dict[int, dict[str, Any]] = {}
+    for n, child in sorted(found.items()):
+        if output_owner(child) != TOOL:
+            raise UsageError(f"{child}: not an output of {TOOL} (no marker {MARKER} naming it)")
+        path = child / "ablation.json"
+        r = read_json(path, "ablation.json", f"{child.name} is not a finished ablation")
+        if isinstance(r, dict):
+            r.setdefault("scored_on", "validation")  # written before the test blocks were scored
+        missing = [k for k in ("max_steps", "tokens", "variants", "comparisons", "overall", "statement",
+                               "final_val_loss", "lr_grid", *SHARED_DESIGN) if not isinstance(r, dict) or k not in r]
+        if missing:
+            raise UsageError(f"{path}: not an ablation.json of {TOOL} (no {', '.join(missing)})")
+        if r["max_steps"] != n:
+            raise UsageError(f"{path}: max_steps {r['max_steps']}, but its folder is {child.name}")
+        results[n] = r
+    longest_n = max(results)
+    longest, longest_path = results[longest_n], found[longest_n] / "ablation.json"
+    for n, r in results.items():
+        for key in (*SHARED_DESIGN, "variants"):
+            mine, theirs = r[key], longest[key]
+            if key == "variants":
+                mine, theirs = list(mine), list(theirs)
+            if key == "lrs":
+                same = set(mine) == set(theirs) and all(math.isclose(mine[a], theirs[a], rel_tol=1e-9) for a in mine)
+            else:
+                same = mine == theirs
+            if not same:
+                raise UsageError(f"{found[n] / 'ablation.json'}: {'arms' if key == 'variants' else key} {mine!r} "
+                                 f"differs from {longest_path}'s {theirs!r}")
+    # One tokenizer for every budget (each folder keeps its copy, or built it from the same YAML).
+    tokenizers = {n: child / "tokenizer" / "tokenizer.json" for n, child in found.items()
+                  if (child / "tokenizer" / "tokenizer.json").is_file()}
+    texts = {n: path.read_bytes() for n, path in tokenizers.items()}
+    for n, text in texts.items():
+        if text != texts[max(texts)]:
+            raise UsageError(f"{tokenizers[n]}: differs from {tokenizers[max(texts)]} (every budget reads one "
+                             "tokenizer)")
+    top = found[longest_n]
+    settings = _recorded_settings(top, longest)
+    seconds = [r.get("seconds") for r in results.values()]
+    total = round(sum(seconds), 1) if all(isinstance(s, (int, float)) for s in seconds) else None
+    lrs = longest["lrs"]
+    command = budgets_command(longest["config"], len(longest["seeds"]), folder, list(results), axis=longest["axis"],
+                              arms=list(longest["variants"]), reference=longest["reference"],
+                              margin=longest["equivalence_margin"],
+                              lr=None if longest["lr_grid"] else (next(iter(lrs.values()))
+                                                                  if len(set(lrs.values())) == 1 else lrs),
+                              lr_grid=longest["lr_grid"], data=longest["data"], seed=longest["seeds"][0])
+    with tempfile.TemporaryDirectory(prefix=".summarize-", dir=folder) as scratch:
+        tokenizer = top / "tokenizer"
+        if not (tokenizer / "tokenizer_config.json").is_file():  # rebuilt as the runs built it, from the YAML
+            model = str(top / "configs" / longest["reference"])
+            tokenizer = build_tokenizer({**settings, "model_name_or_path": model}, list(settings["data"]),
+                                        Path(scratch) / "tokenizer")
+        summary = _summary(results, folder, settings, tokenizer, command, total)
+        write_json(Path(scratch) / BUDGETS_JSON, summary)
+        _plot_budgets(summary, Path(scratch) / BUDGETS_PNG)
+        for name in (BUDGETS_JSON, BUDGETS_PNG):  # each replaced in one rename, never half-written
+            os.replace(Path(scratch) / name, folder / name)
+    return summary
+
+
+def _check_budgets_folder(folder: Path, steps_folders: Any) -> None:
+    """Refuse to write into ``folder`` unless it is this tool's own (see :func:`summarize_budgets`)."""
+    summary = folder / BUDGETS_JSON
+    ours = False
+    if summary.exists():
+        try:
+            recorded = json.loads(summary.read_text(encoding="utf-8"))
+            ours = recorded.get("tool") == TOOL and recorded.get("kind") == "budgets"
+        except (OSError, UnicodeDecodeError, ValueError, AttributeError):
+            ours = False
+        if not ours:
+            raise UsageError(f"{summary}: not a budgets.json of {TOOL}; nothing was written (it is never replaced)")
+    if output_owner(folder) == TOOL:
+        return
+    allowed = {p.name for p in steps_folders} | ({BUDGETS_JSON, BUDGETS_PNG} if ours else set())
+    for child in sorted(folder.iterdir()):
+        if child.name not in allowed:
+            raise UsageError(f"{child}: {folder} holds more than steps_<N> ablation folders and this tool's "
+                             f"budgets.json/budgets.png; nothing was written")
+
+
+def _recorded_settings(folder: Path, result: dict[str, Any]) -> dict[str, Any]:
+    """The YAML settings a budget's runs read (:data:`SPLIT_SETTINGS`): from the folder's own copy of the
+    reference arm's train.yaml, else from the YAML ablation.json names; the data ablation.json records."""
+    import train_config
+
+    arm_yaml = folder / "configs" / result["reference"] / "train.yaml"
+    try:
+        cfg = yaml.safe_load(arm_yaml.read_text(encoding="utf-8")) if arm_yaml.is_file() else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise UsageError(f"{arm_yaml}: not a readable train.py YAML ({first_line(e)})") from None
+    if not isinstance(cfg, dict) or any(k not in cfg for k in SPLIT_SETTINGS):
+        try:
+            cfg = train_config.read_yaml(result["config"])
+        except train_config.ConfigError as e:
+            raise UsageError(f"{folder / 'ablation.json'}: its config {e}") from None
+    return {**{k: cfg[k] for k in SPLIT_SETTINGS}, "data": result["data"]}
+
+
 def _rates(text: str) -> float | dict[str, float]:
     """``--learning_rate``: one rate, or ``ARM=RATE,...``."""
     try:
@@ -326,14 +745,26 @@ def _grid(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"expected rates separated by commas, got {text!r}") from None
 
 
+def _budgets(text: str) -> list[int]:
+    """``--budgets``: distinct positive step counts, comma separated."""
+    try:
+        steps = [int(b) for b in comma_list(text)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected step counts separated by commas, got {text!r}") from None
+    try:
+        return _budget_steps(steps)
+    except UsageError:
+        raise argparse.ArgumentTypeError(f"expected distinct positive step counts, got {text!r}") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = UsageParser(prog="python -m eval.ablation", description=__doc__.split("\n\n")[0])
-    p.add_argument("--config", required=True,
-                   help="train.py YAML of a SPEN model, e.g. hub_configs/spen-w32/train.yaml")
+    p.add_argument("--config", help="train.py YAML of a SPEN model, e.g. hub_configs/spen-w32/train.yaml (required "
+                                    "unless --summarize)")
     p.add_argument("--seeds", type=_positive_int, default=5, help="seeds per arm: --seed + 0..N-1")
     p.add_argument("--seed", type=int, help="the first seed (default: the YAML's)")
     add_output_dir(p, "output folder (written atomically when the ablation ends; a failed one is kept as "
-                      "NAME.failed with its logs)")
+                      "NAME.failed with its logs; required unless --summarize)", required=False)
     p.add_argument("--variants", type=comma_list, nargs="+", metavar="NAME",
                    help=f"predictor arms, comma or space separated (default: all of {', '.join(PREDICTOR_VARIANTS)})")
     p.add_argument("--trace", type=comma_list, nargs="+", metavar="NAME",
@@ -342,6 +773,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
                    help="equivalence margin in nats, declared before the run")
     p.add_argument("--max_steps", type=_positive_int, help="optimizer steps per run (default: the YAML's)")
+    p.add_argument("--budgets", type=_budgets, metavar="STEPS",
+                   help="the ablation at each of these step counts (comma separated) instead of --max_steps: "
+                        "OUTPUT_DIR/steps_N/ each, the longest first (with --lr_grid it chooses every arm's rate "
+                        "for all), then budgets.json and budgets.png (default: one budget)")
+    p.add_argument("--summarize", metavar="DIR",
+                   help="rebuild DIR/budgets.json and budgets.png from DIR/steps_N/ablation.json, without "
+                        "training; no other flag")
     p.add_argument("--learning_rate", "--lr", dest="lr", type=_rates,
                    help="peak learning rate of every arm, or each arm's as ARM=RATE,ARM=RATE (default: the YAML's)")
     p.add_argument("--lr_grid", type=_grid, metavar="RATES",
@@ -357,10 +795,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as e:  # a usage error (already printed in one line) or --help: its status, returned
         return int(e.code or 0)
     try:
-        result = run_ablation(args.config, args.seeds, args.output_dir, variants=flatten(args.variants),
-                              traces=flatten(args.trace), max_steps=args.max_steps, data=args.data, lr=args.lr,
-                              lr_grid=args.lr_grid, workers=args.workers, reference=args.reference, margin=args.margin,
-                              tokenizer=args.tokenizer, seed=args.seed, overwrite=args.overwrite_output_dir)
+        if args.summarize is not None:
+            given = [a.option_strings[0] for a in p._actions
+                     if a.dest not in ("help", "summarize") and getattr(args, a.dest) != a.default]
+            if given:
+                raise UsageError(f"--summarize reads a finished folder: give no other flag (got {', '.join(given)})")
+            summary = summarize_budgets(args.summarize)
+            print(summary["budgets"][-1]["statement"])
+            print(f"wrote {Path(args.summarize) / BUDGETS_JSON} and {Path(args.summarize) / BUDGETS_PNG}")
+            return 0
+        for flag, value in (("--config", args.config), ("--output_dir", args.output_dir)):
+            if value is None:
+                raise UsageError(f"{flag} is required (unless --summarize)")
+        design = dict(variants=flatten(args.variants), traces=flatten(args.trace), data=args.data, lr=args.lr,
+                      lr_grid=args.lr_grid, workers=args.workers, reference=args.reference, margin=args.margin,
+                      tokenizer=args.tokenizer, seed=args.seed, overwrite=args.overwrite_output_dir)
+        if args.budgets is not None:
+            if args.max_steps is not None:
+                raise UsageError("--max_steps and --budgets: give one (the budgets are the runs' steps)")
+            summary = run_budgets(args.config, args.seeds, args.output_dir, args.budgets, **design)
+            print(summary["budgets"][-1]["statement"])
+            print(f"wrote {Path(args.output_dir) / BUDGETS_JSON}, {Path(args.output_dir) / BUDGETS_PNG} and "
+                  f"steps_N/ for N in {', '.join(str(b['max_steps']) for b in summary['budgets'])}")
+            return 0
+        result = run_ablation(args.config, args.seeds, args.output_dir, max_steps=args.max_steps, **design)
     except UsageError as e:
         print(f"{p.prog}: error: {first_line(e)}", file=sys.stderr)
         return EXIT_USAGE

@@ -6,6 +6,7 @@ import json
 import math
 import re
 import shlex
+import shutil
 
 import pytest
 
@@ -166,3 +167,253 @@ def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, argv, flag)
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and flag in err[0], err
     assert not out.exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# --budgets and --summarize
+# ---------------------------------------------------------------------------------------------
+
+BUDGETS_KEYS = {"tool", "kind", "axis", "command", "config", "reference", "equivalence_margin", "seeds", "lr_grid",
+                "rates", "lrs", "scored_on", "eval_tokens", "parameters", "parameter_difference", "ngram",
+                "bigram_loss", "budgets", "longest", "seconds", "rates_moved_measure"}
+BUDGET_KEYS = {"max_steps", "tokens", "folder", "final_loss", "mean_loss", "comparisons", "overall", "statement",
+               "reference_loss", "reference_below_bigram"}
+ABLATION_FILES = ["ablation.json", "configs", "logs", "loss_curves.png", "runs", "tokenizer"]
+
+
+@pytest.fixture(scope="module")
+def budgets_run(tmp_path_factory):
+    """2 budgets (given longest first: the order given does not matter) x 2 arms x 2 seeds, each arm choosing its
+    rate from a 2-point grid at the longest budget: one run shared by the tests below."""
+    tmp = tmp_path_factory.mktemp("budgets")
+    config = write_micro_config(tmp / "micro.yaml")
+    out = tmp / "D"
+    assert main(["--config", str(config), "--seeds", "2", "--trace", "linear,linear-learned", "--lr_grid",
+                 "1e-3,3e-2", "--budgets", "2,1", "--output_dir", str(out)]) == 0
+    return config, out
+
+
+def _files(folder):
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_budgets_write_every_budget_and_the_summary(budgets_run):
+    config, out = budgets_run
+    assert _files(out) == sorted([MARKER, "budgets.json", "budgets.png", "steps_1", "steps_2"])
+    summary = json.loads((out / "budgets.json").read_text())
+    assert set(summary) == BUDGETS_KEYS and ".tmp-" not in (out / "budgets.json").read_text()
+    assert summary["tool"] == "eval.ablation" and summary["kind"] == "budgets" and summary["axis"] == "trace"
+    assert summary["reference"] == "linear" and summary["seeds"] == [7, 8] and summary["lr_grid"] == [1e-3, 3e-2]
+    assert summary["longest"] == 2 and [b["max_steps"] for b in summary["budgets"]] == [1, 2]
+    ablations = {n: json.loads((out / f"steps_{n}" / "ablation.json").read_text()) for n in (1, 2)}
+    for n, result in ablations.items():
+        assert _files(out / f"steps_{n}") == sorted([MARKER, *ABLATION_FILES])  # a whole ablation folder each
+        assert result["max_steps"] == n and ".tmp-" not in json.dumps(result)
+    # The longest chose every arm's rate on the grid; the shorter budget trained each arm at that rate.
+    longest, shorter = ablations[2], ablations[1]
+    assert summary["rates"] == longest["rates"] and summary["lrs"] == longest["lrs"] == shorter["lrs"]
+    assert shorter["lr_grid"] is None and "rates" not in shorter
+    for arm, var in shorter["variants"].items():
+        for run in var["runs"].values():
+            assert _settings_of(run["command"])["learning_rate"] == longest["rates"][arm]["chosen"]
+            assert _settings_of(run["command"])["max_steps"] == 1
+    # One tokenizer: the same in both budgets' folders and in every run.
+    tokenizers = {(out / f"steps_{n}" / r["run_dir"] / "tokenizer" / "tokenizer.json").read_text()
+                  for n, a in ablations.items() for v in a["variants"].values() for r in v["runs"].values()}
+    tokenizers |= {(out / f"steps_{n}" / "tokenizer" / "tokenizer.json").read_text() for n in (1, 2)}
+    assert len(tokenizers) == 1
+    # Each budget: its own ablation's numbers; the gate reads the reference arm against the bigram.
+    for b in summary["budgets"]:
+        result = ablations[b["max_steps"]]
+        assert set(b) == BUDGET_KEYS | {"rates_moved"} and b["folder"] == f"steps_{b['max_steps']}"
+        assert b["tokens"] == result["tokens"] and b["final_loss"] == result["final_val_loss"]
+        assert b["comparisons"] == result["comparisons"] and b["statement"] == result["statement"]
+        assert b["reference_loss"] == pytest.approx(sum(b["final_loss"]["linear"].values()) / 2)
+        assert b["reference_below_bigram"] == (b["reference_loss"] < summary["bigram_loss"])
+        # Only the learned trace's rates can move; after training they have.
+        assert set(b["rates_moved"]) == {"linear-learned"}
+        moved = b["rates_moved"]["linear-learned"]
+        assert set(moved["per_seed"]) == {"7", "8"} and moved["max"] >= moved["mean"] >= 0
+    assert summary["budgets"][-1]["rates_moved"]["linear-learned"]["max"] > 0
+    # The n-gram lines: on the blocks scored, counted on at most the longest budget's tokens.
+    ngram = summary["ngram"]
+    assert ngram["split"] == summary["scored_on"] == "validation" and summary["eval_tokens"] == ngram["eval_tokens"]
+    assert ngram["train_tokens"] == longest["tokens"] and summary["bigram_loss"] == pytest.approx(
+        math.log(ngram["bigram"]))
+    assert ngram["unigram"] > ngram["bigram"] > 0
+    params = summary["parameters"]
+    learned = longest["variants"]["linear-learned"]
+    assert params["linear-learned"] == {"total": learned["parameters"],
+                                        "non_embedding": learned["non_embedding_parameters"]}
+    assert summary["parameter_difference"] == {
+        "linear": 0, "linear-learned": params["linear-learned"]["non_embedding"] - params["linear"]["non_embedding"]}
+    assert summary["parameter_difference"]["linear-learned"] > 0  # the learned rates are parameters
+    assert summary["seconds"] > 0
+    argv = shlex.split(summary["command"])
+    assert argv[:3] == ["python", "-m", "eval.ablation"] and argv[argv.index("--budgets") + 1] == "1,2"
+    assert argv[argv.index("--output_dir") + 1] == str(out) and argv[argv.index("--config") + 1] == str(config)
+
+
+def test_the_verdict_is_the_longest_budgets(budgets_run):
+    _, out = budgets_run
+    summary = json.loads((out / "budgets.json").read_text())
+    verdict = next(b for b in summary["budgets"] if b["max_steps"] == summary["longest"])
+    assert summary["budgets"][-1] is not None and verdict == summary["budgets"][-1]  # ascending: the longest last
+    longest = json.loads((out / "steps_2" / "ablation.json").read_text())
+    shorter = json.loads((out / "steps_1" / "ablation.json").read_text())
+    assert longest["comparisons"] != shorter["comparisons"]  # so reading the wrong budget would show
+    assert verdict["comparisons"] == longest["comparisons"] and verdict["statement"] == longest["statement"]
+
+
+def _without(summary: dict, *keys: str) -> dict:
+    return {k: v for k, v in summary.items() if k not in keys}
+
+
+def test_summarize_rebuilds_the_summary_from_the_folders(budgets_run, tmp_path, capsys):
+    config, out = budgets_run
+    original = json.loads((out / "budgets.json").read_text())
+    # Folders moved in by hand (no marker on the parent), without the longest's tokenizer: it is rebuilt.
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    for n in (1, 2):
+        shutil.copytree(out / f"steps_{n}", moved / f"steps_{n}")
+    shutil.rmtree(moved / "steps_2" / "tokenizer")
+    assert main(["--summarize", str(moved)]) == 0
+    assert _files(moved) == ["budgets.json", "budgets.png", "steps_1", "steps_2"]
+    rebuilt = json.loads((moved / "budgets.json").read_text())
+    assert _without(rebuilt, "command", "seconds") == _without(original, "command", "seconds")
+    steps_seconds = [json.loads((out / f"steps_{n}" / "ablation.json").read_text())["seconds"] for n in (1, 2)]
+    assert rebuilt["seconds"] == pytest.approx(sum(steps_seconds), abs=0.11)
+    argv = shlex.split(rebuilt["command"])
+    assert argv[argv.index("--output_dir") + 1] == str(moved) and argv[argv.index("--seed") + 1] == "7"
+    assert argv[argv.index("--budgets") + 1] == "1,2" and argv[argv.index("--lr_grid") + 1] == "0.001,0.03"
+    # Again over its own summary; and in the tool's own folder.
+    assert main(["--summarize", str(moved)]) == 0
+    assert _without(json.loads((moved / "budgets.json").read_text()), "command", "seconds") == _without(
+        original, "command", "seconds")
+    own = tmp_path / "own"
+    shutil.copytree(out, own)
+    assert main(["--summarize", str(own)]) == 0
+    assert _without(json.loads((own / "budgets.json").read_text()), "command", "seconds") == _without(
+        original, "command", "seconds")
+    assert "wrote" in capsys.readouterr().out
+
+
+def _steps_copy(out, folder, n, edit=None):
+    """steps_n of the shared run, its ablation.json and marker only (enough for the checks), optionally edited."""
+    (folder / f"steps_{n}").mkdir(parents=True)
+    shutil.copy(out / f"steps_{n}" / MARKER, folder / f"steps_{n}" / MARKER)
+    result = json.loads((out / f"steps_{n}" / "ablation.json").read_text())
+    (folder / f"steps_{n}" / "ablation.json").write_text(json.dumps(edit(result) if edit else result))
+
+
+@pytest.mark.parametrize("case, names", [
+    ("missing", "D"),
+    ("no budgets", "D"),
+    ("unreadable", "steps_2/ablation.json"),
+    ("not an ablation", "steps_2/ablation.json"),
+    ("no marker", "steps_2"),
+    ("wrong steps", "steps_1/ablation.json"),
+    ("other seeds", "steps_1/ablation.json"),
+    ("other reference", "steps_1/ablation.json"),
+    ("other arms", "steps_1/ablation.json"),
+    ("other config", "steps_1/ablation.json"),
+    ("other rates", "steps_1/ablation.json"),
+    ("a foreign file", "notes.txt"),
+    ("a foreign budgets.json", "budgets.json"),
+    ("another tokenizer", "steps_1/tokenizer/tokenizer.json"),
+    ("another flag", "--seeds"),
+])
+def test_summarize_bad_input_one_line_exit_2_nothing_written(budgets_run, tmp_path, capsys, case, names):
+    _, out = budgets_run
+    folder = tmp_path / "D"
+    argv = ["--summarize", str(folder)]
+    edits = {"wrong steps": lambda r: {**r, "max_steps": 5}, "other seeds": lambda r: {**r, "seeds": [7, 9]},
+             "other reference": lambda r: {**r, "reference": "linear-learned"},
+             "other arms": lambda r: {**r, "variants": {"linear": r["variants"]["linear"]}},
+             "other config": lambda r: {**r, "config": "elsewhere.yaml"},
+             "other rates": lambda r: {**r, "lrs": {arm: 2 * rate for arm, rate in r["lrs"].items()}}}
+    if case != "missing":
+        folder.mkdir()
+    if case not in ("missing", "no budgets"):
+        _steps_copy(out, folder, 2)
+        _steps_copy(out, folder, 1, edits.get(case))
+    if case == "no budgets":
+        (folder / "steps_x").mkdir()
+    elif case == "unreadable":
+        (folder / "steps_2" / "ablation.json").write_text("{not json")
+    elif case == "not an ablation":
+        (folder / "steps_2" / "ablation.json").write_text(json.dumps({"max_steps": 2}))
+    elif case == "no marker":
+        (folder / "steps_2" / MARKER).unlink()
+    elif case == "a foreign file":
+        (folder / "notes.txt").write_text("mine")
+    elif case == "a foreign budgets.json":
+        (folder / "budgets.json").write_text(json.dumps({"my": "numbers"}))
+    elif case == "another flag":
+        argv += ["--seeds", "3"]
+    elif case == "another tokenizer":
+        for n in (1, 2):
+            shutil.copytree(out / f"steps_{n}" / "tokenizer", folder / f"steps_{n}" / "tokenizer")
+        (folder / "steps_1" / "tokenizer" / "tokenizer.json").write_text("{}")
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    texts = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and names.split("/")[-1] in err[0], err
+    if "/" in names:
+        assert str(folder / names) in err[0], err
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before  # nothing written, nothing removed
+    assert all(p.read_bytes() == text for p, text in texts.items())
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--config", "{micro}", "--budgets", "2,2"], "--budgets"),
+    (["--config", "{micro}", "--budgets", "0,2"], "--budgets"),
+    (["--config", "{micro}", "--budgets", "1,two"], "--budgets"),
+    (["--config", "{micro}", "--budgets", "1,2", "--max_steps", "2"], "--max_steps"),
+    (["--config", "{micro}", "--budgets", "1,2", "--trace", "fancy"], "--trace"),
+    (["--config", "{micro}", "--budgets", "1,2", "--lr_grid", "1e-3", "--learning_rate", "1e-3"], "--lr_grid"),
+    (["--budgets", "1,2"], "--config"),
+])
+def test_budgets_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, argv, flag):
+    micro = write_micro_config(tmp_path / "micro.yaml")
+    out = tmp_path / "abl"
+    assert main([*(a.format(micro=micro) for a in argv), "--output_dir", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and flag in err[0], err
+    assert _files(tmp_path) == ["micro.yaml"]
+
+
+def test_help_shows_the_defaults(capsys):
+    assert main(["--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--budgets STEPS" in text and "--summarize DIR" in text
+    assert "(default: 5)" in text and "(default: 0.02)" in text
+
+
+@pytest.mark.parametrize("trace", ["learned", "selective"])
+def test_rates_moved_reads_how_far_the_write_rates_moved(tmp_path, trace):
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    import modeling_spen  # noqa: F401  registers SPEN with the Auto classes
+    from eval.ablation import rates_moved
+    from modeling_spen.modeling_spen import SPENTraces
+
+    config = AutoConfig.from_pretrained(REPO / "hub_configs" / "spen-tiny", trace=trace)
+    model = AutoModelForCausalLM.from_config(config)
+    model.save_pretrained(tmp_path / "untrained")
+    assert rates_moved(tmp_path / "untrained") == {"max": 0.0, "mean": 0.0}  # they start at the fixed rates
+    # One rate of one layer set to 0.5 (logit 0) from 0.02: moved 0.48; every other rate stays.
+    traces = [m for m in model.modules() if isinstance(m, SPENTraces)]
+    D, S = config.hidden_size, len(config.trace_rates)
+    with torch.no_grad():
+        if trace == "learned":
+            traces[-1].alpha_logit[2, 5] = 0.0
+        else:  # the selective rate at zero input is its bias: slot 2, channel 5
+            traces[-1].alpha_up.bias[2 * D + 5] = 0.0
+    model.save_pretrained(tmp_path / "moved")
+    moved = rates_moved(tmp_path / "moved")
+    assert moved["max"] == pytest.approx(0.48, abs=1e-6)
+    assert moved["mean"] == pytest.approx(0.48 / (S * D * config.num_hidden_layers), rel=1e-4)

@@ -424,7 +424,8 @@ def test_render_upgrade_rewrites_the_claims_from_the_table(tmp_path: Path) -> No
     assert "not testable in this regime" in (folder / "index.md").read_text()
 
 
-def test_the_ablation_stage_trains_every_budget_at_the_rates_the_longest_chose(tmp_path: Path, monkeypatch) -> None:
+def test_the_ablation_stage_trains_every_budget_through_run_budgets(tmp_path: Path, monkeypatch) -> None:
+    import json
     import shlex
     from dataclasses import replace
 
@@ -432,29 +433,41 @@ def test_the_ablation_stage_trains_every_budget_at_the_rates_the_longest_chose(t
     from eval.report import stages
 
     calls: list[dict] = []
-    chosen = {"linear": 1e-3, "linear-selective": 1e-2}
 
-    def record(config, seeds, out_dir, **kwargs):
-        calls.append({"config": config, "seeds": seeds, "out_dir": out_dir, **kwargs})
-        return {"statement": "recorded", "lrs": chosen, "max_steps": kwargs["max_steps"], "tokens": 7,
-                "final_val_loss": {}, "comparisons": {}, "overall": None}
+    def record(config, seeds, out_dir, budgets, **kwargs):
+        calls.append({"config": config, "seeds": seeds, "out_dir": out_dir, "budgets": budgets, **kwargs})
+        if len(calls) == 1:  # the stage's call writes each budget's ablation.json; the replay writes nothing
+            for n in budgets:
+                (Path(out_dir) / f"steps_{n}").mkdir(parents=True)
+                (Path(out_dir) / f"steps_{n}" / "ablation.json").write_text(json.dumps({
+                    "max_steps": n, "tokens": 7 * n, "final_val_loss": {}, "overall": None, "statement": f"at {n}",
+                    "comparisons": {"linear-selective": {"difference": -n}}}))
+        command = ablation.budgets_command(config, seeds, out_dir, budgets, axis="trace", arms=kwargs["traces"],
+                                           reference="linear", margin=kwargs["margin"], lr=kwargs["lr"],
+                                           lr_grid=kwargs["lr_grid"], data=kwargs["data"],
+                                           tokenizer=kwargs["tokenizer"], workers=kwargs["workers"])
+        return {"command": command, "longest": max(budgets),
+                "budgets": [{"max_steps": n, "folder": f"steps_{n}", "statement": f"at {n}"} for n in sorted(budgets)]}
 
-    monkeypatch.setattr(ablation, "run_ablation", record)
+    monkeypatch.setattr(ablation, "run_budgets", record)
     plan = _tiny_plan(tmp_path)
     plan = replace(plan, ablation=replace(plan.ablation, max_steps=None, budgets=(30, 10, 20), lr_grid=(1e-3, 1e-2),
                                           traces=("linear", "linear-selective")))
     result = stages.ablation(tmp_path, plan, "trace", 3e-3, tmp_path / "tokenizer")
-    assert [c["max_steps"] for c in calls] == [30, 10, 20]  # the longest first: it chooses the rates
-    assert calls[0]["lr_grid"] == (1e-3, 1e-2) and calls[0]["lr"] is None
-    assert all(c["lr"] == chosen and c["lr_grid"] is None for c in calls[1:])
-    assert list(result["budgets"]) == ["10", "20", "30"] and result["budgets"]["30"]["max_steps"] == 30
-    recorded = [result["budgets"][str(c["max_steps"])]["command"] for c in calls]
-    calls.clear()
-    for command in recorded:  # each budget's recorded line, parsed by the tool itself, is the stage's call
-        prog, *argv = shlex.split(command)[2:]
-        assert prog == "eval.ablation" and ablation.main(argv) == 0
-    assert [c["max_steps"] for c in calls] == [30, 10, 20]
-    assert calls[0]["lr_grid"] == [1e-3, 1e-2] and all(c["lr"] == chosen for c in calls[1:])
+    (stage,) = calls
+    assert stage["budgets"] == [10, 20, 30] and stage["out_dir"] == tmp_path / "ablation_trace"
+    assert stage["lr_grid"] == (1e-3, 1e-2) and stage["lr"] is None  # each arm's rate from the grid
+    # The verdict is the longest budget's; the others are under `budgets`, ascending.
+    assert result["max_steps"] == 30 and result["statement"] == "at 30"
+    assert result["comparisons"] == {"linear-selective": {"difference": -30}}
+    assert result["folder"] == str(tmp_path / "ablation_trace" / "steps_30")
+    assert list(result["budgets"]) == ["10", "20", "30"] and result["budgets"]["10"]["tokens"] == 70
+    assert result["budgets_file"] == str(tmp_path / "ablation_trace" / "budgets.json")
+    prog, *argv = shlex.split(result["command"])[2:]
+    assert prog == "eval.ablation" and ablation.main(argv) == 0  # the recorded line, parsed by the tool itself
+    _, replayed = calls
+    for key, value in stage.items():
+        assert _plain(replayed[key]) == _plain(value), key
 
 
 def test_a_plan_gives_budgets_or_max_steps(tmp_path: Path) -> None:

@@ -313,40 +313,46 @@ def ablation(work: Path, plan: Plan, axis: str, lr: float, tokenizer: Path) -> d
     """SPEN with every reader (axis "predictor") or every trace (axis "trace") x seeds
     (:func:`eval.ablation.run_ablation`), paired by seed, verdicts against the plan's margin. Each arm trains at
     ``lr`` (SPEN's rate from the grid) or, with the plan's ``ablation.lr_grid``, at its own rate chosen from that
-    grid at the longest budget; with ``ablation.budgets`` every budget trains (shorter ones at the rates the
-    longest chose) and the verdict is the longest's, the others under ``budgets``. The result carries the command
-    line that reproduces each (``python -m eval.ablation``)."""
-    from eval.ablation import PREDICTOR_VARIANTS, TRACE_VARIANTS, run_ablation
+    grid at the longest budget. With more than one budget (``ablation.budgets``) the stage is
+    :func:`eval.ablation.run_budgets` into ``work/ablation_{axis}`` (``steps_N/`` each, shorter budgets at the rates
+    the longest chose, ``budgets.json``); the result is then the longest budget's ablation.json with the others under
+    ``budgets`` (the verdict is the longest's) and ``budgets_file``. The result carries the command line that
+    reproduces it (``python -m eval.ablation``)."""
+    from eval.ablation import PREDICTOR_VARIANTS, TRACE_VARIANTS, run_ablation, run_budgets
 
     a = plan.ablation
     budgets = sorted(a.budgets) if a.budgets else [a.max_steps or plan.language_model.max_steps]
     arms = list(a.traces or TRACE_VARIANTS) if axis == "trace" else list(a.predictors or PREDICTOR_VARIANTS)
     arm_flag = "--trace" if axis == "trace" else "--variants"
-
-    def one(steps: int | None, out: Path, rates: dict[str, float] | None) -> dict[str, Any]:
-        grid = a.lr_grid if rates is None else None
-        rate = rates if rates is not None else None if grid else lr
-        result = run_ablation(plan.yaml_path("spen"), a.seeds, out, variants=arms if axis != "trace" else None,
-                              traces=arms if axis == "trace" else None, max_steps=steps, data=plan.data, lr=rate,
-                              lr_grid=grid, workers=plan.workers, margin=a.equivalence_margin, tokenizer=tokenizer)
-        flag_rate = ",".join(f"{k}={v:g}" for k, v in rate.items()) if isinstance(rate, dict) else rate
-        result["command"] = command_line(ABLATION, {
-            "--config": plan.yaml_path("spen"), "--seeds": a.seeds, "--output_dir": out, arm_flag: arms,
-            "--learning_rate": flag_rate, "--lr_grid": ",".join(f"{g:g}" for g in grid) if grid else None,
-            "--margin": a.equivalence_margin, "--tokenizer": tokenizer, "--workers": plan.workers,
-            "--max_steps": steps, "--data": plan.data})
-        result["folder"] = str(out)
-        return result
-
-    longest = one(budgets[-1], work / f"ablation_{axis}", None)
+    grid = a.lr_grid
+    rate = None if grid else lr
+    out = work / f"ablation_{axis}"
+    design = {"variants": arms if axis != "trace" else None, "traces": arms if axis == "trace" else None,
+              "data": plan.data, "lr": rate, "lr_grid": grid, "workers": plan.workers,
+              "margin": a.equivalence_margin, "tokenizer": tokenizer}
     if len(budgets) > 1:
-        by_budget = {budgets[-1]: longest}
-        for steps in budgets[:-1]:
-            by_budget[steps] = one(steps, work / f"ablation_{axis}_steps_{steps}", longest["lrs"])
-        longest["budgets"] = {str(steps): {k: r[k] for k in ("max_steps", "tokens", "final_val_loss", "comparisons",
-                                                              "overall", "statement", "command")}
+        from ema_boundary.io import read_json
+
+        summary = run_budgets(plan.yaml_path("spen"), a.seeds, out, budgets, **design)
+        by_budget = {b["max_steps"]: read_json(out / b["folder"] / "ablation.json", "ablation.json",
+                                               "written by eval.ablation --budgets") for b in summary["budgets"]}
+        longest = by_budget[summary["longest"]]
+        longest.update(command=summary["command"], folder=str(out / f"steps_{summary['longest']}"),
+                       budgets_file=str(out / "budgets.json"))
+        # One command trains every budget; each entry names it and its own folder.
+        longest["budgets"] = {str(steps): {**{k: r[k] for k in ("max_steps", "tokens", "final_val_loss",
+                                                                 "comparisons", "overall", "statement")},
+                                           "command": summary["command"], "folder": str(out / f"steps_{steps}")}
                               for steps, r in sorted(by_budget.items())}
-    return longest
+        return longest
+    result = run_ablation(plan.yaml_path("spen"), a.seeds, out, max_steps=budgets[0], **design)
+    result["command"] = command_line(ABLATION, {
+        "--config": plan.yaml_path("spen"), "--seeds": a.seeds, "--output_dir": out, arm_flag: arms,
+        "--learning_rate": rate, "--lr_grid": ",".join(f"{g:g}" for g in grid) if grid else None,
+        "--margin": a.equivalence_margin, "--tokenizer": tokenizer, "--workers": plan.workers,
+        "--max_steps": budgets[0], "--data": plan.data})
+    result["folder"] = str(out)
+    return result
 
 
 def probe_text(plan: Plan) -> str:
