@@ -22,8 +22,11 @@ def figures(report: dict, work: Path, fig_dir: Path) -> dict[str, str]:
     """Draw the report's figures (and copy the ablations'); returns name -> path relative to the report."""
     fig_dir.mkdir(parents=True, exist_ok=True)
     paths = {name: f"figures/{p.name}" for name, p in render_structure_figures(report["structure"], fig_dir).items()}
-    for name, src in [("ablation_predictor", work / "ablation_predictor" / "loss_curves.png"),
-                      ("ablation_trace", work / "ablation_trace" / "loss_curves.png")]:
+    for name in ("ablation_predictor", "ablation_trace"):
+        # One budget: the ablation's loss curves; several (run_budgets): every arm's difference at each budget.
+        src = work / name / "budgets.png"
+        if not src.is_file():
+            src = work / name / "loss_curves.png"
         if src.is_file():
             shutil.copyfile(src, fig_dir / f"{name}.png")
             paths[name] = f"figures/{name}.png"
