@@ -77,7 +77,7 @@ def _axis_block(b: dict[str, Any]) -> dict[str, Any]:
         "command": b.get("command"), "lrs": b["lrs"], "rates": b.get("rates"), "lr_grid": b.get("lr_grid"),
         "scored_on": b["scored_on"], "eval_tokens": b.get("eval_tokens"), "parameters": b["parameters"],
         "parameter_difference": b.get("parameter_difference"), "bigram_loss": b["bigram_loss"],
-        "seconds": b.get("seconds"), "longest": b["longest"],
+        "seconds": b.get("seconds"), "longest": b["longest"], "rates_moved_measure": b.get("rates_moved_measure"),
         "budgets": [{k: x[k] for k in (*BUDGET_KEYS, "final_loss", "rates_moved") if k in x} for x in budgets],
         # The longest budget in the shape of report.json's ``ablation`` block: the claims' rules read it as they
         # read the report's own ablations.

@@ -369,15 +369,17 @@ def ablation_budgets_section(report: dict) -> list[str]:
         if moved:
             steps, rm = moved[-1]
             lines += ["", f"How far the learned and selective rates moved from their fixed initial values after "
-                          f"{steps:,} steps: " + "; ".join(f"`{arm}` {_moved(m)}" for arm, m in rm.items()) + "."]
+                          f"{steps:,} steps: " + "; ".join(f"`{arm}` {_moved(m)}" for arm, m in rm.items())
+                      + (f" ({a['rates_moved_measure']})" if a.get("rates_moved_measure") else "") + "."]
         row_id = "readers_identical_budgets" if axis == "predictor" else "selection_escapes_budgets"
         lines += ["", _verdict_line(_claim_row(report, row_id)), ""]
     return lines
 
 
 def _moved(m: object) -> str:
+    """max and mean |moved| over seeds (the per-seed values stay in budgets.json)."""
     if isinstance(m, dict):
-        return ", ".join(f"{k} {v:.3g}" if isinstance(v, (int, float)) else f"{k} {v}" for k, v in m.items())
+        return ", ".join(f"{k} {v:.3g}" for k, v in m.items() if isinstance(v, (int, float)))
     return str(m)
 
 
