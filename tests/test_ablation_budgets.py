@@ -196,9 +196,23 @@ def test_a_plan_names_a_committed_ablation_folder_checked_at_load(tmp_path):
 
     plan = (REPO / "hub_configs" / "report" / "quick.yaml").read_text()
     good = _folder(tmp_path, _axis("predictor", READERS_EQUAL), None)
-    (tmp_path / "good.yaml").write_text(plan.replace("ablation:\n", f"ablation:\n  committed: {good}\n", 1))
+    assert "  committed: docs/ablation" in plan  # the plans name the committed folder
+    (tmp_path / "good.yaml").write_text(plan.replace("committed: docs/ablation", f"committed: {good}", 1))
     assert Plan.load(tmp_path / "good.yaml").ablation.committed == str(good)
-    (tmp_path / "bad.yaml").write_text(plan.replace("ablation:\n", f"ablation:\n  committed: {tmp_path}/none\n", 1))
+    (tmp_path / "bad.yaml").write_text(plan.replace("committed: docs/ablation", f"committed: {tmp_path}/none", 1))
     with pytest.raises(PlanError, match="ablation.committed") as err:
         Plan.load(tmp_path / "bad.yaml")
     assert "no such folder" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_committed_report_reads_the_committed_ablation():
+    """docs/report holds docs/ablation: both committed rows speak (the reference below the bigram at 2,000 steps)
+    and the report's own 100-step rows stay not testable, citing every budget."""
+    report = json.loads((COMMITTED / "report.json").read_text())
+    block = budgets_block(read_budgets(REPO / "docs" / "ablation"), "docs/ablation")
+    assert {k: v for k, v in report["ablation_budgets"].items() if k != "attached_by"} == block
+    assert _row(report, "readers_identical_budgets")["verdict"] == "met"
+    assert _row(report, "selection_escapes_budgets")["verdict"] == "met"
+    for own in ("readers_identical", "selection_escapes"):
+        row = _row(report, own)
+        assert row["verdict"] == "not testable in this regime" and "docs/ablation/" in row["conditions"]
