@@ -174,6 +174,7 @@ def test_render_attaches_a_committed_ablation_to_an_existing_report(tmp_path, ca
     shutil.copytree(COMMITTED, folder)
     before = json.loads((folder / "report.json").read_text())
     committed = _folder(tmp_path, _axis("predictor", READERS_EQUAL), _axis("trace", SELECTION_NOT_LOWER))
+    (committed / "predictor" / "budgets.png").write_bytes(b"a figure")  # the trace axis has none
     assert ema_boundary(["render", str(folder), "--ablation", str(committed)]) == 2
     assert "--ablation rewrites report.json: give it with --upgrade" in capsys.readouterr().err
     assert ema_boundary(["render", str(folder), "--upgrade", "--ablation", str(tmp_path / "none")]) == 2
@@ -186,9 +187,16 @@ def test_render_attaches_a_committed_ablation_to_an_existing_report(tmp_path, ca
     assert after["ablation_budgets"]["attached_by"].startswith("ema-boundary render")
     assert _row(after, "readers_identical_budgets")["verdict"] == "met"
     assert _row(after, "selection_escapes_budgets")["verdict"] == "refuted"
-    unchanged = {k: v for k, v in after.items() if k not in ("claims", "ablation_budgets")}
-    assert unchanged == {k: v for k, v in copy.deepcopy(before).items() if k not in ("claims", "ablation_budgets")}
-    assert "(committed)" in (folder / "index.md").read_text()
+    changed = ("claims", "ablation_budgets", "figures")
+    unchanged = {k: v for k, v in after.items() if k not in changed}
+    assert unchanged == {k: v for k, v in copy.deepcopy(before).items() if k not in changed}
+    # The committed figures travel with the report: copied in, embedded in the section, the others kept.
+    assert after["figures"] == {**{k: v for k, v in before["figures"].items() if not k.startswith("ablation_budgets")},
+                                "ablation_budgets_predictor": "figures/ablation_budgets_predictor.png"}
+    assert (folder / "figures" / "ablation_budgets_predictor.png").read_bytes() == b"a figure"
+    index = (folder / "index.md").read_text()
+    assert "(committed)" in index
+    assert "](figures/ablation_budgets_predictor.png)" in index and "ablation_budgets_trace" not in index
 
 
 def test_a_plan_names_a_committed_ablation_folder_checked_at_load(tmp_path):

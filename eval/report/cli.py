@@ -86,16 +86,20 @@ def _attach_ladder(parser: UsageParser, report: dict, ladder: str, command: str)
     report["scale_ladder"] = {**block, "attached_by": command}
 
 
-def _attach_ablation(parser: UsageParser, report: dict, folder: str, command: str) -> None:
+def _attach_ablation(parser: UsageParser, report: dict, folder: str, command: str, report_folder: Path) -> None:
     """report.json's ``ablation_budgets`` from a committed ablation folder, for a report run before the plan named
-    one."""
+    one; its figures are copied into ``report_folder``."""
     from eval.report.ablation_budgets import budgets_block, read_budgets
+    from eval.report.render import ablation_budgets_figures
 
     try:
         block = budgets_block(read_budgets(folder), folder)
     except UsageError as e:
         parser.error(f"--ablation {first_line(e).removeprefix('ablation.committed: ')}")
     report["ablation_budgets"] = {**block, "attached_by": command}
+    # An earlier attachment's figures are not this one's: only the new folder's are named.
+    kept = {k: v for k, v in report.get("figures", {}).items() if not k.startswith("ablation_budgets_")}
+    report["figures"] = kept | ablation_budgets_figures(block, Path(folder), Path(report_folder) / "figures")
 
 
 def _render(parser: UsageParser, folder: Path, upgrade: bool, ladder: str | None = None, command: str = "",
@@ -115,7 +119,7 @@ def _render(parser: UsageParser, folder: Path, upgrade: bool, ladder: str | None
     if ladder is not None:
         _attach_ladder(parser, report, ladder, command)
     if ablation is not None:
-        _attach_ablation(parser, report, ablation, command)
+        _attach_ablation(parser, report, ablation, command, folder)
     if upgrade:
         report["claims"] = evaluate(report)
         write_json(folder / "report.json", report)

@@ -38,6 +38,24 @@ def figures(report: dict, work: Path, fig_dir: Path) -> dict[str, str]:
         if (work / name / f"{name}.png").is_file():
             shutil.copyfile(work / name / f"{name}.png", fig_dir / f"{name}.png")
             paths[name] = f"figures/{name}.png"
+    if report.get("ablation_budgets"):
+        from eval.report.plan import in_repo
+
+        paths |= ablation_budgets_figures(report["ablation_budgets"], in_repo(report["ablation_budgets"]["source"]),
+                                          fig_dir)
+    return paths
+
+
+def ablation_budgets_figures(block: dict, folder: Path, fig_dir: Path) -> dict[str, str]:
+    """Copy each axis's budgets.png of a committed ablation ``folder`` into the report's figures (the report is
+    read wherever it is moved, so it holds its own copy); returns name -> path relative to the report."""
+    paths = {}
+    for axis in AXIS_TITLES:
+        src = folder / axis / "budgets.png"
+        if block.get(axis) and src.is_file():
+            fig_dir.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, fig_dir / f"ablation_budgets_{axis}.png")
+            paths[f"ablation_budgets_{axis}"] = f"figures/ablation_budgets_{axis}.png"
     return paths
 
 
@@ -373,6 +391,8 @@ def ablation_budgets_section(report: dict) -> list[str]:
                       + (f" ({a['rates_moved_measure']})" if a.get("rates_moved_measure") else "") + "."]
         row_id = "readers_identical_budgets" if axis == "predictor" else "selection_escapes_budgets"
         lines += ["", _verdict_line(_claim_row(report, row_id)), ""]
+        if figure := report.get("figures", {}).get(f"ablation_budgets_{axis}"):
+            lines += [f"![the {title} at every budget]({figure})", ""]
     return lines
 
 
