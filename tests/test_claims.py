@@ -78,7 +78,8 @@ def test_ablation_claims_are_gated_on_the_reference_arm(committed: dict) -> None
     for claim_id in ("readers_identical", "selection_escapes"):
         row = _row(committed, claim_id)
         assert row["verdict"] == Verdict.NOT_TESTABLE.value, claim_id
-        assert "5.030 nats" in row["detail"] and "4.081 nats" in row["detail"]
+        reference = committed["ablation" if claim_id == "readers_identical" else "traces"]["final_loss"]["linear"]
+        assert f"{reference:.3f} nats" in row["detail"] and "4.081 nats" in row["detail"]
     report = copy.deepcopy(committed)
     report["content"]["ngram"]["bigram"] = math.exp(6.0)
     assert _row(report, "readers_identical")["verdict"] == Verdict.REFUTED.value  # the F test rejects equality
