@@ -13,6 +13,7 @@ from ema_boundary.paper import ARXIV
 from eval.probes.render import render_content_probes_figures, render_content_probes_markdown
 from eval.recall import WRITE_RULES
 from eval.report.claims import EXPERIMENTS, INVERTIBILITY, Verdict, verdict_text
+from eval.report.plan import in_repo
 from grammar_probe.render import render_structure_figures, render_structure_markdown
 
 LABELS = {"spen": "SPEN (EMA traces)", "gpt2_arch": "GPT-2 architecture"}
@@ -25,38 +26,35 @@ def figures(report: dict, work: Path, fig_dir: Path) -> dict[str, str]:
     for name in ("ablation_predictor", "ablation_trace"):
         # One budget: the ablation's loss curves; several (run_budgets): every arm's difference at each budget.
         src = work / name / "budgets.png"
-        if not src.is_file():
-            src = work / name / "loss_curves.png"
-        if src.is_file():
-            shutil.copyfile(src, fig_dir / f"{name}.png")
-            paths[name] = f"figures/{name}.png"
+        paths |= _copy_figure(src if src.is_file() else work / name / "loss_curves.png", fig_dir, name)
     for name, p in render_content_probes_figures(report["probes"], fig_dir).items():
         paths[name] = f"figures/{p.name}"
     _learning_curves(report["content"], fig_dir / "learning_curves.png")
     paths["learning_curves"] = "figures/learning_curves.png"
     for name in ("depth", "gap"):  # the depth experiment's and eval.gap's own figures
-        if (work / name / f"{name}.png").is_file():
-            shutil.copyfile(work / name / f"{name}.png", fig_dir / f"{name}.png")
-            paths[name] = f"figures/{name}.png"
-    if report.get("ablation_budgets"):
-        from eval.report.plan import in_repo
-
-        paths |= ablation_budgets_figures(report["ablation_budgets"], in_repo(report["ablation_budgets"]["source"]),
-                                          fig_dir)
+        paths |= _copy_figure(work / name / f"{name}.png", fig_dir, name)
+    if block := report.get("ablation_budgets"):
+        paths |= ablation_budgets_figures(block, in_repo(block["source"]), fig_dir)
     return paths
 
 
 def ablation_budgets_figures(block: dict, folder: Path, fig_dir: Path) -> dict[str, str]:
     """Copy each axis's budgets.png of a committed ablation ``folder`` into the report's figures (the report is
     read wherever it is moved, so it holds its own copy); returns name -> path relative to the report."""
-    paths = {}
+    paths: dict[str, str] = {}
     for axis in AXIS_TITLES:
-        src = folder / axis / "budgets.png"
-        if block.get(axis) and src.is_file():
-            fig_dir.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, fig_dir / f"ablation_budgets_{axis}.png")
-            paths[f"ablation_budgets_{axis}"] = f"figures/ablation_budgets_{axis}.png"
+        if block.get(axis):
+            paths |= _copy_figure(folder / axis / "budgets.png", fig_dir, f"ablation_budgets_{axis}")
     return paths
+
+
+def _copy_figure(src: Path, fig_dir: Path, name: str) -> dict[str, str]:
+    """``{name: its path relative to the report}`` once ``src`` is copied to ``fig_dir/name.png``; {} without one."""
+    if not src.is_file():
+        return {}
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, fig_dir / f"{name}.png")
+    return {name: f"figures/{name}.png"}
 
 
 def _learning_curves(content: dict, path: Path) -> None:
