@@ -23,6 +23,8 @@ from ema_boundary.cli import (
 )
 from ema_boundary.io import OutputError, atomic_file, check_output_dir
 from eval.report.plan import CORPORA, PLANS, SCALES, Plan, PlanError
+from eval.sweep.cli import add_arguments as add_sweep_arguments
+from eval.sweep.cli import run as run_sweep
 
 TOOL = "ema-boundary report"  # eval.report.build.TOOL, without importing torch to parse a command line
 EXIT_FAILED = 1
@@ -172,7 +174,12 @@ def parser() -> tuple[UsageParser, dict[str, UsageParser]]:
                            description="Train SPEN and the GPT-2 architecture at every size of a ladder plan and "
                                        "write report.json, index.md and gap.png.")
     add_scale_arguments(scale)
-    return p, {"report": rep, "render": render, "readme": readme, "scale": scale}
+    sweep = sub.add_parser("sweep", help="run, continue or summarise a sweep plan (python -m eval.sweep)",
+                           description="Run a sweep plan (arms x rates x seeds x budgets) into one folder with one "
+                                       "results.json; continue it (--resume_from), or summarise it again "
+                                       "(--summarize).")
+    add_sweep_arguments(sweep)
+    return p, {"report": rep, "render": render, "readme": readme, "scale": scale, "sweep": sweep}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
                            args.ablation)
         if args.command == "readme":
             return _readme(subs["readme"], Path(args.report), Path(args.readme))
+        if args.command == "sweep":
+            return run_sweep(subs["sweep"], args, shlex.join(["ema-boundary", *(argv or sys.argv[1:])]))
         if args.command == "scale":
             from eval.scale import run as run_scale
 

@@ -1,0 +1,211 @@
+"""One plan dialect: every plan YAML of the project (report plans, sweeps) is read and checked here, once.
+
+A plan is declared before a run and checked when it is read, before any work: each field's type and range, and
+each failure is one line naming the file, the YAML line and the field (``plan.yaml:12: rate.lr_grid: ...``).
+The vocabulary is shared: ``seeds`` is a list, ``lr_grid`` a list of rates in (0, 1), ``max_steps`` and
+``budgets`` optimizer steps, margins end in ``_margin`` and are in the quantity's unit. A key written twice
+in one mapping is refused with both lines (YAML itself would let the later value win silently). Reading a
+plan imports no torch, so a bad plan is refused in about a second.
+
+A section of a plan is a frozen dataclass whose fields carry their rule (``rule(check, default)``);
+:class:`Checker` turns the YAML's values into those dataclasses.
+"""
+
+from __future__ import annotations
+
+import math
+import types
+import typing
+from collections.abc import Callable
+from dataclasses import field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ema_boundary.cli import UsageError
+
+REPO = Path(__file__).resolve().parents[1]
+
+Rule = Callable[[Any], "str | None"]  # value -> None when it is fine, else what it must be
+Lines = dict[tuple[str, ...], int]  # key path -> the YAML line (1-based) where it is written
+
+
+class PlanError(UsageError, ValueError):
+    """A plan YAML that cannot be used: one line naming the file, the line and the field."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Field rules
+# ---------------------------------------------------------------------------------------------
+
+
+def positive(v: Any) -> str | None:
+    return None if 0 < v < math.inf else "must be positive"
+
+
+def non_negative(v: Any) -> str | None:
+    return None if v >= 0 else "must be a non-negative integer"
+
+
+def rate(v: Any) -> str | None:
+    return None if 0 < v < 1 else "must be a rate in (0, 1)"
+
+
+def margin(v: Any) -> str | None:
+    return None if 0 < v < 1 else "must be a margin in (0, 1)"
+
+
+def factor(v: Any) -> str | None:
+    return None if 1 < v < math.inf else "must be a factor above 1"
+
+
+def one_of(names: tuple[str, ...], what: str) -> Rule:
+    def check(v: Any) -> str | None:
+        return None if v in names else f"names an unknown {what} {v!r} ({what}s: {', '.join(names)})"
+    return check
+
+
+def rule(check: Rule | None, default: Any = None, *, factory: Any = None) -> Any:
+    """A dataclass field whose values must also pass ``check`` (read by :meth:`Checker.value`)."""
+    if factory is not None:
+        return field(default_factory=factory, metadata={"check": check})
+    return field(default=default, metadata={"check": check})
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+# ---------------------------------------------------------------------------------------------
+
+
+def in_repo(path: str | Path) -> Path:
+    """A path a plan names (a YAML, a committed result): repository-relative unless absolute."""
+    path = Path(path)
+    return path if path.is_absolute() else REPO / path
+
+
+def find_plan(path: str | Path) -> Path:
+    """A plan path as given, else relative to the repository root (``hub_configs/...`` from any folder)."""
+    path = Path(path)
+    if not path.is_file() and not path.is_absolute() and (REPO / path).is_file():
+        return REPO / path
+    return path
+
+
+def read_plan_file(path: Path, what: str = "--plan") -> tuple[Any, Lines]:
+    """A plan YAML's document and the line of every key path; a file that cannot be read or parsed, or that
+    writes one key twice in a mapping, is a :class:`PlanError` naming it and the line(s)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PlanError(f"{what} {path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise PlanError(f"{what} {path}: cannot read ({e})") from None
+    try:
+        return read_yaml(text, str(path))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
+        raise PlanError(f"{where}: not valid YAML ({getattr(e, 'problem', None) or str(e).splitlines()[0]})") \
+            from None
+
+
+def read_yaml(text: str, name: str = "<yaml>") -> tuple[Any, Lines]:
+    """The document and, for every key path, the line (1-based) where it is written (from the composed nodes'
+    marks: ``yaml.safe_load`` forgets where a value came from). A key written twice in one mapping is a
+    :class:`PlanError` with both lines."""
+    node = yaml.compose(text, Loader=yaml.SafeLoader)
+    lines: Lines = {}
+
+    def walk(n: yaml.Node, path: tuple[str, ...]) -> None:
+        if isinstance(n, yaml.MappingNode):
+            seen: dict[str, int] = {}
+            for key, value in n.value:
+                k, line = str(key.value), key.start_mark.line + 1
+                if k in seen:
+                    dotted = ".".join(p for p in (*path, k) if not p.isdigit())
+                    raise PlanError(f"{name}:{line}: {dotted} is written twice (lines {seen[k]} and {line}); "
+                                    "keep one")
+                seen[k] = line
+                p = (*path, k)
+                lines[p] = line
+                walk(value, p)
+        elif isinstance(n, yaml.SequenceNode):
+            for i, item in enumerate(n.value):
+                lines[(*path, str(i))] = item.start_mark.line + 1
+                walk(item, (*path, str(i)))
+
+    if node is not None:
+        walk(node, ())
+    return yaml.safe_load(text), lines
+
+
+# ---------------------------------------------------------------------------------------------
+# Checking
+# ---------------------------------------------------------------------------------------------
+
+
+class Checker:
+    """Every check of one plan file, each failure one line with the YAML line of the field."""
+
+    def __init__(self, path: Path, lines: Lines) -> None:
+        self.path, self.lines = path, lines
+
+    def error(self, where: tuple[str, ...], problem: str) -> PlanError:
+        line = next((self.lines[where[:i]] for i in range(len(where), 0, -1) if where[:i] in self.lines), None)
+        name = ".".join(p for p in where if not p.isdigit())
+        return PlanError(f"{self.path}{f':{line}' if line else ''}: {name + ' ' if name else ''}{problem}")
+
+    def mapping(self, where: tuple[str, ...], raw: Any, known: typing.Iterable[str], what: str = "fields") -> dict:
+        """``raw`` as a mapping whose keys are all in ``known``."""
+        known = tuple(known)
+        if raw is None:
+            return {}
+        if not isinstance(raw, dict):
+            raise self.error(where, f"must be a mapping of {what}")
+        for key in raw:
+            if key not in known:
+                raise self.error((*where, str(key)), f"is not a field ({what}: {', '.join(known)})")
+        return raw
+
+    def section(self, where: tuple[str, ...], cls: type, raw: Any) -> Any:
+        """``cls(**raw)`` with every field of ``raw`` checked by :meth:`value` against its hint and rule."""
+        known = {f.name: f for f in fields(cls)}
+        raw = self.mapping(where, raw, known)
+        hints = typing.get_type_hints(cls)
+        return cls(**{k: self.value((*where, k), hints[k], v, known[k].metadata.get("check")) for k, v in raw.items()})
+
+    def value(self, where: tuple[str, ...], hint: Any, value: Any, check: Rule | None = None) -> Any:
+        """``value`` of the type ``hint`` (``int``, ``float``, ``bool``, ``str``, ``dict``, ``tuple[X, ...]``,
+        ``X | None``), each item passing ``check``."""
+        args = typing.get_args(hint)
+        if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
+            if value is None:
+                return None
+            hint = next(a for a in args if a is not type(None))
+            args = typing.get_args(hint)
+        if value is None:
+            raise self.error(where, "must be set")
+        if typing.get_origin(hint) is tuple:
+            if not isinstance(value, list) or not value:
+                raise self.error(where, f"must be a non-empty list, got {value!r}")
+            items = tuple(self.value((*where, str(i)), args[0], v, check) for i, v in enumerate(value))
+            if len(set(items)) != len(items):
+                raise self.error(where, f"lists {next(x for x in items if items.count(x) > 1)!r} twice")
+            return items
+        if typing.get_origin(hint) is dict or hint is dict:
+            if not isinstance(value, dict):
+                raise self.error(where, f"must be a mapping, got {value!r}")
+            return value
+        if hint is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, hint) or (hint is not bool and isinstance(value, bool)):
+            raise self.error(where, f"must be {hint.__name__}, got {value!r}")
+        problem = check(value) if check is not None else None
+        if problem:
+            raise self.error(where, problem if problem.startswith("names") else f"{problem}, got {value!r}")
+        return value
+
+
+__all__ = ["Checker", "Lines", "PlanError", "REPO", "Rule", "factor", "find_plan", "in_repo", "margin",
+           "non_negative", "one_of", "positive", "rate", "read_plan_file", "read_yaml", "rule"]

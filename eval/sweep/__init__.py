@@ -1,0 +1,11 @@
+"""``ema-boundary sweep``: every multi-run experiment as a declared sweep on one runner.
+
+- :mod:`.plan` - a sweep as data (base, arms, rate rule, seeds, budgets, what to score), checked at load;
+- :mod:`.runner` - the folder layout, the rate rule applied, resume, results.json (:func:`summarize`);
+- :mod:`.trainers` - what trains one run: ``train`` (train.py) and ``recall`` (MQAR);
+- :mod:`.execute` - one run from its folder (the unit every launcher executes);
+- :mod:`.launch` - local worker processes, or submitit (Slurm, or its local executor);
+- :mod:`.analyses` - how each experiment's results are read, through :mod:`eval.verdicts`;
+- :mod:`.render` - results.md;
+- :mod:`.cli` - the command line.
+"""

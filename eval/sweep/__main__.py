@@ -1,0 +1,3 @@
+from eval.sweep.cli import main
+
+raise SystemExit(main())

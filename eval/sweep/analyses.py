@@ -1,0 +1,237 @@
+"""How a sweep's results are read: one function per experiment, each from the runner's generic results.
+
+Every analysis takes ``(plan, results, folder)`` (results: the runner's ``arms`` with each seed's ``score`` at
+each budget, and each arm's rate choices) and returns a JSON-ready dict with the gates it passed or failed and
+why (:mod:`eval.verdicts`), the paired comparisons with their intervals, and a ``verdict`` (with ``reason``)
+where the experiment decides a claim. Its declared settings are the plan's ``settings`` mapping.
+
+- ``ladder``: arms ``<size>/<a>`` and ``<size>/<b>`` (settings ``a``, ``b``: e.g. spen, gpt2): the loss gap a - b
+  at every size behind the n-gram gate (and the plain-reference check of the baseline where one is declared);
+- ``ablation``: every arm against the ``reference`` arm at every budget (Holm, TOST against
+  ``equivalence_margin``), behind the n-gram gate on the reference;
+- ``recall_map``: accuracy at ``pairs`` for every arm with its write rule and state numbers; the ``escape``
+  comparisons (selective vs fixed at equal state) by :func:`eval.verdicts.escape_verdict`, behind the control;
+- ``depth``: the residual sum against attention over depth (eval.depth's paired rows), the measures that need
+  no language-model gate apart from the loss, which is read behind the n-gram gate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ema_boundary import stats
+from eval import verdicts
+from eval.sweep.plan import SweepPlan
+
+
+def _scores(results: dict[str, Any], arm: str, steps: int | str | None = None) -> dict[str, Any]:
+    """``{seed: score}`` of an arm at a budget (its longest by default)."""
+    budgets = results["arms"][arm]["budgets"]
+    key = str(steps) if steps is not None else max(budgets, key=int)
+    return {s: r["score"] for s, r in budgets.get(key, {}).items()}
+
+
+def _interval(values: list[float]) -> dict[str, Any]:
+    m = stats.mean_ci(values) if values else {"mean": math.nan, "n": 0, "ci95": (math.nan, math.nan)}
+    ci = None if m["n"] < 2 else [float(x) for x in m["ci95"]]
+    return {"mean": m["mean"] if values else None, "ci95": ci, "n": m["n"], "per_seed": values}
+
+
+def ngram_lines(plan: SweepPlan, folder: Path, train_tokens: int) -> dict[str, Any] | None:
+    """Kneser-Ney lines on the blocks the sweep scores (train sweeps; None before the tokenizer exists), counted
+    on what a run of ``train_tokens`` read; cached in ``shared/ngram_<tokens>.json``."""
+    import json
+
+    from ema_boundary.io import write_json
+    from eval.sweep.trainers import _data_paths, _defaults, _settings
+
+    tok_dir = folder / "shared" / "tokenizer"
+    if plan.trainer != "train" or not tok_dir.is_dir():
+        return None
+    cache = folder / "shared" / f"ngram_{plan.score}_{train_tokens}.json"
+    if cache.is_file():
+        return json.loads(cache.read_text())
+    from transformers import AutoTokenizer
+
+    from eval.ngram import ngram_references
+
+    s = _defaults(_settings({"config": plan.config_of(plan.arms[0])}))
+    data = _data_paths([s["data"]] if isinstance(s["data"], str) else list(s["data"]))
+    n_blocks = s["max_test_samples"] if plan.score == "test" else s["max_eval_samples"]
+    lines = ngram_references(data, s["val_every"], AutoTokenizer.from_pretrained(tok_dir), s["block_size"], n_blocks,
+                             train_tokens, plan.score, s["test_every"] if plan.score == "test" else 0)
+    lines["loss"] = {k: math.log(lines[k]) for k in ("unigram", "bigram", "trigram")}
+    write_json(cache, lines)
+    return lines
+
+
+def _tokens(results: dict[str, Any], arm: str, steps: str) -> int | None:
+    seeds = results["arms"][arm]["budgets"].get(steps, {})
+    return next((r.get("tokens") for r in seeds.values() if r.get("tokens")), None)
+
+
+def none(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """No experiment-specific reading: each arm's scores at each budget with their interval."""
+    out = {}
+    for arm, a in results["arms"].items():
+        out[arm] = {}
+        for steps, seeds in a["budgets"].items():
+            values = [r["score"] for r in seeds.values()]
+            out[arm][steps] = _interval(values) if values and isinstance(values[0], (int, float)) else {
+                "per_seed": values}
+    return {"scores": out}
+
+
+def ablation(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """Every arm against the reference at every budget, behind the n-gram gate on the reference."""
+    s = plan.settings
+    reference, margin = s.get("reference", plan.arms[0].name), s.get("equivalence_margin")
+    order = s.get("gate_ngram", "bigram")
+    budgets: dict[str, Any] = {}
+    for steps in sorted({b for a in results["arms"].values() for b in a["budgets"]}, key=int):
+        arms = {a: _scores(results, a, steps) for a in results["arms"]}
+        arms = {a: v for a, v in arms.items() if v}
+        entry: dict[str, Any] = {"arms": {a: _interval(list(v.values())) for a, v in arms.items()}}
+        if reference in arms and len(arms) > 1 and all(len(v) >= 2 for v in arms.values()):
+            comps = stats.compare_arms(arms, reference, margin)
+            entry["comparisons"] = {a: c.as_dict() for a, c in comps.items()}
+            try:
+                entry["f_test"] = stats.blocked_f_test(arms)
+            except ValueError as e:
+                entry["f_test"] = {"error": str(e)}
+        tokens = _tokens(results, reference, steps) if reference in arms else None
+        lines = ngram_lines(plan, folder, tokens) if tokens else None
+        if lines is not None:
+            entry["ngram"] = lines
+            ref_mean = entry["arms"][reference]["mean"]
+            entry["gate"] = verdicts.ngram_gate({reference: ref_mean}, lines["loss"][order],
+                                                f"Kneser-Ney {order}").as_dict()
+        budgets[steps] = entry
+    return {"reference": reference, "equivalence_margin": margin, "gate_ngram": order, "budgets": budgets,
+            "rates": {a: {k: c["chosen"] for k, c in v["choices"].items()} for a, v in results["arms"].items()}}
+
+
+def ladder(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """The loss gap a - b at every size (arms ``<size>/<arch>``), behind the n-gram gate and the plain-reference
+    check of the baseline (settings ``reference``: ``{size: loss}`` of the plain recipe on the same tokens)."""
+    s = plan.settings
+    a_name, b_name = s.get("a", "spen"), s.get("b", "gpt2")
+    order, ref_margin = s.get("gate_ngram", "bigram"), s.get("reference_margin", 0.03)
+    references = s.get("reference", {})
+    sizes = []
+    for size in dict.fromkeys(arm.name.split("/")[0] for arm in plan.arms):
+        a_arm, b_arm = f"{size}/{a_name}", f"{size}/{b_name}"
+        if a_arm not in results["arms"] or b_arm not in results["arms"]:
+            continue
+        a, b = _scores(results, a_arm), _scores(results, b_arm)
+        entry: dict[str, Any] = {"name": size, a_name: _interval(list(a.values())), b_name: _interval(list(b.values()))}
+        params = {}
+        for arch, arm in ((a_name, a_arm), (b_name, b_arm)):
+            seeds = next(iter(results["arms"][arm]["budgets"].values()), {})
+            first = next(iter(seeds.values()), None)
+            if first:
+                params[arch] = first["parameters"]
+        entry["parameters"] = params
+        entry["rates"] = {arch: {k: {"chosen": c["chosen"], "interior": c["interior"], "tried": c["tried"]}
+                                 for k, c in results["arms"][arm]["choices"].items()}
+                          for arch, arm in ((a_name, a_arm), (b_name, b_arm))}
+        common = [k for k in a if k in b]
+        gaps = [a[k] - b[k] for k in common]
+        entry["gap"] = _interval(gaps)
+        if len(gaps) >= 1:
+            entry["ratio"] = math.exp(entry["gap"]["mean"])
+            if entry["gap"]["ci95"]:
+                entry["ratio_ci95"] = [math.exp(x) for x in entry["gap"]["ci95"]]
+        tokens = _tokens(results, a_arm, max(results["arms"][a_arm]["budgets"], key=int))
+        lines = ngram_lines(plan, folder, tokens) if tokens else None
+        gates = []
+        if lines is not None and a and b:
+            entry["ngram"] = {k: lines["loss"][k] for k in ("unigram", "bigram", "trigram")}
+            entry["train_tokens"] = tokens
+            gates.append(verdicts.ngram_gate({a_name: entry[a_name]["mean"], b_name: entry[b_name]["mean"]},
+                                             lines["loss"][order], f"Kneser-Ney {order}"))
+        if b:
+            gates.append(verdicts.reference_gate(b_name, entry[b_name]["mean"], references.get(size), ref_margin))
+        entry["gates"] = [g.as_dict() for g in gates]
+        entry["gate"] = all(g.holds for g in gates) if gates else False
+        sizes.append(entry)
+    deciding = next((e for e in reversed(sizes) if e["gate"] and e["gap"]["ci95"]), None)
+    return {"a": a_name, "b": b_name, "gate_ngram": order, "reference_margin": ref_margin, "sizes": sizes,
+            "deciding_size": deciding["name"] if deciding else None}
+
+
+def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """Accuracy at ``pairs`` for every arm (with write rule and state numbers), and the escape comparisons."""
+    s = plan.settings
+    pairs = str(s.get("pairs", 16))
+    arms: dict[str, Any] = {}
+    for arm, a in results["arms"].items():
+        seeds = next(iter(a["budgets"].values()), {}) if a["budgets"] else {}
+        longest = a["budgets"].get(max(a["budgets"], key=int), {}) if a["budgets"] else {}
+        seeds = longest or seeds
+        if not seeds:
+            continue
+        first = next(iter(seeds.values()))
+        acc = {k: r["score"].get(pairs) for k, r in seeds.items()}
+        arms[arm] = {"accuracy": _interval([v for v in acc.values() if v is not None]), "per_seed": acc,
+                     "write_rule": first["arm"]["write_rule"], "write_rule_label": first["arm"]["write_rule_label"],
+                     "state_numbers": first["arm"]["state_numbers"], "state_parts": first["arm"]["state_parts"],
+                     "grows": first["arm"]["state_grows_with_length"], "chance": first["chance"],
+                     "non_embedding_parameters": first["parameters"]["non_embedding"],
+                     "steps": {k: r["steps"] for k, r in seeds.items()},
+                     "rates": {k: r["lr"] for k, r in seeds.items()}}
+    control_name = s.get("control", "gpt2")
+    control_acc = arms.get(control_name, {}).get("accuracy", {}).get("mean")
+    control = verdicts.control_gate(control_name, control_acc, s.get("control_bar", 0.95), f"accuracy at {pairs} pairs")
+    copying = 1 / int(pairs)
+    escapes = {}
+    for name, (sel, fix) in s.get("escape", {}).items():
+        if sel in arms and fix in arms:
+            escapes[name] = {"selective": sel, "fixed": fix, "state_numbers": {
+                "selective": arms[sel]["state_numbers"], "fixed": arms[fix]["state_numbers"]},
+                **verdicts.escape_verdict(
+                    {k: v for k, v in arms[sel]["per_seed"].items() if v is not None},
+                    {k: v for k, v in arms[fix]["per_seed"].items() if v is not None},
+                    copying=copying, min_effect=s.get("min_effect", 0.05), copy_margin=s.get("copy_margin", 0.05),
+                    margin=s.get("equivalence_margin", 0.05), control=control, min_seeds=s.get("min_seeds", 5))}
+    headline = s.get("headline")
+    return {"pairs": int(pairs), "copying": copying, "control": control.as_dict(), "arms": arms, "escape": escapes,
+            "headline": headline, "verdict": escapes.get(headline, {}).get("verdict", verdicts.NOT_RUN),
+            "reason": escapes.get(headline, {}).get("reason", "the headline comparison has not run")}
+
+
+def depth(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """Attention over depth against the residual sum: eval.depth's paired rows (the probe measures need no
+    language-model gate); the loss row behind the n-gram gate on both arms."""
+    from eval.depth import MARGINS, claim_verdict, paired_table, run_scalars
+
+    s = plan.settings
+    sel, ref = s.get("selection", "attention"), s.get("reference", "add")
+    runs: dict[str, dict[str, dict[str, Any]]] = {}
+    for name in (sel, ref):
+        if name not in results["arms"]:
+            return {"verdict": verdicts.NOT_RUN, "reason": f"arm {name} has not run"}
+        seeds = results["arms"][name]["budgets"].get(max(results["arms"][name]["budgets"], key=int), {})
+        runs[name] = {k: {**run_scalars(r["depth"]), "val_loss": r["score"]} for k, r in seeds.items() if "depth" in r}
+    if not runs[sel] or not runs[ref]:
+        return {"verdict": verdicts.NOT_RUN, "reason": "no finished run with depth measures"}
+    table = paired_table({"attention": runs[sel], "add": runs[ref]}, {**MARGINS, **s.get("margins", {})},
+                         s.get("min_seeds", 5))
+    tokens = _tokens(results, ref, max(results["arms"][ref]["budgets"], key=int))
+    lines = ngram_lines(plan, folder, tokens) if tokens else None
+    order = s.get("gate_ngram", "bigram")
+    means = {n: _interval([r["val_loss"] for r in runs[n].values()])["mean"] for n in runs}
+    gate = verdicts.ngram_gate(means, lines["loss"][order], f"Kneser-Ney {order}") if lines else verdicts.Gate(
+        "ngram", None, "no n-gram line")
+    verdict = claim_verdict(table, {"holds": gate.holds})
+    return {"table": table, "gate": gate.as_dict(), "ngram": lines and lines["loss"], "scored_on": plan.score,
+            **verdict}
+
+
+ANALYSES: dict[str, Callable[[SweepPlan, dict[str, Any], Path], dict[str, Any]]] = {
+    "none": none, "ablation": ablation, "ladder": ladder, "recall_map": recall_map, "depth": depth}
+
+__all__ = ["ANALYSES", "ablation", "depth", "ladder", "ngram_lines", "none", "recall_map"]

@@ -1,0 +1,99 @@
+"""``ema-boundary sweep PLAN --output_dir DIR`` (also ``python -m eval.sweep``): run, continue or summarise a sweep.
+
+Exit status: 0 done (or a part of it, with what is left printed); 2 a bad command line, plan or folder (one
+line, nothing written); 1 a run failed (one line naming it and its log; the finished runs are kept).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, comma_list, first_line, positive_int
+from eval.sweep.launch import LAUNCHERS
+
+PROG = "ema-boundary sweep"
+EXIT_FAILED = 1
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("plan", nargs="?", help="a sweep plan YAML, e.g. hub_configs/sweeps/ladder.yaml "
+                                           "(repository-relative paths work from any folder)")
+    p.add_argument("--output_dir", metavar="DIR", help="a new (or empty) folder for the sweep")
+    p.add_argument("--resume_from", metavar="DIR", help="continue the sweep in DIR: finished runs are reused, an "
+                   "unfinished one continues from its checkpoint; a PLAN given too must be the one DIR ran")
+    p.add_argument("--summarize", metavar="DIR", help="rebuild DIR's results.json and results.md from its finished "
+                   "runs, without training")
+    p.add_argument("--launcher", choices=LAUNCHERS, default="local",
+                   help="local: worker processes here; slurm: submitit's AutoExecutor on a Slurm cluster; "
+                        "submitit-local: submitit's local executor (what the tests run of the cluster path)")
+    p.add_argument("--launcher_args", metavar="K=V,...", help="submitit parameters, e.g. "
+                   "timeout_min=120,slurm_partition=gpu,gpus_per_node=1")
+    p.add_argument("--workers", type=positive_int, help="runs at a time on the local launcher (default: the plan's)")
+    p.add_argument("--arms", type=comma_list, metavar="A,B", help="only these arms in this call (a sweep run in "
+                   "parts; results.json lists what is still to run)")
+    p.add_argument("--max_runs", type=positive_int, metavar="N", help="train at most N runs in this call")
+
+
+def run(parser: UsageParser, args: argparse.Namespace, command: str) -> int:
+    from eval.plans import PlanError
+    from eval.sweep.launch import make_launcher
+    from eval.sweep.plan import load_plan
+    from eval.sweep.runner import RunFailed, read_folder, run_sweep, summarize
+
+    given = [x for x in ("output_dir", "resume_from", "summarize") if getattr(args, x)]
+    if len(given) != 1:
+        parser.error("give one of --output_dir (with PLAN), --resume_from DIR or --summarize DIR")
+    try:
+        if args.summarize:
+            results = summarize(Path(args.summarize))
+            print(f"{PROG}: rebuilt {Path(args.summarize) / 'results.json'} "
+                  f"({'complete' if results['complete'] else str(len(results['missing'])) + ' run(s) still to run'})")
+            return 0
+        if args.output_dir and not args.plan:
+            parser.error("--output_dir needs a PLAN")
+        folder = Path(args.output_dir or args.resume_from)
+        plan = read_folder(folder) if args.resume_from else None
+        if args.plan:
+            given_plan = load_plan(args.plan)
+            plan = plan or given_plan  # a resumed sweep checks the given plan against its own (run_sweep)
+            if args.resume_from:
+                plan = given_plan
+        if args.arms:
+            unknown = [a for a in args.arms if a not in {arm.name for arm in plan.arms}]
+            if unknown:
+                parser.error(f"--arms {','.join(unknown)}: not an arm of {plan.path} "
+                             f"({', '.join(a.name for a in plan.arms)})")
+        launcher = make_launcher(args.launcher, args.workers or plan.workers, args.launcher_args)
+        run_sweep(plan, folder, launcher, command, resume=bool(args.resume_from), arms=args.arms,
+                  max_runs=args.max_runs)
+        return 0
+    except RunFailed as e:
+        print(f"{PROG}: error: {first_line(e, 600)}", file=sys.stderr)
+        return EXIT_FAILED
+    except (PlanError, UsageError) as e:
+        print(f"{PROG}: error: {first_line(e, 600)}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        where = args.output_dir or args.resume_from
+        print(f"{PROG}: interrupted; finished runs are kept; continue with: {PROG} --resume_from {where}",
+              file=sys.stderr)
+        return 130
+
+
+def parser() -> UsageParser:
+    p = UsageParser(prog=PROG, description="Run a sweep plan (arms x rates x seeds x budgets) into one folder with "
+                    "one results.json; continue it, or summarise it again.")
+    add_arguments(p)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = parser()
+    try:
+        args = p.parse_args(argv)
+        return run(p, args, shlex.join([PROG, *(argv if argv is not None else sys.argv[1:])]))
+    except SystemExit as e:  # a usage error (printed in one line) or --help
+        return int(e.code or 0)

@@ -1,0 +1,226 @@
+"""A sweep declared as data: a base, arms (name -> patch), a rate rule, seeds, budgets and what to score.
+
+::
+
+    name: ablation-trace
+    trainer: train               # what trains one run: `train` (train.py) or `recall` (eval.recall's MQAR)
+    analysis: ablation           # how the results are read (eval/sweep/analyses.py): ladder, ablation, depth,
+                                 # recall_map, or none
+    seeds: [0, 1, 2, 3, 4]       # every arm's, unless the arm names its own
+    budgets: [200, 700, 2000]    # max_steps of each run; the longest budget chooses the rates
+    score: test                  # the split every seed is scored on (rates are chosen on validation)
+    workers: 2                   # runs at a time on the local launcher (one torch thread each)
+    rate:                        # the rate rule, one for every arm (an arm may name its own lr_grid)
+      lr_grid: [3.0e-3, 1.0e-2, 3.0e-2]
+      choose: first_seed         # first_seed: the first seed chooses for every seed; each_seed: each its own
+      extend: true               # a choice at an edge of the rates tried is not yet a choice: the next rate
+      max_extensions: 1          # beyond that edge trains, until the choice is interior or this many were added
+      factor: null               # the next rate is the edge times / divided by this (null: the grid's ratio)
+    base: hub_configs/spen-f64/train.yaml   # the trainer's settings every arm starts from (a file or a mapping)
+    arms:
+      linear: {}                 # an arm: a patch merged into base (`config`), optionally its own
+      linear-selective:          # lr_grid, seeds or budgets
+        config: {model: {set: {trace: selective}}}
+    settings: {reference: linear, equivalence_margin: 0.02}   # the analysis' own settings
+
+Every field is checked when the plan is read, before any work (:mod:`eval.plans`). A sweep's runs are the
+arms x rates x seeds x budgets the rule asks for; :mod:`eval.sweep.runner` runs them.
+"""
+
+from __future__ import annotations
+
+import copy
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from eval.plans import Checker, PlanError, factor, find_plan, non_negative, one_of, positive, rate, read_plan_file, rule
+
+TRAINERS = ("train", "recall")
+ANALYSES = ("none", "ladder", "ablation", "depth", "recall_map")
+CHOOSERS = ("first_seed", "each_seed")
+SCORES = ("test", "validation")
+
+
+@dataclass(frozen=True)
+class RateRule:
+    """How each arm's learning rate is chosen: on validation, from a declared grid, extended until interior."""
+
+    lr_grid: tuple[float, ...] = rule(rate, (1e-3, 3e-3, 1e-2))
+    choose: str = rule(one_of(CHOOSERS, "chooser"), "first_seed")
+    extend: bool = False
+    max_extensions: int = rule(positive, 1)
+    factor: float | None = rule(factor)
+
+    def next_rate(self, values: dict[float, float], added: int, lower_is_better: bool = True) -> float | None:
+        """The rate to try beyond the edge where the best of ``values`` (rate -> validation objective) lies;
+        None when the best is interior, the rule extends no grid, ``max_extensions`` were added already, or the
+        next rate is not below 1."""
+        rates = sorted(values)
+        best = choose(values, lower_is_better)
+        if not self.extend or added >= self.max_extensions or len(rates) < 2 or rates[0] < best < rates[-1]:
+            return None
+        up = best == rates[-1]
+        f = self.factor or (rates[-1] / rates[-2] if up else rates[1] / rates[0])
+        nxt = float(f"{best * f if up else best / f:.6g}")
+        return nxt if nxt < 1 else None
+
+
+def choose(values: dict[float, float], lower_is_better: bool = True) -> float:
+    """The rate with the best objective; a tie keeps the smaller rate."""
+    rates = sorted(values)
+    return (min if lower_is_better else max)(rates, key=values.__getitem__)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm: its patch of the base settings, and what it overrides of the plan's grid, seeds and budgets."""
+
+    name: str
+    config: dict = field(default_factory=dict)
+    lr_grid: tuple[float, ...] | None = rule(rate)
+    seeds: tuple[int, ...] | None = rule(non_negative)
+    budgets: tuple[int, ...] | None = rule(positive)
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """Typed settings of one sweep (:func:`load_plan` reads them from a YAML)."""
+
+    name: str
+    path: str
+    trainer: str
+    analysis: str
+    seeds: tuple[int, ...]
+    budgets: tuple[int, ...]
+    score: str
+    workers: int
+    rate: RateRule
+    base: dict
+    arms: tuple[Arm, ...]
+    settings: dict
+    declared: dict  # the YAML as read
+
+    def arm(self, name: str) -> Arm:
+        return next(a for a in self.arms if a.name == name)
+
+    def seeds_of(self, arm: Arm) -> tuple[int, ...]:
+        return arm.seeds or self.seeds
+
+    def budgets_of(self, arm: Arm) -> tuple[int, ...]:
+        return tuple(sorted(arm.budgets or self.budgets))
+
+    def grid_of(self, arm: Arm) -> tuple[float, ...]:
+        return tuple(sorted(arm.lr_grid or self.rate.lr_grid))
+
+    def config_of(self, arm: Arm) -> dict:
+        """The base settings with the arm's patch merged in (mappings merged key by key, the rest replaced)."""
+        return merge(self.base, arm.config)
+
+    def choosers(self, arm: Arm) -> tuple[int, ...]:
+        """The seeds that choose a rate: the first, or each."""
+        seeds = self.seeds_of(arm)
+        return seeds[:1] if self.rate.choose == "first_seed" else seeds
+
+    def identity(self) -> dict:
+        """What the sweep's runs depend on (a resumed sweep must match it): everything but ``workers``."""
+        return {"trainer": self.trainer, "analysis": self.analysis, "seeds": list(self.seeds),
+                "budgets": list(self.budgets), "score": self.score, "rate": {
+                    "lr_grid": list(self.rate.lr_grid), "choose": self.rate.choose, "extend": self.rate.extend,
+                    "max_extensions": self.rate.max_extensions, "factor": self.rate.factor},
+                "base": self.base, "settings": self.settings,
+                "arms": {a.name: {"config": a.config, "lr_grid": a.lr_grid and list(a.lr_grid),
+                                  "seeds": a.seeds and list(a.seeds), "budgets": a.budgets and list(a.budgets)}
+                         for a in self.arms}}
+
+
+def merge(base: Any, patch: Any) -> Any:
+    """``patch`` merged into a copy of ``base``: mappings key by key (recursively), anything else replaced."""
+    if isinstance(base, dict) and isinstance(patch, dict):
+        out = copy.deepcopy(base)
+        for k, v in patch.items():
+            out[k] = merge(out[k], v) if k in out else copy.deepcopy(v)
+        return out
+    return copy.deepcopy(patch)
+
+
+TOP = ("name", "trainer", "analysis", "seeds", "budgets", "score", "workers", "rate", "base", "arms", "settings")
+
+
+class _SweepChecker(Checker):
+    def plan(self, raw: Any) -> SweepPlan:
+        raw = self.mapping((), raw, TOP)
+        for key in ("trainer", "arms"):
+            if key not in raw:
+                raise self.error((), f"needs `{key}`")
+        trainer = self.value(("trainer",), str, raw["trainer"], one_of(TRAINERS, "trainer"))
+        analysis = self.value(("analysis",), str, raw.get("analysis", "none"), one_of(ANALYSES, "analysis"))
+        seeds = self.value(("seeds",), tuple[int, ...], raw.get("seeds", [0]), non_negative)
+        budgets = self.value(("budgets",), tuple[int, ...], raw.get("budgets"), positive) \
+            if "budgets" in raw else None
+        score = self.value(("score",), str, raw.get("score", "test"), one_of(SCORES, "split"))
+        workers = self.value(("workers",), int, raw.get("workers", 2), positive)
+        rate_rule = self.section(("rate",), RateRule, raw.get("rate"))
+        if rate_rule.extend and len(rate_rule.lr_grid) < 2 and rate_rule.factor is None:
+            raise self.error(("rate", "factor"), "must be set to extend a grid of one rate (it has no ratio)")
+        base = self.base(raw.get("base"))
+        settings = self.value(("settings",), dict, raw.get("settings", {}))
+        arms_raw = raw["arms"]
+        if not isinstance(arms_raw, dict) or not arms_raw:
+            raise self.error(("arms",), "must be a non-empty mapping name -> arm")
+        arms = tuple(self.arm(str(name), spec) for name, spec in arms_raw.items())
+        if budgets is None and any(a.budgets is None for a in arms):
+            raise self.error(("budgets",), "must be set (or every arm must name its own budgets)")
+        name = self.value(("name",), str, raw.get("name", self.path.stem))
+        return SweepPlan(name=name, path=str(self.path), trainer=trainer, analysis=analysis, seeds=seeds,
+                         budgets=tuple(sorted(budgets or ())), score=score, workers=workers, rate=rate_rule,
+                         base=base, arms=arms, settings=settings, declared=raw)
+
+    def base(self, raw: Any) -> dict:
+        if raw is None:
+            return {}
+        if isinstance(raw, str):  # a train.yaml (repository-relative), read as data
+            path = find_plan(raw)
+            data, _ = read_plan_file(path, "base")
+            if not isinstance(data, dict):
+                raise self.error(("base",), f"{raw}: not a mapping of settings")
+            return data
+        return self.value(("base",), dict, raw)
+
+    def arm(self, name: str, raw: Any) -> Arm:
+        where = ("arms", name)
+        if not name or "/" in name.strip("/") and any(not p for p in name.split("/")):
+            raise self.error(where, "is not a usable arm name")
+        hints = typing.get_type_hints(Arm)
+        raw = self.mapping(where, raw if raw is not None else {}, ("config", "lr_grid", "seeds", "budgets"))
+        values = {k: self.value((*where, k), hints[k], v, Arm.__dataclass_fields__[k].metadata.get("check"))
+                  for k, v in raw.items()}
+        return Arm(name=name, **values)
+
+
+def load_plan(path: str | Path) -> SweepPlan:
+    """Read and check a sweep YAML (repository-relative paths found from any folder); a :class:`PlanError`
+    names the file, the line and the field."""
+    path = find_plan(path)
+    raw, lines = read_plan_file(path)
+    return _SweepChecker(path, lines).plan(raw)
+
+
+def plan_from_text(text: str, name: str = "sweep.yaml") -> SweepPlan:
+    """A plan from YAML text (the copy a sweep folder keeps of its plan)."""
+    from eval.plans import read_yaml
+
+    raw, lines = read_yaml(text, name)
+    return _SweepChecker(Path(name), lines).plan(raw)
+
+
+def dump(plan: SweepPlan) -> str:
+    """The plan as YAML (what a sweep folder keeps: its runs are read against it on resume)."""
+    return yaml.safe_dump(plan.declared, sort_keys=False)
+
+
+__all__ = ["ANALYSES", "Arm", "CHOOSERS", "PlanError", "RateRule", "SCORES", "SweepPlan", "TRAINERS", "choose",
+           "dump", "load_plan", "merge", "plan_from_text"]

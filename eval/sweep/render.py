@@ -1,0 +1,85 @@
+"""results.md of a sweep: short tables a reader compares (rates chosen, scores, the analysis' verdict)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _num(v: Any, digits: int = 4) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        return f"{v:.{digits}g}" if abs(v) < 1e-3 or abs(v) >= 1e4 else f"{v:.{digits}f}"
+    return str(v)
+
+
+def _interval(m: dict[str, Any] | None) -> str:
+    if not m or m.get("mean") is None:
+        return "–"
+    ci = m.get("ci95")
+    return f"{m['mean']:.4f}" + (f" [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "") + f" (n={m['n']})"
+
+
+def render_markdown(results: dict[str, Any]) -> str:
+    analysis = results.get("analysis") or {}
+    kind = analysis.get("kind", "none")
+    lines = [f"# Sweep `{results['name']}`", "",
+             f"Plan `{results['plan']['path']}`, trainer `{results['trainer']}`, analysis `{kind}`; "
+             f"every seed scored on the {results['scored_on']} split; "
+             + ("complete." if results["complete"] else f"**{len(results['missing'])} run(s) still to run**."), "",
+             f"- reproduce: `{results['commands']['reproduce']}`",
+             f"- continue: `{results['commands']['resume']}`",
+             f"- rebuild this file without training: `{results['commands']['summarize']}`", "",
+             "## Rates chosen (on validation)", "",
+             "| arm | choosing seed | rates tried (objective) | chosen | interior |", "|---|---|---|---|---|"]
+    for arm, a in results["arms"].items():
+        for seed, c in a["choices"].items():
+            tried = ", ".join(f"{lr}: {_num(v)}" for lr, v in c["tried"].items()) or "–"
+            lines.append(f"| `{arm}` | {seed} | {tried} | {_num(c['chosen'])} | "
+                         f"{'yes' if c['interior'] else 'no (edge)' if c['chosen'] is not None else '–'} |")
+    lines += ["", "## Scores", "", "| arm | steps | seeds | score per seed |", "|---|---|---|---|"]
+    for arm, a in results["arms"].items():
+        for steps, seeds in a["budgets"].items():
+            per = ", ".join(f"{s}: {_score(r['score'])}" for s, r in seeds.items()) or "–"
+            lines.append(f"| `{arm}` | {steps} | {len(seeds)} | {per} |")
+    if "verdict" in analysis:
+        lines += ["", "## Verdict", "", f"**{analysis['verdict']}**: {analysis.get('reason', '')}"]
+    if kind == "ladder":
+        lines += ["", "## Gap by size", "", f"| size | {analysis['a']} | {analysis['b']} | gap a − b (nats) | gates |",
+                  "|---|---|---|---|---|"]
+        for e in analysis["sizes"]:
+            gates = "; ".join(g["why"] for g in e["gates"]) or "–"
+            lines.append(f"| {e['name']} | {_interval(e[analysis['a']])} | {_interval(e[analysis['b']])} | "
+                         f"{_interval(e['gap'])} | {gates} |")
+    if kind == "recall_map":
+        lines += ["", f"## Accuracy at {analysis['pairs']} pairs (copying level {analysis['copying']:.3f})", "",
+                  "| arm | write rule | state numbers per layer | accuracy |", "|---|---|---|---|"]
+        for arm, e in analysis["arms"].items():
+            lines.append(f"| `{arm}` | {e['write_rule_label']} | {e['state_numbers'] if not e['grows'] else 'grows'} | "
+                         f"{_interval(e['accuracy'])} |")
+        lines += ["", f"Control: {analysis['control']['why']}", ""]
+        for name, c in analysis["escape"].items():
+            lines.append(f"- {name}: `{c['selective']}` − `{c['fixed']}` = {c['difference']:+.3f} "
+                         f"[{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}]: **{c['verdict']}** ({c['reason']})")
+    if kind == "ablation":
+        for steps, e in analysis["budgets"].items():
+            lines += ["", f"## {steps} steps", ""]
+            if "gate" in e:
+                lines.append(f"Gate: {e['gate']['why']}")
+                lines.append("")
+            lines += ["| arm | score | − reference | verdict |", "|---|---|---|---|"]
+            for arm, m in e["arms"].items():
+                c = e.get("comparisons", {}).get(arm)
+                diff = f"{c['difference']:+.4f} [{c['ci95'][0]:+.4f}, {c['ci95'][1]:+.4f}]" if c else "reference"
+                lines.append(f"| `{arm}` | {_interval(m)} | {diff} | {c['conclusion'] if c else ''} |")
+    if results["missing"]:
+        lines += ["", "## Still to run", ""] + [f"- {m}" for m in results["missing"][:40]]
+        if len(results["missing"]) > 40:
+            lines.append(f"- ... and {len(results['missing']) - 40} more")
+    return "\n".join(lines) + "\n"
+
+
+def _score(v: Any) -> str:
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {x:.3f}" for k, x in v.items()) + "}"
+    return _num(v)

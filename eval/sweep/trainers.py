@@ -1,0 +1,305 @@
+"""What trains one run of a sweep: ``train`` (train.py on text) and ``recall`` (eval.recall's MQAR).
+
+A trainer has three parts:
+
+- ``prepare(plan, folder)``: what every run of the sweep shares, built once in the sweep folder before any run
+  (the tokenizer); returns paths relative to the sweep folder;
+- ``run(spec, shared)``: one run, executed with the sweep folder as the working folder (so that every path
+  the run records is relative to it): it trains, scores and returns the run's numbers (JSON-ready);
+- ``objective``: the validation number the rate rule reads, and whether lower is better.
+
+A run's spec is data (``run.json`` in its folder): the trainer, the arm, the rate, the seed, the steps and the
+arm's merged settings. ``python -m eval.sweep.execute runs/<id>`` (from the sweep folder) runs it again.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ema_boundary.cli import UsageError
+from eval.plans import in_repo
+from eval.sweep.plan import SweepPlan
+
+# ---------------------------------------------------------------------------------------------
+# train: train.py, one run per (arm, rate, seed, steps)
+# ---------------------------------------------------------------------------------------------
+
+# The settings that decide the blocks every run is trained, chosen and scored on: one for the whole sweep
+# (its tokenizer and its n-gram lines read them).
+DATA_SETTINGS = ("data", "val_every", "test_every", "block_size", "max_eval_samples", "max_test_samples",
+                 "tokenizer_name", "bpe_train_docs")
+SWEEP_OWNED = ("output_dir", "max_steps", "learning_rate", "seed", "model_name_or_path")  # set per run
+
+
+def model_config(model: Any, where: str) -> dict[str, Any]:
+    """A train arm's model config.json as a dict, from its ``model`` setting:
+
+    - a folder (``hub_configs/spen-f64``): its config.json;
+    - ``{from: FOLDER, set: {...}}``: that config with fields replaced;
+    - ``{fair_pair: {arch: spen|gpt2, width: W, layers: L, vocab_size: V, block_size: B}}``: the scale ladder's
+      fair recipe (eval.scale.fair_pair), ``set`` applied after.
+    """
+    from eval.scale import fair_pair
+
+    if isinstance(model, str):
+        model = {"from": model}
+    if not isinstance(model, dict):
+        raise UsageError(f"{where}: model must be a folder or a mapping (from/set or fair_pair)")
+    if "fair_pair" in model:
+        fp = dict(model["fair_pair"])
+        arch = fp.pop("arch")
+        config = fair_pair(**fp)[arch]
+    elif "from" in model:
+        path = in_repo(model["from"]) / "config.json"
+        try:
+            config = json.loads(path.read_text())
+        except (OSError, ValueError) as e:
+            raise UsageError(f"{where}: model.from {model['from']}: no readable config.json ({e})") from None
+    else:
+        raise UsageError(f"{where}: model needs `from` or `fair_pair`")
+    return {**config, **model.get("set", {})}
+
+
+def _settings(spec: dict[str, Any]) -> dict[str, Any]:
+    """The train.py settings of a run (the arm's config without the sweep's own keys)."""
+    return {k: v for k, v in spec["config"].items() if k not in ("model", "measure")}
+
+
+class TrainTrainer:
+    """train.py: the arm's settings are a train.yaml's keys plus ``model`` (:func:`model_config`) and
+    ``measure`` (optional: ``[depth]`` measures depth dilution on the final model, eval.depth)."""
+
+    name = "train"
+    objective, lower_is_better = "val_loss", True
+
+    def check(self, plan: SweepPlan) -> None:
+        """One data design for every arm; the sweep owns the per-run settings."""
+        first = None
+        for arm in plan.arms:
+            cfg = plan.config_of(arm)
+            where = f"{plan.path}: arms.{arm.name}"
+            if "model" not in cfg:
+                raise UsageError(f"{where}: no `model` (a config folder, {{from, set}} or {{fair_pair}})")
+            for key in _settings({"config": cfg}):
+                if key in SWEEP_OWNED:
+                    raise UsageError(f"{where}: {key} is set by the sweep (budgets, rate rule, seeds, its folders)")
+                if _canonical(key) is None:
+                    raise UsageError(f"{where}: {key} is not a train.py setting")
+            data = {k: cfg.get(k) for k in DATA_SETTINGS}
+            if first is not None and data != first:
+                diff = next(k for k in DATA_SETTINGS if data[k] != first[k])
+                raise UsageError(f"{where}: {diff} differs from the first arm's ({data[diff]!r} vs {first[diff]!r}): "
+                                 "one data design per sweep")
+            first = data
+
+    def prepare(self, plan: SweepPlan, folder: Path) -> dict[str, str]:
+        """One tokenizer for every run: the settings' own, or a byte-level BPE of the model's vocabulary trained
+        on the training split (as train.py trains it), saved in ``shared/tokenizer``."""
+        from ema_boundary import corpus
+
+        out = folder / "shared" / "tokenizer"
+        if (out / "tokenizer.json").is_file() or (out / "tokenizer_config.json").is_file():
+            return {"tokenizer": "shared/tokenizer"}
+        cfg = plan.config_of(plan.arms[0])
+        settings = _defaults(_settings({"config": cfg}))
+        vocab = model_config(cfg["model"], f"{plan.path}: arms.{plan.arms[0].name}")["vocab_size"]
+        data = [settings["data"]] if isinstance(settings["data"], str) else list(settings["data"])
+        try:
+            tok, _ = corpus.load_tokenizer(settings["tokenizer_name"], _data_paths(data), settings["val_every"], vocab,
+                                           settings["bpe_train_docs"], f"{plan.path}: vocab_size",
+                                           settings["test_every"])
+        except corpus.DataError as e:
+            raise UsageError(f"{plan.path}: {e}") from None
+        out.mkdir(parents=True, exist_ok=True)
+        tok.save_pretrained(out)
+        return {"tokenizer": "shared/tokenizer"}
+
+    def files(self, spec: dict[str, Any], run: str) -> dict[str, str]:
+        """The run's model config and train.yaml (written into its folder before it trains)."""
+        config = model_config(spec["config"]["model"], f"arms.{spec['arm']}")
+        settings = {**_settings(spec), "model_name_or_path": f"{run}/model",
+                    "tokenizer_name": spec["shared"]["tokenizer"], "output_dir": f"{run}/train",
+                    "max_steps": spec["steps"], "learning_rate": spec["lr"], "seed": spec["seed"]}
+        settings.pop("data", None)
+        data = _defaults(_settings(spec))["data"]
+        settings["data"] = _data_paths([data] if isinstance(data, str) else list(data), relative=True)
+        header = f"# run {run} of a sweep; from the sweep folder: python -m train --config {run}/train.yaml\n"
+        return {"model/config.json": json.dumps(config, indent=2) + "\n",
+                "train.yaml": header + yaml.safe_dump(settings, sort_keys=False)}
+
+    def command(self, run: str) -> str:
+        return shlex.join(["python", "-m", "train", "--config", f"{run}/train.yaml"])
+
+    def run(self, spec: dict[str, Any], run: str) -> dict[str, Any]:
+        import train
+        from eval.runs import read_metrics, read_test
+
+        started = time.perf_counter()
+        train.main(["--config", f"{run}/train.yaml", "--log_level", "warning"])  # raises on bad input
+        metrics = read_metrics(Path(run) / "train" / "metrics.jsonl")
+        result: dict[str, Any] = {
+            "val_loss": metrics["val_loss"][-1] if metrics["val_loss"] else math.nan,
+            "steps": metrics["step"][-1] if metrics["step"] else 0,
+            "tokens": metrics["tokens"][-1] if metrics["tokens"] else 0,
+            "curve": {"val_step": metrics["val_step"], "val_loss": metrics["val_loss"]},
+            "parameters": _parameter_counts(Path(run) / "train" / "final"),
+            "seconds": time.perf_counter() - started,
+        }
+        test = read_test(Path(run) / "train" / "metrics.jsonl")
+        if test is not None:
+            result.update(test)
+        if "depth" in spec["config"].get("measure", ()):
+            result["depth"] = _measure_depth(Path(run) / "train" / "final", spec)
+        return result
+
+    def score(self, result: dict[str, Any], split: str) -> float:
+        """The number a seed is scored by: the final model's loss on the test (or validation) blocks."""
+        return result["test_loss" if split == "test" else "val_loss"]
+
+
+def _canonical(key: str) -> str | None:
+    """A train.py setting's name for ``key`` (its own, or the setting an old spelling stands for); None if none."""
+    import train_config
+
+    if key in train_config.SETTINGS:
+        return key
+    return next((name for name, s in train_config.SETTINGS.items() if key in s.old), None)
+
+
+def _defaults(settings: dict[str, Any]) -> dict[str, Any]:
+    import train_config
+
+    return {**{k: s.default for k, s in train_config.SETTINGS.items()},
+            **{_canonical(k) or k: v for k, v in settings.items()}}
+
+
+def _data_paths(data: list[str], relative: bool = False) -> list[str]:
+    """Named corpora as they are; files repository-relative (as plans name them). With ``relative``: as seen
+    from the sweep folder (the working folder of a run), so that the run's train.yaml runs from a clone."""
+    import os
+
+    from ema_boundary import corpus
+
+    named = (corpus.C4, corpus.EMBEDDED, corpus.EMBEDDED_PYDOC, corpus.EMBEDDED_STDLIB)
+    out = []
+    for d in data:
+        if d in named:
+            out.append(d)
+        else:
+            path = in_repo(d)
+            out.append(os.path.relpath(path, Path.cwd()) if relative else str(path))
+    return out
+
+
+def _parameter_counts(final: Path) -> dict[str, int]:
+    from transformers import AutoConfig
+
+    from ema_boundary.params import parameter_counts
+    from eval.probes.models import build_on_meta
+
+    return parameter_counts(build_on_meta(AutoConfig.from_pretrained(final), str(final))).as_dict()
+
+
+def _measure_depth(final: Path, spec: dict[str, Any]) -> dict[str, Any]:
+    """eval.depth's measures of one trained model (no language-model gate needed): token identity and earlier
+    blocks recovered at the last layer by a linear probe, the stream norm against depth."""
+    from transformers import AutoModelForCausalLM
+
+    from eval.depth import depth_dilution, probe_ids
+
+    model = AutoModelForCausalLM.from_pretrained(final).eval()
+    opts = spec["config"].get("depth", {})
+    ids, _ = probe_ids(str(final), model.config.vocab_size, opts.get("sequences", 64), opts.get("seq_len", 128),
+                       opts.get("seed", 0))
+    return depth_dilution(model, ids)
+
+
+# ---------------------------------------------------------------------------------------------
+# recall: MQAR (eval.recall), one run per (arm, rate, seed, steps)
+# ---------------------------------------------------------------------------------------------
+
+
+class RecallTrainer:
+    """eval.recall's MQAR: an arm's settings are ``model`` (the control ``gpt2`` or a SPEN variant name of
+    modeling_spen.variants), ``width``/``layers``/``heads``, ``set`` (config fields replaced), ``task``
+    (RecallTask fields) and ``recipe`` (RecallRecipe fields but ``steps`` and ``lrs``, which the sweep sets).
+    A run trains at its rate, then scores the model on its seed's selection sequences (the validation number
+    the rate rule reads: mean accuracy over pair counts) and on the evaluation sequences every model shares."""
+
+    name = "recall"
+    objective, lower_is_better = "selection", False
+    KEYS = ("model", "width", "layers", "heads", "set", "task", "recipe")
+
+    def check(self, plan: SweepPlan) -> None:
+        for arm in plan.arms:
+            cfg = plan.config_of(arm)
+            where = f"{plan.path}: arms.{arm.name}"
+            for key in cfg:
+                if key not in self.KEYS:
+                    raise UsageError(f"{where}: {key} is not a recall setting ({', '.join(self.KEYS)})")
+            if "model" not in cfg:
+                raise UsageError(f"{where}: no `model` (gpt2 or a SPEN variant name)")
+            for key in ("steps", "lrs"):
+                if key in cfg.get("recipe", {}):
+                    raise UsageError(f"{where}: recipe.{key} is set by the sweep (budgets, rate rule)")
+
+    def prepare(self, plan: SweepPlan, folder: Path) -> dict[str, str]:
+        return {}
+
+    def files(self, spec: dict[str, Any], run: str) -> dict[str, str]:
+        return {}
+
+    def command(self, run: str) -> str:
+        return shlex.join(["python", "-m", "eval.sweep.execute", run])
+
+    @staticmethod
+    def build(spec: dict[str, Any]) -> tuple[Any, Any, Any]:
+        """The arm's model config, task and recipe."""
+        from eval.recall import RecallRecipe, RecallTask, default_map_configs
+
+        cfg = spec["config"]
+        configs = default_map_configs(cfg.get("width", 64), cfg.get("layers", 2), cfg.get("heads", 4))
+        if cfg["model"] not in configs:
+            raise UsageError(f"arms.{spec['arm']}: model {cfg['model']!r} is not gpt2 or a SPEN variant "
+                             f"({', '.join(configs)})")
+        config = configs[cfg["model"]]
+        for k, v in cfg.get("set", {}).items():
+            setattr(config, k, v)
+        task = RecallTask(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg.get("task", {}).items()})
+        recipe_kw = {k: tuple(v) if isinstance(v, list) else v for k, v in cfg.get("recipe", {}).items()}
+        recipe = RecallRecipe(**recipe_kw, steps=spec["steps"], lrs=(spec["lr"],))
+        return config, task, recipe
+
+    def run(self, spec: dict[str, Any], run: str) -> dict[str, Any]:
+        from ema_boundary.params import parameter_counts
+        from eval.recall import _EVAL_STREAM, _SELECT_STREAM, _stream, describe_arm, evaluate_recall, train_recall
+
+        started = time.perf_counter()
+        config, task, recipe = self.build(spec)
+        seed, lr = spec["seed"], spec["lr"]
+        model, steps = train_recall(config, task, recipe, lr, seed, progress=False, desc=spec["arm"])
+        selection = evaluate_recall(model, task, recipe.select_examples, _stream(seed, _SELECT_STREAM))
+        # Every model and seed is scored on the same evaluation sequences (the stream depends on the task only).
+        accuracy = evaluate_recall(model, task, recipe.eval_examples, _stream(0, _EVAL_STREAM))
+        counts = parameter_counts(model)
+        return {"selection": sum(selection.values()) / len(selection),
+                "selection_accuracy": {str(n): a for n, a in selection.items()},
+                "accuracy": {str(n): a for n, a in accuracy.items()}, "steps": steps, "chance": task.chance,
+                "pairs": list(task.pairs), "queries": {str(n): n * recipe.eval_examples for n in task.pairs},
+                "parameters": counts.as_dict(), "arm": describe_arm(model.config, task.seq_len),
+                "seconds": time.perf_counter() - started}
+
+    def score(self, result: dict[str, Any], split: str) -> dict[str, float]:
+        return result["accuracy"] if split == "test" else result["selection_accuracy"]
+
+
+TRAINERS: dict[str, Any] = {"train": TrainTrainer(), "recall": RecallTrainer()}
+
+__all__ = ["DATA_SETTINGS", "RecallTrainer", "TRAINERS", "TrainTrainer", "model_config"]

@@ -1,0 +1,190 @@
+"""Verdicts and the gates in front of them: one vocabulary, one definition of each gate, one rule per interval.
+
+A verdict counts only where it could have come out the other way, in a regime where the models can speak. So
+every verdict here is a rule on an interval behind zero or more **gates**, and a failed gate turns any verdict
+into :data:`NOT_TESTABLE`, carrying the gate's numbers:
+
+- :func:`ngram_gate` (competence): every model's loss below a Kneser-Ney line on the same tokens (the
+  declared order: the bigram, or a trigram for a claim about context use);
+- :func:`control_gate` (a positive control that must succeed): e.g. attention solves recall at the pairs read;
+- :func:`reference_gate` (a baseline checked against a plain reference): the baseline no worse than the plain
+  recipe's number on the same tokens, by more than a declared margin;
+- :func:`interior_gate` (reachability of the tuning rule): every chosen rate inside the rates tried;
+- :func:`decidability_gate` (a structure claim only on roles no short window decides).
+
+Rules from intervals: :func:`target_verdict` (a number against the paper's), :func:`difference_verdict` (a
+paired difference: higher / lower / equivalent within a declared margin / not resolved), :func:`escape_verdict`
+(an escape from copying level that cannot be won at copying level).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ema_boundary import stats
+
+MET, REFUTED, NOT_RESOLVED = stats.MET, stats.REFUTED, stats.NOT_RESOLVED
+NOT_TESTABLE = "not testable in this regime"
+NEITHER_ESCAPES = "neither escapes at this budget"
+NOT_RUN = "not run"
+PARTLY_MET = "partly met"
+EQUIVALENT = "equivalent"
+VERDICTS = (MET, REFUTED, NOT_RESOLVED, NOT_TESTABLE, NEITHER_ESCAPES, NOT_RUN, PARTLY_MET)
+# The one- or two-word form of each verdict for the report's first table.
+SHORT = {MET: "met", REFUTED: "refuted", NOT_RESOLVED: "not resolved", NOT_TESTABLE: "not testable",
+         NEITHER_ESCAPES: "neither escapes", NOT_RUN: "not run", PARTLY_MET: "partly met"}
+
+
+@dataclass(frozen=True)
+class Gate:
+    """One precondition of a verdict: whether it holds, why, and the numbers it read."""
+
+    name: str
+    holds: bool | None  # None: it could not be evaluated (nothing ran)
+    why: str
+    numbers: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def ngram_gate(losses: Mapping[str, float], line: float, line_name: str = "Kneser-Ney bigram") -> Gate:
+    """Competence: every model's loss (nats, ``{name: loss}``) below the n-gram line on the same tokens."""
+    if not losses:
+        return Gate("ngram", None, "no model scored")
+    holds = all(v < line for v in losses.values())
+    shown = ", ".join(f"{k} {v:.3f}" for k, v in losses.items())
+    why = (f"{shown} nats {'all below' if holds else 'not all below'} the {line_name} {line:.3f} nats "
+           f"(perplexity {math.exp(line):.1f}) on the same tokens")
+    return Gate("ngram", holds, why, {"losses": dict(losses), "line": line, "line_name": line_name})
+
+
+def control_gate(name: str, value: float | None, bar: float, what: str = "accuracy") -> Gate:
+    """A positive control that must succeed: ``value`` at or above ``bar``."""
+    if value is None:
+        return Gate("control", None, f"the control {name} did not run")
+    holds = value >= bar
+    return Gate("control", holds, f"control {name}: {what} {value:.3f} {'>=' if holds else '<'} its bar {bar:g}",
+                {"control": name, "value": value, "bar": bar})
+
+
+def reference_gate(name: str, baseline: float, reference: float | None, margin: float) -> Gate:
+    """A baseline checked against a plain reference on the same tokens (lower is better): under-trained when it is
+    worse than the reference by more than ``margin``. No reference declared: the gate cannot hold."""
+    if reference is None:
+        return Gate("reference", None, f"no plain reference declared for {name}")
+    holds = baseline <= reference + margin
+    why = (f"{name} {baseline:.3f} vs the plain reference {reference:.3f} nats (margin {margin:g}): "
+           + ("within" if holds else "baseline under-trained"))
+    return Gate("reference", holds, why, {"baseline": baseline, "reference": reference, "margin": margin})
+
+
+def interior_gate(choices: Mapping[str, Mapping[str, Any]]) -> Gate:
+    """Reachability of the tuning rule: every chosen rate lies inside the rates its search tried."""
+    edges = [k for k, c in choices.items() if c.get("chosen") is not None and not c.get("interior")]
+    open_ = [k for k, c in choices.items() if c.get("chosen") is None]
+    if open_:
+        return Gate("interior", None, f"no rate chosen yet for {', '.join(open_)}")
+    holds = not edges
+    return Gate("interior", holds, "every chosen rate interior" if holds else
+                f"rate at an edge of the rates tried for {', '.join(edges)}", {"edges": edges})
+
+
+def decidability_gate(window_accuracy: float, bar: float, window: int) -> Gate:
+    """A structure claim is read only on roles that a ``window``-token shortcut does not already decide."""
+    holds = window_accuracy < bar
+    return Gate("decidability", holds, f"a {window}-token window reaches {window_accuracy:.3f} "
+                f"({'below' if holds else 'at or above'} {bar:g})", {"window_accuracy": window_accuracy})
+
+
+def gated(verdict: str, gates: Sequence[Gate]) -> tuple[str, str]:
+    """``verdict`` behind ``gates``: the first gate that does not hold makes it :data:`NOT_TESTABLE` (or
+    :data:`NOT_RUN` where nothing could be evaluated), with its reason."""
+    for g in gates:
+        if g.holds is None:
+            return NOT_RUN, g.why
+        if not g.holds:
+            return NOT_TESTABLE, g.why
+    return verdict, "; ".join(g.why for g in gates)
+
+
+def target_verdict(ci95: Sequence[float], target: float, strictly_above: bool = False) -> str:
+    """A number against the paper's: :data:`MET` at or above, :data:`REFUTED` below, else not resolved."""
+    return stats.target_verdict(ci95, target, strictly_above)
+
+
+def difference_verdict(c: stats.Comparison, min_seeds: int = 5, bounds: tuple[float, float] | None = None
+                       ) -> tuple[str, list[float], str]:
+    """A paired difference ``a - b``: "a higher", "a lower", "equivalent" (the 90% interval inside the declared
+    margin) or "not resolved" (also with fewer than ``min_seeds`` seeds). ``bounds`` clips the 95% interval to
+    the quantity's range (a difference of fractions: (-1, 1)). Returns the verdict, the interval and why."""
+    lo, hi = c.ci95
+    if bounds is not None:
+        lo, hi = max(bounds[0], lo), min(bounds[1], hi)
+    ci = [lo, hi]
+    interval = f"95% interval [{lo:+.4f}, {hi:+.4f}]"
+    if c.n < min_seeds:
+        return NOT_RESOLVED, ci, f"{c.n} paired seed(s), fewer than the {min_seeds} a verdict on a difference needs"
+    if lo > 0:
+        return "a higher", ci, f"{interval} above 0"
+    if hi < 0:
+        return "a lower", ci, f"{interval} below 0"
+    if c.verdict == "equivalent":
+        return EQUIVALENT, ci, f"90% interval [{c.ci90[0]:+.4f}, {c.ci90[1]:+.4f}] inside ±{c.equivalence_margin:g}"
+    return NOT_RESOLVED, ci, f"{interval} holds 0" + (
+        f" and the 90% interval is not inside ±{c.equivalence_margin:g}" if c.equivalence_margin else "")
+
+
+def escape_verdict(selective: Mapping[Any, float], fixed: Mapping[Any, float], *, copying: float, min_effect: float,
+                   copy_margin: float, margin: float, control: Gate, min_seeds: int = 5) -> dict[str, Any]:
+    """"Only input-dependent selection escapes", decided so that it cannot be won at copying level.
+
+    Paired over seeds, ``selective - fixed`` (accuracies at the pairs read):
+
+    - behind the positive control (``control``): without it, not testable;
+    - "selective escapes" (:data:`MET`): the 95% interval above 0, the mean difference at least ``min_effect``,
+      and the selective arm's mean above ``copying + copy_margin``;
+    - "fixed escapes" (:data:`REFUTED`): the same the other way;
+    - :data:`NEITHER_ESCAPES`: a difference, or equivalence, with neither arm above ``copying + copy_margin``
+      (both numbers given);
+    - "equivalent" above copying level within ``margin``: refuted (the fixed bank escapes as well);
+    - otherwise :data:`NOT_RESOLVED`.
+    """
+    c = stats.compare(dict(selective), dict(fixed), margin)
+    kind, ci, why = difference_verdict(c, min_seeds, (-1.0, 1.0))
+    seeds = list(c.seeds)
+    mean_s = sum(selective[s] for s in seeds) / max(1, len(seeds))
+    mean_f = sum(fixed[s] for s in seeds) / max(1, len(seeds))
+    bar = copying + copy_margin
+    numbers = {"selective": mean_s, "fixed": mean_f, "difference": c.difference, "ci95": ci,
+               "ci90": [_finite(x) for x in c.ci90], "seeds": seeds, "copying": copying, "copy_bar": bar,
+               "min_effect": min_effect, "margin": margin}
+    above_s, above_f = mean_s > bar, mean_f > bar
+    if kind == "a higher" and c.difference >= min_effect and above_s:
+        verdict, why = MET, f"selective escapes: {why}, effect {c.difference:+.3f} >= {min_effect:g}, " \
+                            f"selective {mean_s:.3f} above copying level {copying:.3f} + {copy_margin:g}"
+    elif kind == "a lower" and -c.difference >= min_effect and above_f:
+        verdict, why = REFUTED, f"the fixed bank is higher: {why}, fixed {mean_f:.3f} above copying level"
+    elif kind in ("a higher", "a lower", EQUIVALENT) and not above_s and not above_f:
+        verdict, why = NEITHER_ESCAPES, (f"selective {mean_s:.3f}, fixed {mean_f:.3f}: both at or below copying "
+                                         f"level {copying:.3f} + {copy_margin:g} ({why})")
+    elif kind == EQUIVALENT:
+        verdict, why = REFUTED, f"equivalent above copying level: the fixed bank escapes as well ({why})"
+    elif kind in ("a higher", "a lower"):
+        verdict, why = NOT_RESOLVED, f"a difference below the declared effect {min_effect:g} ({why})"
+    else:
+        verdict = NOT_RESOLVED
+    verdict, why = gated(verdict, [control]) if control.holds is not True else (verdict, why)
+    return {"verdict": verdict, "reason": why, **numbers}
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+__all__ = ["EQUIVALENT", "Gate", "MET", "NEITHER_ESCAPES", "NOT_RESOLVED", "NOT_RUN", "NOT_TESTABLE", "PARTLY_MET",
+           "REFUTED", "SHORT", "VERDICTS", "control_gate", "decidability_gate", "difference_verdict",
+           "escape_verdict", "gated", "interior_gate", "ngram_gate", "reference_gate", "target_verdict"]

@@ -1,0 +1,207 @@
+"""The experiment runner (eval.sweep): plans checked at load, the rate rule, one layout, resume, summarize,
+launchers, and commands that run from a clone."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from eval.plans import PlanError, read_yaml
+from eval.sweep.cli import main as sweep_main
+from eval.sweep.plan import RateRule, load_plan, merge
+from tests.train_testkit import ENV, ROOT, tokenizer_dir
+
+TINY_BASE = {"data": "embedded", "block_size": 32, "total_train_batch_size": 4, "per_device_train_batch_size": 4,
+             "warmup_steps": 1, "logging_steps": 1, "eval_steps": 2, "max_eval_samples": 4, "save_steps": 2,
+             "val_every": 10, "test_every": 3, "max_test_samples": 8}
+
+
+def tiny_plan(tmp_path: Path, name: str = "tiny.yaml", **over) -> Path:
+    plan = {"name": "tiny", "trainer": "train", "analysis": "ablation", "seeds": [0, 1], "budgets": [4],
+            "workers": 1, "rate": {"lr_grid": [1.0e-3, 3.0e-3]},
+            "base": {**TINY_BASE, "tokenizer_name": tokenizer_dir()},
+            "arms": {"linear": {"config": {"model": "hub_configs/spen-tiny"}}},
+            "settings": {"reference": "linear", "equivalence_margin": 0.02}}
+    plan = merge(plan, over)
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(plan, sort_keys=False))
+    return path
+
+
+def scores(folder: Path) -> dict:
+    results = json.loads((folder / "results.json").read_text())
+    return {arm: {b: {s: r["score"] for s, r in seeds.items()} for b, seeds in a["budgets"].items()}
+            for arm, a in results["arms"].items()}
+
+
+# ------------------------------------------------------------------------------------------ plans
+
+
+def test_duplicate_key_refused_with_both_lines() -> None:
+    with pytest.raises(PlanError, match=r"plan.yaml:3: rate.lr_grid is written twice \(lines 2 and 3\)"):
+        read_yaml("rate:\n  lr_grid: [0.1]\n  lr_grid: [3000.0]\n", "plan.yaml")
+
+
+@pytest.mark.parametrize("patch, message", [
+    ({"trainer": "keras"}, r"tiny.yaml:\d+: trainer names an unknown trainer 'keras'"),
+    ({"rate": {"lr_grid": [3000.0]}}, r"rate.lr_grid must be a rate in \(0, 1\), got 3000.0"),
+    ({"seeds": 3}, r"seeds must be a non-empty list, got 3"),
+    ({"arms": {"linear": {"lr_grid": [2.0]}}}, r"arms.linear.lr_grid must be a rate"),
+    ({"arms": {"linear": {"sedes": [1]}}}, r"arms.linear.sedes is not a field"),
+    ({"bogus": 1}, r"bogus is not a field"),
+])
+def test_bad_plan_is_one_line_with_the_yaml_line(tmp_path: Path, patch: dict, message: str) -> None:
+    with pytest.raises(PlanError, match=message):
+        load_plan(tiny_plan(tmp_path, **patch))
+
+
+def test_rate_rule_extends_until_interior_and_caps() -> None:
+    rule = RateRule(lr_grid=(1e-3, 3e-3), extend=True, max_extensions=2)
+    assert rule.next_rate({1e-3: 2.0, 3e-3: 1.0}, 0) == pytest.approx(9e-3)
+    assert rule.next_rate({1e-3: 1.0, 3e-3: 2.0}, 0) == pytest.approx(1e-3 / 3)
+    assert rule.next_rate({1e-3: 2.0, 3e-3: 1.0, 9e-3: 1.5}, 1) is None  # interior: chosen
+    assert rule.next_rate({1e-3: 2.0, 3e-3: 1.0}, 2) is None  # the cap
+    assert rule.next_rate({1e-3: 0.2, 3e-3: 0.9}, 0, lower_is_better=False) == pytest.approx(9e-3)
+    assert RateRule(lr_grid=(1e-3, 3e-3)).next_rate({1e-3: 2.0, 3e-3: 1.0}, 0) is None  # no extension declared
+
+
+# ------------------------------------------------------------------------------------------ runs
+
+
+def test_sweep_layout_rates_scores_and_summarize(tmp_path: Path, capsys) -> None:
+    plan = tiny_plan(tmp_path, rate={"lr_grid": [1.0e-3, 3.0e-3], "extend": True, "max_extensions": 1},
+                     budgets=[2, 4])
+    out = tmp_path / "out"
+    assert sweep_main([str(plan), "--output_dir", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["complete"] and not results["missing"]
+    choice = results["arms"]["linear"]["choices"]["0"]
+    # Two grid rates at the longest budget; a choice at an edge extends once (the cap), else it is interior.
+    assert len(choice["tried"]) in (2, 3)
+    assert choice["chosen"] == min(map(float, choice["tried"]), key=lambda r: choice["tried"][f"{r:g}"])
+    lr = choice["chosen"]
+    for seed in (0, 1):
+        for steps in (2, 4):
+            run = out / f"runs/linear/lr_{lr:g}/seed_{seed}/steps_{steps}"
+            assert (run / "run.json").is_file() and (run / "result.json").is_file()
+            spec = json.loads((run / "run.json").read_text())
+            assert (spec["seed"], spec["steps"], spec["lr"]) == (seed, steps, lr)
+    # Every seed scored on the test blocks, the shorter budget at the longest's rate.
+    assert set(results["arms"]["linear"]["budgets"]) == {"2", "4"}
+    assert results["scored_on"] == "test"
+    # No absolute path in what the sweep records: its commands run from a clone.
+    text = (out / "results.json").read_text() + (out / "results.md").read_text()
+    for run_json in out.glob("runs/**/run.json"):
+        text += run_json.read_text() + (run_json.parent / "train.yaml").read_text()
+    assert not re.search(r"(?<![.\w])/(tmp|root|work|home)/", text.replace(tokenizer_dir(), ""))
+    # Summarised again without training: the same numbers.
+    before = scores(out)
+    assert sweep_main(["--summarize", str(out)]) == 0
+    assert scores(out) == before
+
+
+def test_changed_plan_refused_on_resume(tmp_path: Path, capsys) -> None:
+    plan = tiny_plan(tmp_path, seeds=[0])
+    out = tmp_path / "out"
+    assert sweep_main([str(plan), "--output_dir", str(out), "--max_runs", "1"]) == 0
+    assert not json.loads((out / "results.json").read_text())["complete"]
+    changed = tiny_plan(tmp_path, "changed.yaml", seeds=[0], rate={"lr_grid": [1.0e-3, 1.0e-2]})
+    capsys.readouterr()
+    assert sweep_main([str(changed), "--resume_from", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "rate.lr_grid" in err and "differs" in err
+    # An existing sweep folder is never started over.
+    assert sweep_main([str(plan), "--output_dir", str(out)]) == 2
+    assert "--resume_from" in capsys.readouterr().err
+    # The recorded plan continues to the end.
+    assert sweep_main(["--resume_from", str(out)]) == 0
+    assert json.loads((out / "results.json").read_text())["complete"]
+
+
+def test_killed_sweep_resumes_to_the_uninterrupted_results(tmp_path: Path) -> None:
+    """kill -9 in the middle of a sweep (a run half-trained, with a checkpoint), then --resume_from: the same
+    scores as a sweep that was never interrupted."""
+    plan = tiny_plan(tmp_path, seeds=[0, 1], budgets=[6])
+    whole = tmp_path / "whole"
+    assert sweep_main([str(plan), "--output_dir", str(whole)]) == 0
+    killed = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "eval.sweep", str(plan), "--output_dir", str(killed)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 240
+        # Wait until one run is complete and the next has saved a checkpoint, then kill.
+        while time.time() < deadline:
+            done = list(killed.glob("runs/**/result.json"))
+            ckpts = [c for c in killed.glob("runs/**/train/checkpoints/*")
+                     if not (c.parents[2] / "result.json").exists()]
+            if done and ckpts:
+                break
+            time.sleep(0.2)
+        else:
+            pytest.fail("the sweep did not reach a half-trained run in time")
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert sweep_main(["--resume_from", str(killed)]) == 0
+    assert scores(killed) == scores(whole)
+
+
+def test_submitit_local_launcher_matches_local(tmp_path: Path) -> None:
+    """The cluster path through submitit's local executor: the same runs, the same numbers."""
+    plan = tiny_plan(tmp_path, seeds=[0], rate={"lr_grid": [3.0e-3]}, budgets=[2])
+    local, sub = tmp_path / "local", tmp_path / "sub"
+    assert sweep_main([str(plan), "--output_dir", str(local)]) == 0
+    assert sweep_main([str(plan), "--output_dir", str(sub), "--launcher", "submitit-local",
+                       "--launcher_args", "timeout_min=10"]) == 0
+    assert scores(sub) == scores(local)
+    assert list((sub / "submitit").iterdir())  # submitit's own job folders
+
+
+def test_recall_trainer_each_seed_chooses(tmp_path: Path) -> None:
+    plan = tmp_path / "recall.yaml"
+    plan.write_text(yaml.safe_dump({
+        "name": "recall-tiny", "trainer": "recall", "analysis": "recall_map", "seeds": [0, 1], "budgets": [8],
+        "workers": 1, "rate": {"lr_grid": [1.0e-3, 3.0e-3], "choose": "each_seed"},
+        "base": {"width": 32, "layers": 1, "heads": 2, "task": {"vocab_size": 32, "pairs": [2, 4]},
+                 "recipe": {"batch_size": 8, "warmup_steps": 1, "select_examples": 8, "eval_examples": 8}},
+        "arms": {"gpt2": {"config": {"model": "gpt2"}}, "linear": {"config": {"model": "linear"}},
+                 "linear-ema16": {"config": {"model": "linear-ema16"}}},
+        "settings": {"pairs": 4, "control": "gpt2", "escape": {"16": ["linear", "linear-ema16"]}, "headline": "16",
+                     "min_seeds": 2}}))
+    out = tmp_path / "out"
+    assert sweep_main([str(plan), "--output_dir", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert set(results["arms"]["gpt2"]["choices"]) == {"0", "1"}  # each seed chose its own rate
+    analysis = results["analysis"]
+    assert analysis["kind"] == "recall_map" and analysis["pairs"] == 4
+    assert analysis["arms"]["linear-ema16"]["state_numbers"] == 16 * 32
+    # A toy budget: the control cannot pass, so the escape is not testable (never a verdict without it).
+    assert analysis["control"]["holds"] is False
+    assert analysis["escape"]["16"]["verdict"] == "not testable in this regime"
+
+
+def test_help_lists_the_flags(capsys) -> None:
+    assert sweep_main(["--help"]) == 0
+    out = capsys.readouterr().out
+    for flag in ("--output_dir", "--resume_from", "--summarize", "--launcher", "--arms", "--max_runs"):
+        assert flag in out
+
+
+def test_bad_command_lines_one_line(tmp_path: Path, capsys) -> None:
+    assert sweep_main(["--summarize", str(tmp_path)]) == 2
+    assert "not a sweep folder" in capsys.readouterr().err
+    plan = tiny_plan(tmp_path)
+    assert sweep_main([str(plan), "--output_dir", str(tmp_path / "o"), "--arms", "nope"]) == 2
+    assert "--arms nope: not an arm" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
