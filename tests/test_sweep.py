@@ -205,3 +205,23 @@ def test_bad_command_lines_one_line(tmp_path: Path, capsys) -> None:
     assert sweep_main([str(plan), "--output_dir", str(tmp_path / "o"), "--arms", "nope"]) == 2
     assert "--arms nope: not an arm" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+
+
+def test_depth_sweep_measures_every_final_model(tmp_path: Path) -> None:
+    plan = tiny_plan(tmp_path, analysis="depth", seeds=[0, 1], budgets=[3], rate={"lr_grid": [3.0e-3]},
+                     base={"measure": ["depth"], "depth": {"num_sequences": 8, "seq_len": 16}},
+                     arms={"linear": None, "add": {"config": {"model": "hub_configs/spen-depth8"}},
+                           "attention": {"config": {"model": "hub_configs/spen-depth8-attention"}}},
+                     settings={"selection": "attention", "reference": "add", "min_seeds": 2})
+    raw = yaml.safe_load(plan.read_text())
+    del raw["arms"]["linear"]
+    plan.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "out"
+    assert sweep_main([str(plan), "--output_dir", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    run = results["arms"]["attention"]["budgets"]["3"]["0"]
+    assert run["depth"]["num_layers"] == 8 and len(run["depth"]["rms"]) == 9
+    analysis = results["analysis"]
+    assert set(analysis["table"]) >= {"token_accuracy", "val_loss", "log_rms_growth"}
+    # 3 steps: the loss cannot pass the bigram, so the claim is not testable whatever the probes say.
+    assert analysis["gate"]["holds"] is False and analysis["conclusion"] == "not testable in this regime"

@@ -116,7 +116,9 @@ def ablation(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str
 
 def ladder(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, Any]:
     """The loss gap a - b at every size (arms ``<size>/<arch>``), behind the n-gram gate and the plain-reference
-    check of the baseline (settings ``reference``: ``{size: loss}`` of the plain recipe on the same tokens)."""
+    check of the baseline b: the arm ``<size>/reference`` (the plain loop of eval.reference on the same tokens)
+    where the sweep has one, else settings ``reference: {size: loss}``. A size is read only with both gates
+    holding; the deciding size is the largest such size with an interval (two or more paired seeds)."""
     s = plan.settings
     a_name, b_name = s.get("a", "spen"), s.get("b", "gpt2")
     order, ref_margin = s.get("gate_ngram", "bigram"), s.get("reference_margin", 0.03)
@@ -153,12 +155,17 @@ def ladder(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, 
             entry["train_tokens"] = tokens
             gates.append(verdicts.ngram_gate({a_name: entry[a_name]["mean"], b_name: entry[b_name]["mean"]},
                                              lines["loss"][order], f"Kneser-Ney {order}"))
+        ref_scores = _scores(results, f"{size}/reference") if f"{size}/reference" in results["arms"] else {}
+        reference = _interval(list(ref_scores.values()))["mean"] if ref_scores else references.get(size)
+        if ref_scores:
+            entry["reference"] = _interval(list(ref_scores.values()))
         if b:
-            gates.append(verdicts.reference_gate(b_name, entry[b_name]["mean"], references.get(size), ref_margin))
+            gates.append(verdicts.reference_gate(b_name, entry[b_name]["mean"], reference, ref_margin))
         entry["gates"] = [g.as_dict() for g in gates]
-        entry["gate"] = all(g.holds for g in gates) if gates else False
+        entry["gate"] = bool(gates) and all(g.holds for g in gates)
+        entry["checked"] = any(g.name == "reference" and g.holds is not None for g in gates)
         sizes.append(entry)
-    deciding = next((e for e in reversed(sizes) if e["gate"] and e["gap"]["ci95"]), None)
+    deciding = next((e for e in reversed(sizes) if e["gate"] and e["checked"] and e["gap"]["ci95"]), None)
     return {"a": a_name, "b": b_name, "gate_ngram": order, "reference_margin": ref_margin, "sizes": sizes,
             "deciding_size": deciding["name"] if deciding else None}
 
@@ -197,8 +204,26 @@ def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[s
                     {k: v for k, v in arms[fix]["per_seed"].items() if v is not None},
                     copying=copying, min_effect=s.get("min_effect", 0.05), copy_margin=s.get("copy_margin", 0.05),
                     margin=s.get("equivalence_margin", 0.05), control=control, min_seeds=s.get("min_seeds", 5))}
+    # Write rules at about equal state (issue 34 item 4): each pair of a group, paired by seed, behind the control.
+    rules = []
+    for group in s.get("write_rules", []):
+        ran = [a for a in group if a in arms]
+        for i, a in enumerate(ran):
+            for b in ran[i + 1:]:
+                sa = {k: v for k, v in arms[a]["per_seed"].items() if v is not None}
+                sb = {k: v for k, v in arms[b]["per_seed"].items() if v is not None}
+                if len(set(sa) & set(sb)) < 2:
+                    continue
+                c = stats.compare(sa, sb, s.get("equivalence_margin", 0.05))
+                kind, ci, why = verdicts.difference_verdict(c, s.get("min_seeds", 5), (-1.0, 1.0))
+                verdict, why = verdicts.gated(kind, [control]) if control.holds is not True else (kind, why)
+                rules.append({"a": a, "b": b, "rules": [arms[a]["write_rule_label"], arms[b]["write_rule_label"]],
+                              "state_numbers": [arms[a]["state_numbers"], arms[b]["state_numbers"]],
+                              "difference": c.difference, "ci95": ci, "seeds": list(c.seeds), "verdict": verdict,
+                              "reason": why})
     headline = s.get("headline")
     return {"pairs": int(pairs), "copying": copying, "control": control.as_dict(), "arms": arms, "escape": escapes,
+            "write_rules": rules,
             "headline": headline, "verdict": escapes.get(headline, {}).get("verdict", verdicts.NOT_RUN),
             "reason": escapes.get(headline, {}).get("reason", "the headline comparison has not run")}
 

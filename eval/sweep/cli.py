@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import sys
 from pathlib import Path
 
@@ -67,6 +68,8 @@ def run(parser: UsageParser, args: argparse.Namespace, command: str) -> int:
                 parser.error(f"--arms {','.join(unknown)}: not an arm of {plan.path} "
                              f"({', '.join(a.name for a in plan.arms)})")
         launcher = make_launcher(args.launcher, args.workers or plan.workers, args.launcher_args)
+        for sig in (signal.SIGTERM, signal.SIGUSR1):
+            signal.signal(sig, _raise_preempted)
         run_sweep(plan, folder, launcher, command, resume=bool(args.resume_from), arms=args.arms,
                   max_runs=args.max_runs)
         return 0
@@ -76,11 +79,23 @@ def run(parser: UsageParser, args: argparse.Namespace, command: str) -> int:
     except (PlanError, UsageError) as e:
         print(f"{PROG}: error: {first_line(e, 600)}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Preempted) as e:
         where = args.output_dir or args.resume_from
         print(f"{PROG}: interrupted; finished runs are kept; continue with: {PROG} --resume_from {where}",
               file=sys.stderr)
-        return 130
+        return 128 + (e.signum if isinstance(e, Preempted) else signal.SIGINT)
+
+
+class Preempted(Exception):
+    """SIGTERM (Slurm preemption, scancel, docker stop) or SIGUSR1: stop like Ctrl-C, saying how to continue."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_preempted(signum: int, frame: object) -> None:
+    raise Preempted(signum)
 
 
 def parser() -> UsageParser:

@@ -48,11 +48,13 @@ def execute(sweep: Path, run: str) -> dict[str, Any]:
             path.parent.mkdir(parents=True, exist_ok=True)
             if not path.is_file() or path.read_text() != text:
                 path.write_text(text)
-        started = time.time()
+        started, cpu = time.time(), time.process_time()
         with open(Path(run) / LOG, "a") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
             result = trainer.run(spec, run)
-        result = {**result, "run": run, "command": trainer.command(run), "finished": time.time(),
-                  "wall_seconds": time.time() - started}
+        # CPU seconds of this process (one torch thread per worker): the cost of a run on a shared machine,
+        # where wall time depends on the neighbours.
+        result = {**result, "run": run, "command": trainer.command(run, spec), "finished": time.time(),
+                  "wall_seconds": time.time() - started, "cpu_seconds": time.process_time() - cpu}
         write_json(Path(run) / RESULT_JSON, result)
     return result
 

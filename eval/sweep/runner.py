@@ -286,6 +286,7 @@ def run_sweep(plan: SweepPlan, folder: Path, launcher: Any, command: str, *, res
 def summarize(folder: Path, plan: SweepPlan | None = None, seconds: float | None = None) -> dict[str, Any]:
     """results.json (and results.md) of a sweep folder from its finished runs, without training."""
     from eval.sweep.analyses import ANALYSES
+    from eval.sweep.figures import write_figures
 
     plan = plan or read_folder(folder)
     sweep = Sweep(plan, folder)
@@ -327,6 +328,7 @@ def summarize(folder: Path, plan: SweepPlan | None = None, seconds: float | None
                     "this_invocation": seconds},
     }
     results["analysis"] = {"kind": plan.analysis, **ANALYSES[plan.analysis](plan, results, folder)}
+    results["figures"] = write_figures(results["analysis"], folder)
     write_json(folder / RESULTS, results)
     from eval.sweep.render import render_markdown
 

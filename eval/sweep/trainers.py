@@ -36,6 +36,10 @@ from eval.sweep.plan import SweepPlan
 DATA_SETTINGS = ("data", "val_every", "test_every", "block_size", "max_eval_samples", "max_test_samples",
                  "tokenizer_name", "bpe_train_docs")
 SWEEP_OWNED = ("output_dir", "max_steps", "learning_rate", "seed", "model_name_or_path")  # set per run
+# An arm's keys that are the sweep's, not train.py's: the model, what to measure after training, and which loop
+# trains it (``train``: train.py; ``reference``: the plain loop of eval.reference that checks a baseline).
+SWEEP_KEYS = ("model", "measure", "depth", "loop")
+LOOPS = ("train", "reference")
 
 
 def model_config(model: Any, where: str) -> dict[str, Any]:
@@ -44,7 +48,8 @@ def model_config(model: Any, where: str) -> dict[str, Any]:
     - a folder (``hub_configs/spen-f64``): its config.json;
     - ``{from: FOLDER, set: {...}}``: that config with fields replaced;
     - ``{fair_pair: {arch: spen|gpt2, width: W, layers: L, vocab_size: V, block_size: B}}``: the scale ladder's
-      fair recipe (eval.scale.fair_pair), ``set`` applied after.
+      fair recipe (eval.scale.fair_pair), ``set`` applied after;
+    - ``variant: NAME`` beside either: a named SPEN reader or trace (modeling_spen.variants), before ``set``.
     """
     from eval.scale import fair_pair
 
@@ -64,17 +69,25 @@ def model_config(model: Any, where: str) -> dict[str, Any]:
             raise UsageError(f"{where}: model.from {model['from']}: no readable config.json ({e})") from None
     else:
         raise UsageError(f"{where}: model needs `from` or `fair_pair`")
+    if "variant" in model:
+        from modeling_spen.variants import SPEN_VARIANTS
+
+        if model["variant"] not in SPEN_VARIANTS:
+            raise UsageError(f"{where}: model.variant {model['variant']!r} is not a SPEN variant "
+                             f"({', '.join(SPEN_VARIANTS)})")
+        config = {**config, **SPEN_VARIANTS[model["variant"]]}
     return {**config, **model.get("set", {})}
 
 
 def _settings(spec: dict[str, Any]) -> dict[str, Any]:
     """The train.py settings of a run (the arm's config without the sweep's own keys)."""
-    return {k: v for k, v in spec["config"].items() if k not in ("model", "measure")}
+    return {k: v for k, v in spec["config"].items() if k not in SWEEP_KEYS and k not in SWEEP_OWNED}
 
 
 class TrainTrainer:
-    """train.py: the arm's settings are a train.yaml's keys plus ``model`` (:func:`model_config`) and
-    ``measure`` (optional: ``[depth]`` measures depth dilution on the final model, eval.depth)."""
+    """train.py: the arm's settings are a train.yaml's keys plus ``model`` (:func:`model_config`), ``measure``
+    (optional: ``[depth]`` measures depth dilution on the final model, eval.depth) and ``loop`` (``train``, or
+    ``reference``: the plain loop of :mod:`eval.reference` on the same settings and tokens)."""
 
     name = "train"
     objective, lower_is_better = "val_loss", True
@@ -87,9 +100,14 @@ class TrainTrainer:
             where = f"{plan.path}: arms.{arm.name}"
             if "model" not in cfg:
                 raise UsageError(f"{where}: no `model` (a config folder, {{from, set}} or {{fair_pair}})")
-            for key in _settings({"config": cfg}):
-                if key in SWEEP_OWNED:
+            if cfg.get("loop", "train") not in LOOPS:
+                raise UsageError(f"{where}: loop {cfg['loop']!r} is not one of {', '.join(LOOPS)}")
+            # A base train.yaml's per-run settings are the sweep's (dropped); an arm or a base mapping may not set them.
+            explicit = {**(plan.base if not isinstance(plan.declared.get("base"), str) else {}), **arm.config}
+            for key in explicit:
+                if key in SWEEP_OWNED or _canonical(key) in SWEEP_OWNED:
                     raise UsageError(f"{where}: {key} is set by the sweep (budgets, rate rule, seeds, its folders)")
+            for key in _settings({"config": cfg}):
                 if _canonical(key) is None:
                     raise UsageError(f"{where}: {key} is not a train.py setting")
             data = {k: cfg.get(k) for k in DATA_SETTINGS}
@@ -121,28 +139,40 @@ class TrainTrainer:
         tok.save_pretrained(out)
         return {"tokenizer": "shared/tokenizer"}
 
-    def files(self, spec: dict[str, Any], run: str) -> dict[str, str]:
-        """The run's model config and train.yaml (written into its folder before it trains)."""
-        config = model_config(spec["config"]["model"], f"arms.{spec['arm']}")
+    def _yaml(self, spec: dict[str, Any], run: str) -> dict[str, Any]:
+        """The run's train.yaml settings, every path relative to the sweep folder."""
         settings = {**_settings(spec), "model_name_or_path": f"{run}/model",
                     "tokenizer_name": spec["shared"]["tokenizer"], "output_dir": f"{run}/train",
                     "max_steps": spec["steps"], "learning_rate": spec["lr"], "seed": spec["seed"]}
         settings.pop("data", None)
         data = _defaults(_settings(spec))["data"]
         settings["data"] = _data_paths([data] if isinstance(data, str) else list(data), relative=True)
-        header = f"# run {run} of a sweep; from the sweep folder: python -m train --config {run}/train.yaml\n"
+        return settings
+
+    def files(self, spec: dict[str, Any], run: str) -> dict[str, str]:
+        """The run's model config and train.yaml (written into its folder before it trains)."""
+        config = model_config(spec["config"]["model"], f"arms.{spec['arm']}")
+        settings = self._yaml(spec, run)
+        header = f"# run {run} of a sweep; from the sweep folder: {self.command(run, spec)}\n"
         return {"model/config.json": json.dumps(config, indent=2) + "\n",
                 "train.yaml": header + yaml.safe_dump(settings, sort_keys=False)}
 
-    def command(self, run: str) -> str:
-        return shlex.join(["python", "-m", "train", "--config", f"{run}/train.yaml"])
+    def command(self, run: str, spec: dict[str, Any] | None = None) -> str:
+        loop = (spec or {}).get("config", {}).get("loop", "train")
+        program = "train" if loop == "train" else "eval.reference"
+        return shlex.join(["python", "-m", program, "--config", f"{run}/train.yaml"])
 
     def run(self, spec: dict[str, Any], run: str) -> dict[str, Any]:
         import train
         from eval.runs import read_metrics, read_test
 
         started = time.perf_counter()
-        train.main(["--config", f"{run}/train.yaml", "--log_level", "warning"])  # raises on bad input
+        if spec["config"].get("loop", "train") == "reference":
+            from eval.reference import train_reference
+
+            train_reference(_defaults(self._yaml(spec, run)))
+        else:
+            train.main(["--config", f"{run}/train.yaml", "--log_level", "warning"])  # raises on bad input
         metrics = read_metrics(Path(run) / "train" / "metrics.jsonl")
         result: dict[str, Any] = {
             "val_loss": metrics["val_loss"][-1] if metrics["val_loss"] else math.nan,
@@ -156,7 +186,7 @@ class TrainTrainer:
         if test is not None:
             result.update(test)
         if "depth" in spec["config"].get("measure", ()):
-            result["depth"] = _measure_depth(Path(run) / "train" / "final", spec)
+            result["depth"] = _measure_depth(Path(run) / "train" / "final", spec, _defaults(self._yaml(spec, run)))
         return result
 
     def score(self, result: dict[str, Any], split: str) -> float:
@@ -207,18 +237,21 @@ def _parameter_counts(final: Path) -> dict[str, int]:
     return parameter_counts(build_on_meta(AutoConfig.from_pretrained(final), str(final))).as_dict()
 
 
-def _measure_depth(final: Path, spec: dict[str, Any]) -> dict[str, Any]:
-    """eval.depth's measures of one trained model (no language-model gate needed): token identity and earlier
-    blocks recovered at the last layer by a linear probe, the stream norm against depth."""
-    from transformers import AutoModelForCausalLM
+def _measure_depth(final: Path, spec: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+    """eval.depth's measures of one trained model on the first validation blocks (held-out text; settings
+    ``depth: {num_sequences: 64, seq_len: 128, ridge: 1e-3}``), which need no language-model gate: token identity
+    and every earlier block recovered at the last layer by a linear probe, the stream norm against depth."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from eval.depth import depth_dilution, probe_ids
+    from ema_boundary import corpus
+    from eval.depth import depth_dilution
 
+    opts = {"num_sequences": 64, "seq_len": 128, "ridge": 1e-3, **spec["config"].get("depth", {})}
     model = AutoModelForCausalLM.from_pretrained(final).eval()
-    opts = spec["config"].get("depth", {})
-    ids, _ = probe_ids(str(final), model.config.vocab_size, opts.get("sequences", 64), opts.get("seq_len", 128),
-                       opts.get("seed", 0))
-    return depth_dilution(model, ids)
+    tok = AutoTokenizer.from_pretrained(spec["shared"]["tokenizer"])
+    data = corpus.parse_data(settings["data"])
+    blocks = corpus.validation_blocks(data, settings["val_every"], tok, opts["seq_len"] - 1, opts["num_sequences"])
+    return {**depth_dilution(model, blocks, opts["ridge"]), "probe": opts}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -256,7 +289,7 @@ class RecallTrainer:
     def files(self, spec: dict[str, Any], run: str) -> dict[str, str]:
         return {}
 
-    def command(self, run: str) -> str:
+    def command(self, run: str, spec: dict[str, Any] | None = None) -> str:
         return shlex.join(["python", "-m", "eval.sweep.execute", run])
 
     @staticmethod
