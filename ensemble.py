@@ -1,11 +1,13 @@
 """Seeds as one ensemble: ``train.py --seeds 0,1,2,3,4`` trains those seeds together in one process.
 
-Every seed's run reads the same data in the same order (the order is fixed by the data, not the seed), so K
-seeds differ only in their initialisation. Training them together shares everything that is not the model:
-start-up (imports, the data check, the tokenizer, the validation blocks), the data stream (read and tokenized
-once per step, not K times) and the process. Each seed keeps its own initialisation (``set_seed(seed)`` then
-``from_config``, as a single run does), its own gradient clipping (the global norm of its own gradients), its
-own AdamW state and its own validation loss; its folder ``<output_dir>/seed_<n>/`` is what the single run
+Each seed reads exactly what its single run reads: with ``shuffle`` (the default) its own order of the training
+blocks, drawn from its seed, and, with ``shuffle: false``, the data in corpus order, one stream shared by all.
+Training them together shares everything that is not the model: start-up (imports, the data check, the
+tokenizer, the validation blocks), the data (local and embedded data tokenized once for all seeds; unshuffled,
+one stream read once per step) and the process. Each seed keeps its own initialisation (``set_seed(seed)`` then
+``from_config``, as a single run does), its own data order, its own gradient clipping (the global norm of its own
+gradients), its own AdamW state and its own validation loss; its folder ``<output_dir>/seed_<n>/`` is what the
+single run
 ``train.py ... --seed n --output_dir <output_dir>/seed_<n>`` writes (metrics.jsonl, final/ with the model
 card, tokenizer/, train_config.json), without intermediate checkpoints: an ensemble run starts fresh.
 
@@ -92,7 +94,8 @@ class SeedEnsemble:
         return self.autocast if self.autocast is not None else nullcontext()
 
     def forward_backward(self, blocks: torch.Tensor, scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Losses of every model on ``blocks`` ``(B, T+1)``; gradients of ``scale x objective`` accumulated."""
+        """Losses of every model on ``blocks``: ``(B, T+1)`` shared by the models, or ``(K, B, T+1)``, one batch
+        per model; gradients of ``scale x objective`` accumulated."""
         raise NotImplementedError
 
     def clip_(self, max_norm: float) -> torch.Tensor:
@@ -131,10 +134,11 @@ class SequentialEnsemble(SeedEnsemble):
 
     def forward_backward(self, blocks: torch.Tensor, scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor | None]:
         ces, preds = [], []
-        for model in self.models:
+        for k, model in enumerate(self.models):
+            rows = blocks[k] if blocks.dim() == 3 else blocks
             with self._autocast():
-                out = model(input_ids=blocks[:, :-1])
-                ce = F.cross_entropy(out.logits.float().flatten(0, 1), blocks[:, 1:].flatten())
+                out = model(input_ids=rows[:, :-1])
+                ce = F.cross_entropy(out.logits.float().flatten(0, 1), rows[:, 1:].flatten())
             pred = getattr(out, "prediction_loss", None)
             (_per_seed_objective(ce, pred, self.weight) * scale).backward()
             ces.append(ce.detach())
@@ -190,6 +194,9 @@ class StackedEnsemble(SeedEnsemble):
             lr=cfg["learning_rate"], betas=(cfg["adam_beta1"], cfg["adam_beta2"]),
             fused=self.models[0].device.type == "cuda")]
         self._train_losses = vmap(self._member_losses, in_dims=(0, None, None))
+        self._own_batch_losses = vmap(self._member_own_losses, in_dims=(0, None, 0))  # (K, B, T+1): a batch each
+        embedding = self.template.get_input_embeddings().weight
+        self._embedding = next(n for n, p in self.template.named_parameters() if p is embedding)
         self._val_losses = vmap(self._member_val_losses, in_dims=(0, None, None))
 
     def _member_losses(self, params: dict, buffers: dict, blocks: torch.Tensor):
@@ -199,14 +206,25 @@ class StackedEnsemble(SeedEnsemble):
         self._has_prediction = pred is not None  # vmap returns tensors only: remember whether it was one
         return ce, (pred.float() if pred is not None else torch.zeros((), device=ce.device))
 
+    def _member_own_losses(self, params: dict, buffers: dict, blocks: torch.Tensor):
+        # A batch per member: the token ids are batched by vmap, so the model gets its embeddings (the same lookup
+        # as its embedding layer, of the same tied weight) rather than ids it would check with .item().
+        embeds = F.embedding(blocks[:, :-1], params[self._embedding])
+        out = functional_call(self.template, (params, buffers), (), {"inputs_embeds": embeds})
+        ce = F.cross_entropy(out.logits.float().flatten(0, 1), blocks[:, 1:].flatten())
+        pred = getattr(out, "prediction_loss", None)
+        self._has_prediction = pred is not None
+        return ce, (pred.float() if pred is not None else torch.zeros((), device=ce.device))
+
     def _member_val_losses(self, params: dict, buffers: dict, blocks: torch.Tensor) -> torch.Tensor:
         logits = functional_call(self.template, (params, buffers), (), {"input_ids": blocks[:, :-1]}).logits
         per_token = F.cross_entropy(logits.float().flatten(0, 1), blocks[:, 1:].flatten(), reduction="none")
         return per_token.view(len(blocks), -1).mean(1).sum()
 
     def forward_backward(self, blocks: torch.Tensor, scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor | None]:
+        losses = self._own_batch_losses if blocks.dim() == 3 else self._train_losses
         with self._autocast():
-            ce, pred = self._train_losses(self.params, self.buffers, blocks)
+            ce, pred = losses(self.params, self.buffers, blocks)
         has_pred = self._has_prediction
         # The sum over seeds: each seed's parameters get the gradient of its own objective only.
         (_per_seed_objective(ce, pred if has_pred else None, self.weight).sum() * scale).backward()
@@ -350,9 +368,12 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
                                 scheduler_specific_kwargs={"min_lr_rate": cfg["min_lr_ratio"]})
                   for opt in ensemble.optimizers]
     micro = cfg["per_device_train_batch_size"]
-    train_set = corpus.PackedBlocks(cfg["data"], "train", cfg["val_every"], tokenizer, cfg["block_size"],
-                                    test_every=cfg["test_every"])
-    batches = iter(torch.utils.data.DataLoader(train_set, batch_size=micro))
+    # Each seed's single-run stream; unshuffled, those are all one stream, read once.
+    streams = [seeds[0]] if not cfg["shuffle"] else seeds
+    tokens = (corpus.SplitTokens(cfg["data"], "train", cfg["val_every"], tokenizer, cfg["test_every"])
+              if cfg["shuffle"] and cfg["data"] != [corpus.C4] else None)  # tokenized once for every seed
+    train_sets = [train.training_stream(cfg, tokenizer, seed=s, tokens=tokens) for s in streams]
+    loaders = [iter(torch.utils.data.DataLoader(ts, batch_size=micro)) for ts in train_sets]
     val_batches = [b.to(device) for b in val.split(micro)]  # train.py's validation batches
 
     train.log.info(f"train.py: {Path(cfg['model_name_or_path']).name}, {counts.total:,} parameters, seeds "
@@ -362,19 +383,20 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
     K, last = len(seeds), cfg["max_steps"]
     window, window_steps = torch.zeros(2, K, device=device), 0
     val_losses: list[float] = [float("nan")] * K
-    pos, t_start = [0, 0, 0], time.perf_counter()
+    pos, t_start = [[0, 0, 0]] * K, time.perf_counter()
     for step in range(1, last + 1):
         log_now = step % cfg["logging_steps"] == 0 or step == last
-        t0, crc = time.perf_counter(), 0
+        t0, crc = time.perf_counter(), [0] * len(loaders)
         for _ in range(accum):
-            batch = next(batches)
-            blocks = batch["input_ids"].to(device, non_blocking=True)
+            batches = [next(loader) for loader in loaders]
+            rows = [b["input_ids"] for b in batches]
+            blocks = (rows[0] if len(rows) == 1 else torch.stack(rows)).to(device, non_blocking=True)
             ce, pred = ensemble.forward_backward(blocks, 1.0 / accum)
             window[0] += ce / accum
             if pred is not None:
                 window[1] += pred / accum
-            if log_now:  # the single run's fingerprint of the rows
-                crc = zlib.crc32(batch["input_ids"].numpy().tobytes(), crc)
+            if log_now:  # each seed's single-run fingerprint of its rows
+                crc = [zlib.crc32(r.numpy().tobytes(), c) for r, c in zip(rows, crc, strict=True)]
         if cfg["max_grad_norm"]:
             ensemble.clip_(cfg["max_grad_norm"])
         ensemble.step()
@@ -383,14 +405,15 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
         window_steps += 1
         rows = [{} for _ in seeds]
         if log_now:
-            pos = batch["pos"][-1].tolist()
+            pos = [b["pos"][-1].tolist() for b in batches] * (K // len(batches))
+            crc *= K // len(crc)
             losses = (window / window_steps).tolist()
             window, window_steps = torch.zeros_like(window), 0
             lr = schedulers[0].get_last_lr()[0]
             tok_s = tokens_per_step / (time.perf_counter() - t0)  # per seed: each advanced this many tokens
             for k, row in enumerate(rows):
                 row |= {"loss": losses[0][k], "lr": lr, "tokens": step * tokens_per_step, "tokens_per_s": tok_s,
-                        "batch_crc32": crc, "data_pos": pos}
+                        "batch_crc32": crc[k], "data_pos": pos[k]}
                 if pred is not None and ensemble.weight:
                     row |= {"prediction_loss": losses[1][k], "objective": losses[0][k] + ensemble.weight * losses[1][k]}
         if step % cfg["eval_steps"] == 0 or step == last:
@@ -408,11 +431,12 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
                     f.write(json.dumps({"step": step, **row}) + "\n")
     seconds = time.perf_counter() - t_start
 
-    train_docs = n_docs - ((n_docs - 1) // cfg["val_every"] + 1) if n_docs else 0
-    for model, d, seed_cfg, v in zip(ensemble.trained_models(), dirs, seed_cfgs, val_losses, strict=True):
+    train_docs = corpus.split_sizes(n_docs, cfg["val_every"], cfg["test_every"])["train"] if n_docs else 0
+    epoch_blocks = getattr(train_sets[0], "blocks_per_epoch", 0)
+    for model, d, seed_cfg, v, p in zip(ensemble.trained_models(), dirs, seed_cfgs, val_losses, pos, strict=True):
         seed_command = "train.py " + shlex.join(_single_run_argv(command, seed_cfg["seed"], d))
-        card = train.model_card(seed_cfg, model_cfg, counts, last, pos, train_docs, v, seed_command, tokenizer_name,
-                                d.resolve().name, str((d / "final").resolve()))
+        card = train.model_card(seed_cfg, model_cfg, counts, last, p, train_docs, v, seed_command, tokenizer_name,
+                                d.resolve().name, str((d / "final").resolve()), epoch_blocks=epoch_blocks)
         with atomic_dir(d / "final") as tmp:
             model.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)

@@ -158,6 +158,16 @@ class TestBlocks:
                 "test_documents": self.documents}
 
 
+def training_stream(cfg: dict, tokenizer, start: list[int] | tuple[int, int, int] = (0, 0, 0), seed: int | None = None,
+                    tokens: corpus.SplitTokens | None = None) -> torch.utils.data.IterableDataset:
+    """The run's training blocks from position ``start``, shuffled from ``seed`` (default: the run's) as
+    ``shuffle`` and ``shuffle_buffer`` say (corpus.training_blocks); ``tokens``: a training split already read."""
+    return corpus.training_blocks(cfg["data"], cfg["val_every"], tokenizer, cfg["block_size"],
+                                  seed=cfg["seed"] if seed is None else seed, shuffle=cfg["shuffle"],
+                                  shuffle_buffer=cfg["shuffle_buffer"], start=tuple(start),
+                                  test_every=cfg["test_every"], tokens=tokens)
+
+
 def held_out_test(cfg: dict, tokenizer) -> TestBlocks | None:
     """The test blocks of a run with ``test_every`` > 0 (the first ``max_test_samples``, or all), else None.
 
@@ -177,23 +187,30 @@ CARD_LICENSE = "apache-2.0"  # the project's license, which the modeling code sh
 
 def model_card(cfg: dict, model_config: PreTrainedConfig, counts: ParameterCounts, step: int, data_pos: list[int],
                train_docs: int, val_loss: float, command: str, tokenizer_name: str, name: str,
-               location: str, test: dict | None = None) -> ModelCard:
+               location: str, test: dict | None = None, epoch_blocks: int = 0) -> ModelCard:
     """final/README.md as the Hub reads it: metadata (license, language, library, pipeline, tags, datasets, a
     model-index with the validation loss and perplexity), the regime, the command, and a python block that loads
     the model from ``location`` (the folder, or the hub repository it is pushed to) and generates. ``name`` is
     the model's name (the repository id, or the output folder's name).
 
-    ``data_pos`` is the data position after the last step (epoch, document, token offset); ``train_docs`` the
-    number of training documents (0 for streamed C4, which is not counted); ``test`` the test split's metrics
-    (:meth:`TestBlocks.metrics`) of a run with one.
+    ``data_pos`` is the data position after the last step (epoch, document or block, token offset);
+    ``train_docs`` the number of training documents (0 for streamed C4, which is not counted); ``epoch_blocks``
+    the blocks of one epoch of shuffled local data (0: the data was read by documents); ``test`` the test
+    split's metrics (:meth:`TestBlocks.metrics`) of a run with one.
     """
     kind = model_config.model_type
     tokens = step * cfg["total_train_batch_size"] * cfg["block_size"]
     data, epoch, doc = cfg["data"], data_pos[0], data_pos[1]
-    if train_docs:  # passes done, plus the share of the training documents read in the current one
-        passes = f"{epoch + doc / train_docs:.3g} (passes over the {train_docs:,} training documents)"
+    order = "shuffled" if cfg.get("shuffle") else "in corpus order"
+    if train_docs and epoch_blocks:  # passes done, plus the share of the blocks read in the current one
+        passes = (f"{epoch + doc / epoch_blocks:.3g} (passes over the {train_docs:,} training documents, as "
+                  f"{epoch_blocks:,} blocks shuffled each epoch)")
+    elif train_docs:  # passes done, plus the share of the training documents read in the current one
+        passes = f"{epoch + doc / train_docs:.3g} (passes over the {train_docs:,} training documents, {order})"
     else:
-        passes = f"{epoch} complete passes (streamed, not counted)" if epoch else "under one (streamed)"
+        buffer = f", {order}" + (f" through a {cfg['shuffle_buffer']:,}-document buffer" if cfg.get("shuffle") else "")
+        passes = (f"{epoch} complete passes (streamed{buffer}; not counted)" if epoch
+                  else f"under one (streamed{buffer})")
     hub_ids = [HUB_DATASETS[d] for d in data if d in HUB_DATASETS]
     if hub_ids:
         dataset = {"dataset_type": hub_ids[0], "dataset_name": "C4 (en)", "dataset_config": "en"}
@@ -560,11 +577,11 @@ def train(interrupt: Interrupt) -> Path:
     scheduler = get_scheduler("cosine_with_min_lr", optimizer, num_warmup_steps=cfg["warmup_steps"],
                               num_training_steps=cfg["max_steps"],
                               scheduler_specific_kwargs={"min_lr_rate": cfg["min_lr_ratio"]})
-    # The data position is ours (corpus.PackedBlocks), not the DataLoader's: each block carries the
-    # position after it, and a resumed stream starts exactly there. Accelerate dispatches the batches
-    # from process 0, so the stream is read and tokenized once and every process gets its own rows.
-    train_set = corpus.PackedBlocks(cfg["data"], "train", cfg["val_every"], tokenizer,
-                                        cfg["block_size"], start=tuple(start["pos"]), test_every=cfg["test_every"])
+    # The data position is ours (corpus.training_blocks), not the DataLoader's: each block carries the
+    # position after it, and a resumed stream starts exactly there (the shuffled order is a function of the
+    # seed, the epoch and the position). Accelerate dispatches the batches from process 0, so the stream is
+    # read and tokenized once and every process gets its own rows of each global batch.
+    train_set = training_stream(cfg, tokenizer, start["pos"])
     train_loader = torch.utils.data.DataLoader(train_set, batch_size=cfg["per_device_train_batch_size"])
     # Validation in training micro-batches: four times larger ones were not consistently faster (BENCHMARKS.md,
     # section 6).
@@ -669,7 +686,8 @@ def train(interrupt: Interrupt) -> Path:
     location = repo_id or str((out / "final").resolve())  # where the card's code loads the model from
     final = save_final(accelerator, model, tokenizer, out, model_card(
         cfg, model_cfg, counts, step, pos, train_docs, val_loss, command, tokenizer_name, repo_id or out.resolve().name,
-        location, test=test.metrics(test_loss) if test is not None else None))
+        location, test=test.metrics(test_loss) if test is not None else None,
+        epoch_blocks=getattr(train_set, "blocks_per_epoch", 0)))
     accelerator.end_training()  # closes the trackers and the process group
     elapsed = timedelta(seconds=round(time.perf_counter() - started))
     scored = f"; test loss {test_loss:.4f}, perplexity {math.exp(test_loss):.2f}" if test is not None else ""

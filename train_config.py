@@ -91,13 +91,21 @@ SETTINGS: dict[str, Setting] = {
     "max_test_samples": Setting(None, "test sequences scored at the end (unset: every block of the test split)",
                                 (), int),
     "bpe_train_docs": Setting(100000, "documents used to train the BPE tokenizer when one is trained"),
-    "seed": Setting(1337, "seed for initialisation (the data order is fixed by the data)"),
+    "shuffle": Setting(True, "shuffle the training data: local/embedded data as blocks in a new order each epoch, "
+                             "streamed C4 through a shuffle buffer; the order follows the seed (false: documents "
+                             "in corpus order, every epoch the same)"),
+    "shuffle_buffer": Setting(corpus.DEFAULT_SHUFFLE_BUFFER, "streamed data (C4): documents in the shuffle buffer "
+                                                             "(local/embedded data are shuffled whole)"),
+    "seed": Setting(1337, "seed for initialisation and the order of the shuffled training data"),
     "report_to": Setting("none", "extra tracker: 'tensorboard', 'wandb' or 'none' (metrics.jsonl always)"),
 }
 OLD_NAMES: dict[str, str] = {old: key for key, s in SETTINGS.items() for old in s.old}
 # Settings a resumed run must share with the run that wrote its checkpoint: they fix the data stream.
 RESUME_INVARIANTS = ("model_name_or_path", "data", "block_size", "total_train_batch_size", "val_every",
-                     "test_every")
+                     "test_every", "shuffle", "shuffle_buffer", "seed")
+# The value of a setting in a saved run that predates it, where that is not its default: runs before the
+# `shuffle` setting read their data in order.
+PREDATED = {"shuffle": False}
 # Every setting is also a flag of the same name (kept under this name for callers that list the flags).
 FLAG_OVERRIDES = tuple(SETTINGS)
 # What train.py writes in its output folder: the only entries --overwrite_output_dir removes.
@@ -106,7 +114,7 @@ RUN_FILES = (MARKER, "checkpoints", "final", "tokenizer", "metrics.jsonl", "trai
 # What a setting may be beyond its type: the checks of read_yaml, with the words of its error message.
 POSITIVE = ("block_size", "total_train_batch_size", "per_device_train_batch_size", "gradient_accumulation_steps",
             "max_steps", "logging_steps", "eval_steps", "max_eval_samples", "save_steps", "save_total_limit",
-            "val_every", "bpe_train_docs", "max_test_samples")
+            "val_every", "bpe_train_docs", "max_test_samples", "shuffle_buffer")
 CHOICES = {"mixed_precision": ("no", "bf16", "fp16"), "report_to": ("none", "tensorboard", "wandb")}
 BOUNDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "learning_rate": (lambda v: 0 < v < float("inf"), "a positive number"),
@@ -474,8 +482,8 @@ def check_resume(ckpt: Path | None, out: Path, cfg: dict[str, Any]) -> tuple[Pat
     if not saved_path.is_file():
         return run_dir, None
     saved = {OLD_NAMES.get(k, k): v for k, v in json.loads(saved_path.read_text()).items()}  # older runs' names
-    # A setting the saved run predates had its default then (test_every: no test split).
-    changed = [k for k in RESUME_INVARIANTS if saved.get(k, SETTINGS[k].default) != cfg[k]]
+    # A setting the saved run predates had its default then (test_every: no test split), or PREDATED's value.
+    changed = [k for k in RESUME_INVARIANTS if saved.get(k, PREDATED.get(k, SETTINGS[k].default)) != cfg[k]]
     if changed:
         raise ConfigError(f"{saved_path}: the run to resume used another {', '.join(changed)}")
     return run_dir, saved

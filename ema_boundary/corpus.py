@@ -29,9 +29,19 @@ files and the embedded corpus all go through the same code:
   standard library's modules. Held out as above.
 
 Documents are joined with EOS and cut into blocks of ``block_size + 1`` tokens (inputs and shifted targets);
-consecutive blocks share one token so that every token is a target exactly once. The position of the next
-block is ``(epoch, document, token offset in that document)``: resuming re-reads the stream from that document
-(``IterableDataset.skip``, no tokenization of the skipped documents) and reproduces the same blocks.
+consecutive blocks share one token so that every token is a target exactly once. Training reads them shuffled
+(:func:`training_blocks`), as language models are trained:
+
+- local and embedded data (:class:`ShuffledBlocks`): the training split is tokenized once, cut into blocks, and
+  each epoch reads every block once in the order of a permutation drawn from ``(seed, epoch)``. A block may
+  span a document boundary (the EOS between them keeps the documents apart), as in GPT-2's and nanoGPT's
+  training data. The position of the next block is ``(epoch, blocks read in the epoch, 0)``.
+- streamed C4: the documents pass through a shuffle buffer (``IterableDataset.shuffle`` with a generator seeded
+  by ``(seed, epoch)``, which also shuffles the order of C4's files) and are then packed as below.
+
+Unshuffled (``shuffle: false``, and the validation and test blocks), :class:`PackedBlocks` reads the documents in
+order; the position of the next block is ``(epoch, document, token offset in that document)``. Either way the
+order is a function of the seed, the epoch and the position: a resumed stream reproduces the same blocks.
 """
 
 from __future__ import annotations
@@ -51,6 +61,7 @@ import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+import numpy as np
 import torch
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
@@ -448,23 +459,43 @@ def batched(items: Iterable, n: int) -> Iterator[list]:
         yield chunk
 
 
+DEFAULT_SHUFFLE_BUFFER = 10_000  # streamed documents; about 10 optimizer steps of C4 at the 130M recipe's batch
+
+
+def epoch_rng(seed: int, epoch: int) -> np.random.Generator:
+    """The generator of one epoch's order: a function of the seed and the epoch alone."""
+    return np.random.default_rng([seed, epoch])
+
+
 class PackedBlocks(torch.utils.data.IterableDataset):
     """Endless stream of {"input_ids": LongTensor[block_size + 1], "pos": LongTensor[3]}, where "pos" is the
-    Position of the block that follows. Finite sources repeat (epochs) in the same order."""
+    Position of the block that follows. Finite sources repeat (epochs) in the same order; with ``shuffle_seed``
+    the documents of each epoch pass through a shuffle buffer of ``shuffle_buffer`` documents first (for
+    streamed data, C4), drawn from :func:`epoch_rng`."""
 
     def __init__(self, data: list[str], split: str, val_every: int, tokenizer: PreTrainedTokenizerBase,
-                 block_size: int, start: Position = (0, 0, 0), repeat: bool = True, test_every: int = 0):
+                 block_size: int, start: Position = (0, 0, 0), repeat: bool = True, test_every: int = 0,
+                 shuffle_seed: int | None = None, shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER):
         super().__init__()
         _check_split(split, test_every)
         self.data, self.split, self.val_every, self.tokenizer = data, split, val_every, tokenizer
         self.test_every = test_every
         self.block_size, self.start, self.repeat = block_size, tuple(start), repeat
+        self.shuffle_seed, self.shuffle_buffer = shuffle_seed, shuffle_buffer
+
+    def _documents(self, epoch: int, skip: int) -> Iterable[dict]:
+        stream = documents(self.data, self.split, self.val_every, self.test_every)
+        if self.shuffle_seed is None:
+            return stream.skip(skip)
+        stream = stream.shuffle(generator=epoch_rng(self.shuffle_seed, epoch), buffer_size=self.shuffle_buffer)
+        # Skipped after the buffer, by reading (not tokenizing): the position counts shuffled documents.
+        return itertools.islice(stream, skip, None)
 
     def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
         epoch, doc, offset = self.start
         buf: list[int] = []
         while True:
-            stream = documents(self.data, self.split, self.val_every, self.test_every).skip(doc)
+            stream = self._documents(epoch, doc)
             # Tokenize in chunks: the fast tokenizer encodes a list in parallel.
             for texts in batched((ex["text"] for ex in stream), 64):
                 encoded = self.tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
@@ -483,6 +514,76 @@ class PackedBlocks(torch.utils.data.IterableDataset):
             if doc == 0:
                 raise DataError(f"{self.data[0]}: the {self.split} split has no documents")
             epoch, doc = epoch + 1, 0
+
+
+class SplitTokens:
+    """One split's tokens, read and tokenized once: its documents in order, each followed by EOS, as one
+    int32 tensor (:class:`ShuffledBlocks` cuts it; several streams, e.g. an ensemble's seeds, can share it)."""
+
+    def __init__(self, data: list[str], split: str, val_every: int, tokenizer: PreTrainedTokenizerBase,
+                 test_every: int = 0):
+        _check_split(split, test_every)
+        self.data, self.split, self.val_every, self.tokenizer = data, split, val_every, tokenizer
+        self.test_every = test_every
+
+    @functools.cached_property
+    def ids(self) -> torch.Tensor:
+        eos = self.tokenizer.eos_token_id
+        stream = documents(self.data, self.split, self.val_every, self.test_every)
+        chunks = [np.asarray(ids + [eos], dtype=np.int32)
+                  for texts in batched((ex["text"] for ex in stream), 64)
+                  for ids in self.tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]]
+        if not chunks:
+            raise DataError(f"{self.data[0]}: the {self.split} split has no documents")
+        return torch.from_numpy(np.concatenate(chunks))
+
+
+class ShuffledBlocks(torch.utils.data.IterableDataset):
+    """Endless stream of a split's blocks in a new order each epoch: {"input_ids": LongTensor[block_size + 1],
+    "pos": LongTensor[3]}. The split's tokens (:class:`SplitTokens`) are cut into ``(len - 1) // block_size``
+    blocks of ``block_size + 1`` tokens, consecutive blocks sharing one token (the tokens after the last whole
+    block are not read); epoch ``e`` reads every block once, in the order ``epoch_rng(seed, e).permutation``.
+    "pos" is the Position of the block that follows: ``(epoch, blocks read in that epoch, 0)``."""
+
+    def __init__(self, tokens: SplitTokens, block_size: int, seed: int, start: Position = (0, 0, 0)):
+        super().__init__()
+        self.tokens, self.block_size, self.seed, self.start = tokens, block_size, seed, tuple(start)
+
+    @property
+    def blocks_per_epoch(self) -> int:
+        return (len(self.tokens.ids) - 1) // self.block_size
+
+    def order(self, epoch: int) -> np.ndarray:
+        """The block indices of ``epoch`` in the order they are read."""
+        return epoch_rng(self.seed, epoch).permutation(self.blocks_per_epoch)
+
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+        ids, size, n = self.tokens.ids, self.block_size, self.blocks_per_epoch
+        if n == 0:
+            raise DataError(f"{self.tokens.data[0]}: the {self.tokens.split} split has fewer than block_size + 1 = "
+                            f"{size + 1} tokens; lower block_size or add data")
+        epoch, done, _ = self.start
+        while True:
+            for i, block in enumerate(self.order(epoch)[done:].tolist(), done + 1):
+                pos = (epoch, i, 0) if i < n else (epoch + 1, 0, 0)
+                yield {"input_ids": ids[block * size: block * size + size + 1].long(), "pos": torch.tensor(pos)}
+            epoch, done = epoch + 1, 0
+
+
+def training_blocks(data: list[str], val_every: int, tokenizer: PreTrainedTokenizerBase, block_size: int, *,
+                    seed: int, shuffle: bool = True, shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
+                    start: Position = (0, 0, 0), test_every: int = 0,
+                    tokens: SplitTokens | None = None) -> torch.utils.data.IterableDataset:
+    """The training stream of a run: :class:`ShuffledBlocks` for local and embedded data (``tokens``: an already
+    read :class:`SplitTokens` of the training split to share), :class:`PackedBlocks` through a shuffle buffer
+    for streamed C4, or, with ``shuffle`` False, :class:`PackedBlocks` in document order. Resumes at ``start``."""
+    if not shuffle:
+        return PackedBlocks(data, "train", val_every, tokenizer, block_size, start=start, test_every=test_every)
+    if data == [C4]:
+        return PackedBlocks(data, "train", val_every, tokenizer, block_size, start=start, test_every=test_every,
+                            shuffle_seed=seed, shuffle_buffer=shuffle_buffer)
+    tokens = tokens or SplitTokens(data, "train", val_every, tokenizer, test_every)
+    return ShuffledBlocks(tokens, block_size, seed, start)
 
 
 def validation_blocks(data: list[str], val_every: int, tokenizer: PreTrainedTokenizerBase, block_size: int,

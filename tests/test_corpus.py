@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 
@@ -66,6 +67,44 @@ def test_resuming_from_any_position_continues_exactly_across_epochs(tmp_path, to
             assert block["pos"].tolist() == blocks[j]["pos"].tolist()
 
 
+def _token_stream(path: str, tokenizer) -> list[int]:
+    return [t for i, d in enumerate(DOCS) if i % 5
+            for t in tokenizer(d, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]]
+
+
+def test_shuffled_blocks_are_every_block_once_per_epoch_in_a_new_order(tmp_path, tokenizer):
+    path = _write(tmp_path, "txt")
+    ids = _token_stream(path, tokenizer)
+    n = (len(ids) - 1) // 16
+    blocks = {tuple(ids[i * 16: i * 16 + 17]): i for i in range(n)}  # block contents -> its place in the corpus
+    stream = iter(corpus.training_blocks([path], 5, tokenizer, 16, seed=7))
+    epochs = [[blocks[tuple(next(stream)["input_ids"].tolist())] for _ in range(n)] for _ in range(3)]
+    for order in epochs:  # each epoch: every block of the corpus exactly once
+        assert sorted(order) == list(range(n))
+    assert epochs[0] != epochs[1] != epochs[2]  # a new order each epoch
+    assert epochs[0][:2] != [epochs[0][0], epochs[0][0] + 1]  # the first two blocks are not neighbours
+    assert epochs[0] != list(range(n))
+    other = iter(corpus.training_blocks([path], 5, tokenizer, 16, seed=8))
+    assert [blocks[tuple(next(other)["input_ids"].tolist())] for _ in range(n)] != epochs[0]  # follows the seed
+    unshuffled = iter(corpus.training_blocks([path], 5, tokenizer, 16, seed=7, shuffle=False))
+    assert [blocks[tuple(next(unshuffled)["input_ids"].tolist())] for _ in range(n)] == list(range(n))
+
+
+def test_shuffled_blocks_resume_from_any_position_across_epochs(tmp_path, tokenizer):
+    path = _write(tmp_path, "jsonl")
+    tokens = corpus.SplitTokens([path], "train", 5, tokenizer)  # shared: tokenized once
+    stream = iter(corpus.training_blocks([path], 5, tokenizer, 16, seed=3, tokens=tokens))
+    blocks = [next(stream) for _ in range(60)]  # about 3 epochs
+    assert blocks[-1]["pos"][0] >= 2 and all(b["pos"][2] == 0 for b in blocks)
+    for k in range(1, 59):
+        start = blocks[k - 1]["pos"].tolist()
+        resumed = iter(corpus.training_blocks([path], 5, tokenizer, 16, seed=3, start=start, tokens=tokens))
+        for j in range(k, min(k + 3, 60)):
+            block = next(resumed)
+            assert block["input_ids"].tolist() == blocks[j]["input_ids"].tolist(), (k, j)
+            assert block["pos"].tolist() == blocks[j]["pos"].tolist()
+
+
 def test_embedded_corpus_is_pythons_help_topics():
     docs = corpus.embedded_documents()
     assert len(docs) > 50 and sum(map(len, docs)) > 300_000
@@ -101,6 +140,22 @@ def test_c4_goes_through_the_same_pipeline(tmp_path, tokenizer, monkeypatch):
     start = first[3]["pos"].tolist()
     resumed = next(iter(corpus.PackedBlocks(["c4"], "train", 5, tokenizer, 16, start=start)))
     assert resumed["input_ids"].tolist() == first[4]["input_ids"].tolist()
+
+    # Shuffled (the training default): the documents pass through a shuffle buffer drawn from (seed, epoch); the
+    # position counts shuffled documents, so a resume continues exactly.
+    def shuffled(seed, start=(0, 0, 0)):
+        return iter(corpus.training_blocks(["c4"], 5, tokenizer, 16, seed=seed, shuffle_buffer=8, start=start))
+
+    plain = [b["input_ids"].tolist() for b in itertools.islice(
+        corpus.PackedBlocks(["c4"], "train", 5, tokenizer, 16), 30)]
+    stream = shuffled(1)
+    blocks = [next(stream) for _ in range(30)]
+    assert [b["input_ids"].tolist() for b in blocks] != plain
+    assert [b["input_ids"].tolist() for b in itertools.islice(shuffled(2), 30)] != [b["input_ids"].tolist()
+                                                                                     for b in blocks]
+    for k in (1, 7, 20):
+        resumed = next(shuffled(1, blocks[k - 1]["pos"].tolist()))
+        assert resumed["input_ids"].tolist() == blocks[k]["input_ids"].tolist(), k
 
 
 def test_c4_out_of_reach_is_one_line(monkeypatch):

@@ -99,7 +99,13 @@ def test_model_card_metadata_is_what_the_hub_reads(tmp_path):
     assert metrics == {"loss": 4.5, "perplexity": round(math.exp(4.5), 4)}
     text = str(card)
     assert "200,000 parameters (150,000 non-embedding)" in text
-    assert "- epochs: 2.25 (passes over the 400 training documents)" in text
+    assert "- epochs: 2.25 (passes over the 400 training documents, in corpus order)" in (
+        str(train.model_card(cfg | {"shuffle": False}, spen, counts, 16, [2, 100, 7], 400, 4.5, "x", "bpe", "my-run",
+                             "/somewhere/final")))
+    # Shuffled local data: the position counts blocks of the epoch, not documents.
+    blocks = str(train.model_card(cfg, spen, counts, 16, [2, 100, 0], 400, 4.5, "x", "bpe", "my-run", "/f",
+                                  epoch_blocks=800))
+    assert "- epochs: 2.12 (passes over the 400 training documents, as 800 blocks shuffled each epoch)" in blocks
     assert "tokens seen: 8,192 (16 steps x 8 sequences x 64 tokens), 0.041 per parameter" in text
     assert 'path = "/somewhere/final"' in text and text.count("trust_remote_code=True") == 2
 
@@ -255,11 +261,42 @@ def test_a_test_split_is_held_out_of_training_and_scores_the_final_model(tmp_pat
     # Training read the three-way split's training stream (the first test document is the corpus's second), not
     # the two-way one: the logged fingerprint of step 1's rows is that of its first 8 blocks.
     def fingerprint(test_every: int) -> int:
-        stream = corpus.PackedBlocks(["embedded"], "train", 10, tok, 64, test_every=test_every)
-        rows = torch.stack([b["input_ids"] for b in itertools.islice(stream, 8)])
-        return zlib.crc32(rows[4:].numpy().tobytes(), zlib.crc32(rows[:4].numpy().tobytes()))
+        stream = corpus.training_blocks(["embedded"], 10, tok, 64, seed=1337, test_every=test_every)
+        return _crc(torch.stack([b["input_ids"] for b in itertools.islice(stream, 8)]))
 
     assert log[0]["batch_crc32"] == fingerprint(3) != fingerprint(0)
+
+
+def _crc(rows: torch.Tensor, micro: int = 4) -> int:
+    """train.py's batch_crc32 of one step's rows (fed in micro-batches of ``micro``)."""
+    crc = 0
+    for part in rows.split(micro):
+        crc = zlib.crc32(part.numpy().tobytes(), crc)
+    return crc
+
+
+def test_training_reads_shuffled_blocks_in_an_order_of_the_seed(tmp_path):
+    # Two steps of 8 blocks: the rows are blocks of the corpus from all over it, in the order the seed draws.
+    cfg = write_config(tmp_path / "train.yaml", max_steps=2, eval_steps=2, save_steps=2, max_eval_samples=2,
+                       tokenizer_name=tokenizer_dir())
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir())
+    tokens = corpus.SplitTokens(["embedded"], "train", 10, tok)
+    ids = tokens.ids
+    starts = {tuple(ids[i * 64: i * 64 + 65].tolist()): i for i in range((len(ids) - 1) // 64)}
+    logs = {}
+    for seed in (1, 2):
+        logs[seed] = metrics(train.main(["--config", str(cfg), "--seed", str(seed), "--output_dir",
+                                         str(tmp_path / f"seed{seed}")]))
+        stream = iter(corpus.training_blocks(["embedded"], 10, tok, 64, seed=seed, tokens=tokens))
+        steps = [torch.stack([next(stream)["input_ids"] for _ in range(8)]) for _ in range(2)]
+        assert [m["batch_crc32"] for m in logs[seed]] == [_crc(rows) for rows in steps]
+        where = [starts[tuple(row.tolist())] for rows in steps for row in rows]  # each block's place in the corpus
+        assert all(abs(b - a) > 1 for a, b in itertools.pairwise(where)), where  # no two neighbours in a row
+        assert logs[seed][-1]["data_pos"] == [0, 16, 0]  # 16 blocks of epoch 0 read
+    assert logs[1][0]["batch_crc32"] != logs[2][0]["batch_crc32"]  # another seed, another order
+    # With shuffle false the blocks are the corpus's first ones, in order.
+    plain = metrics(train.main(["--config", str(cfg), "--shuffle", "false", "--output_dir", str(tmp_path / "plain")]))
+    assert plain[0]["batch_crc32"] == _crc(torch.stack([ids[i * 64: i * 64 + 65].long() for i in range(8)]))
 
 
 def test_a_run_with_a_test_split_resumes_to_the_same_test_score(tmp_path):

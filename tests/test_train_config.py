@@ -173,11 +173,18 @@ def test_resume_refuses_another_data_stream(tmp_path) -> None:
     # A run saved under the older names is read under the current ones.
     old = {"model_config": cfg["model_name_or_path"], "data": cfg["data"], "block_size": cfg["block_size"],
            "batch_size": cfg["total_train_batch_size"], "val_every": cfg["val_every"], "lr": 1.0}
-    (out / "train_config.json").write_text(json.dumps(old))
-    assert train_config.check_resume(None, out, cfg)[1]["learning_rate"] == 1.0
+    (out / "train_config.json").write_text(json.dumps({**old, "seed": cfg["seed"]}))
+    # A run saved before the shuffle setting read its data in order: resumed only unshuffled.
+    with pytest.raises(train_config.ConfigError, match="the run to resume used another shuffle"):
+        train_config.check_resume(None, out, cfg)
+    assert train_config.check_resume(None, out, {**cfg, "shuffle": False})[1]["learning_rate"] == 1.0
     # A test split changes the training stream; a run saved before test_every existed had none.
     with pytest.raises(train_config.ConfigError, match="the run to resume used another test_every"):
-        train_config.check_resume(None, out, {**cfg, "test_every": 3})
+        train_config.check_resume(None, out, {**cfg, "shuffle": False, "test_every": 3})
+    # The seed draws the order of the shuffled data.
+    (out / "train_config.json").write_text(json.dumps(cfg))
+    with pytest.raises(train_config.ConfigError, match="the run to resume used another seed"):
+        train_config.check_resume(None, out, {**cfg, "seed": 1})
     (out / "train_config.json").write_text(json.dumps({**cfg, "test_every": 3}))
     assert train_config.check_resume(None, out, {**cfg, "test_every": 3})[1]["test_every"] == 3
 
