@@ -73,8 +73,8 @@ def check_no_attentions(model: nn.Module, ids: torch.Tensor) -> None:
 
 @torch.no_grad()
 def check_generate_from_embeds(model: nn.Module, ids: torch.Tensor, new: int = 4) -> None:
-    """``generate(inputs_embeds=...)`` equals ``generate(input_ids)``: greedy and beam, with or without the ids,
-    feeding one token per step after the prompt, and continued from its returned state."""
+    """``generate(inputs_embeds=...)`` equals ``generate(input_ids)``: greedy, sampling and beam, with or without
+    the ids, feeding one token per step after the prompt, and continued from its returned state."""
     P = ids.shape[1]
     embeds = model.get_input_embeddings()(ids)
     fed: list[int] = []
@@ -90,6 +90,11 @@ def check_generate_from_embeds(model: nn.Module, ids: torch.Tensor, new: int = 4
         hook.remove()
     assert torch.equal(from_embeds, ref[:, P:]), "greedy from inputs_embeds differs from input_ids"
     assert torch.equal(model.generate(input_ids=ids, inputs_embeds=embeds, max_new_tokens=new, **GEN), ref)
+    sampled = []
+    for kwargs in ({"input_ids": ids}, {"inputs_embeds": embeds}):
+        torch.manual_seed(0)
+        sampled.append(model.generate(**kwargs, max_new_tokens=new, do_sample=True, pad_token_id=0))
+    assert torch.equal(sampled[1], sampled[0][:, P:]), "sampling from inputs_embeds differs"
     beam = dict(max_new_tokens=new, num_beams=3, num_return_sequences=2, **GEN)
     beam_ref = model.generate(ids, **beam)
     assert torch.equal(model.generate(inputs_embeds=embeds, **beam), beam_ref[:, P:]), "beam search differs"

@@ -111,3 +111,11 @@ print("OK", len(checks))
                             env={**os.environ, "PYTHONPATH": ""}, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"OK {len(CHECKS)}" in result.stdout
+
+
+def test_docs_table_is_the_model_card_text() -> None:
+    from modeling_spen import SUPPORT_TABLE
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "spen_transformers.md").read_text()
+    assert SUPPORT_TABLE in doc
+    assert "`attentions` is `None`" in SUPPORT_TABLE and "has_attentions = False" in SUPPORT_TABLE
