@@ -72,7 +72,7 @@ class SPENModelOutputWithPast(BaseModelOutputWithPast):
 
     hidden_states (`tuple(torch.FloatTensor)`, *optional*, returned when `output_hidden_states=True`):
         ``num_hidden_layers + 1`` tensors ``(batch, seq_len, hidden_size)``: the input embeddings, the
-        residual stream after each block but the last, and the final output after ``ln_f`` (as GPT-2).
+        residual stream as each later block reads it, and the final output after ``ln_f`` (as GPT-2).
     prediction_loss (`torch.FloatTensor`, a scalar):
         The prediction loss ``P`` that training adds: per block, ``||u_t - x̂_t||^2 / D`` averaged over every
         non-padded position of the batch, then averaged over blocks (target detached).
