@@ -8,6 +8,7 @@ files beside the weights (``from_pretrained(..., trust_remote_code=True)`` then 
 
 from transformers import AutoConfig, AutoModel, AutoModelForCausalLM
 
+from .card_text import SUPPORT_TABLE
 from .configuration_spen import SPENConfig, log_uniform_rates
 from .modeling_spen import SPENForCausalLM, SPENModel, SPENPreTrainedModel, SPENState
 from .traces import ema_step, ema_traces
@@ -21,6 +22,7 @@ SPENModel.register_for_auto_class("AutoModel")
 SPENForCausalLM.register_for_auto_class("AutoModelForCausalLM")
 
 __all__ = [
+    "SUPPORT_TABLE",
     "SPENConfig",
     "log_uniform_rates",
     "SPENModel",

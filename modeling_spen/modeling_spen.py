@@ -12,9 +12,12 @@ One block (pre-norm, as GPT-2), for block input x_t:
 
 Prediction loss (predictive coding made real): ``P = mean over blocks of mean_t ||u_t - x̂_t||^2 / D``
 with the target ``u_t`` detached (gradients reach the predictor and what it reads, never the
-target). ``loss = CE + config.prediction_loss_weight * P`` when ``labels`` are given; ``P`` and the
-per-block values are returned as ``prediction_loss`` and ``prediction_losses`` in every forward,
-so a training loop that computes its own next-token loss adds ``weight * prediction_loss`` itself.
+target); ``mean_t`` runs over every non-padded position of the batch (each token weighs the same, as
+in the next-token loss). ``loss = CE + config.prediction_loss_weight * P`` when ``labels`` are given;
+``P`` is returned as ``prediction_loss`` in every forward, so a training loop that computes its own
+next-token loss adds ``weight * prediction_loss`` itself. ``prediction_losses`` ``(batch, num_blocks)``
+holds each row's own per-block value (``mean_t`` over that row's positions), so a row's outputs never
+depend on the rest of the batch; without padding ``P == prediction_losses.mean()``.
 Without it, ``x̂_t`` is not asked to predict anything: a linear predictor then only reparametrises
 the context mix (``predictor="none"`` is the same function class).
 
@@ -63,22 +66,37 @@ _CACHE_KEY = "cache" if "cache" in CausalLMOutputWithPast.__dataclass_fields__ e
 @dataclass
 class SPENModelOutputWithPast(BaseModelOutputWithPast):
     r"""
-    prediction_losses (`torch.FloatTensor` of shape `(num_hidden_layers,)`):
-        Per block, ``mean_t ||u_t - x̂_t||^2 / D`` over the non-padded positions (target detached).
+    The fields, in this order (``return_dict=False`` gives them as a tuple, ``None`` fields left out, as
+    every transformers output): ``last_hidden_state``, ``cache``, ``hidden_states``, ``attentions`` (always
+    ``None``: SPEN has no attention over tokens), ``prediction_loss``, ``prediction_losses``.
+
+    hidden_states (`tuple(torch.FloatTensor)`, *optional*, returned when `output_hidden_states=True`):
+        ``num_hidden_layers + 1`` tensors ``(batch, seq_len, hidden_size)``: the input embeddings, the
+        residual stream as each later block reads it, and the final output after ``ln_f`` (as GPT-2).
+    prediction_loss (`torch.FloatTensor`, a scalar):
+        The prediction loss ``P`` that training adds: per block, ``||u_t - x̂_t||^2 / D`` averaged over every
+        non-padded position of the batch, then averaged over blocks (target detached).
+    prediction_losses (`torch.FloatTensor` of shape `(batch, num_hidden_layers)`):
+        Per row and block, ``mean_t ||u_t - x̂_t||^2 / D`` over that row's non-padded positions.
     """
 
+    prediction_loss: torch.FloatTensor | None = None
     prediction_losses: torch.FloatTensor | None = None
 
 
 @dataclass
 class SPENCausalLMOutputWithPast(CausalLMOutputWithPast):
     r"""
+    The fields, in this order (``return_dict=False`` gives them as a tuple, ``None`` fields left out):
+    ``loss``, ``logits``, ``cache``, ``hidden_states``, ``attentions`` (always ``None``), ``lm_loss``,
+    ``prediction_loss``, ``prediction_losses``.
+
     lm_loss (`torch.FloatTensor`, *optional*, returned when `labels` are given):
         The next-token cross-entropy alone; ``loss = lm_loss + prediction_loss_weight * prediction_loss``.
-    prediction_loss (`torch.FloatTensor`):
-        The prediction loss ``P``: ``prediction_losses`` averaged over blocks.
-    prediction_losses (`torch.FloatTensor` of shape `(num_hidden_layers,)`):
-        Per block, ``mean_t ||u_t - x̂_t||^2 / D`` over the non-padded positions (target detached).
+    prediction_loss (`torch.FloatTensor`, a scalar):
+        The prediction loss ``P`` (see :class:`SPENModelOutputWithPast`): what ``loss`` adds.
+    prediction_losses (`torch.FloatTensor` of shape `(batch, num_hidden_layers)`):
+        Per row and block, ``mean_t ||u_t - x̂_t||^2 / D`` over that row's non-padded positions.
     """
 
     lm_loss: torch.FloatTensor | None = None
@@ -86,12 +104,12 @@ class SPENCausalLMOutputWithPast(CausalLMOutputWithPast):
     prediction_losses: torch.FloatTensor | None = None
 
 
-def _prediction_loss(u: torch.Tensor, x_hat: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
-    """``mean_t ||u_t - x̂_t||^2 / D`` over the valid positions; the target ``u`` is detached."""
+def _prediction_error(u: torch.Tensor, x_hat: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+    """Per row, ``sum_t ||u_t - x̂_t||^2 / D`` over the valid positions, ``(B,)`` float32; ``u`` is detached."""
     err = (u.detach().float() - x_hat.float()).pow(2).mean(-1)  # (B, T)
-    if valid is None:
-        return err.mean()
-    return (err * valid).sum() / valid.sum().clamp(min=1)
+    if valid is not None:
+        err = err * valid
+    return err.sum(1)
 
 
 class SPENState:
@@ -127,6 +145,12 @@ class SPENState:
         return sum(t.numel() * t.element_size() for layer in self.layers for t in layer.values())
 
 
+def _rate_buffers(config: SPENConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """The values of :class:`SPENTraces`' buffers: the write rates ``(S,)`` and their logits, float32."""
+    rates = torch.tensor(config.trace_rates, dtype=torch.float32)
+    return rates, torch.log(rates) - torch.log1p(-rates)
+
+
 class SPENTraces(nn.Module):
     """Write rates of the traces (fixed, learned or input-dependent) and the trace computation."""
 
@@ -134,14 +158,16 @@ class SPENTraces(nn.Module):
         super().__init__()
         self.kind = config.trace
         D, S = config.hidden_size, config.num_traces
-        # The values come from config.trace_rates in SPENPreTrainedModel._init_weights, the one place
-        # that writes them (from_pretrained builds modules on the meta device, then initialises).
+        # Non-persistent buffers (not in checkpoints), computed from config.trace_rates here and again in
+        # SPENPreTrainedModel._init_weights: a model built on the meta device gets them back from
+        # init_weights() (from_pretrained does it), one built with init_empty_weights() keeps these values.
         # `rate_logit` is also this module's own tensor: transformers calls _init_weights only on modules
-        # of custom code that hold a tensor of their own, and the selective rates' bias is set here.
+        # of custom code that hold a tensor of their own, and the selective rates' bias is set there.
         # Float32 whatever the default dtype: from_pretrained(dtype=torch.bfloat16) keeps the fixed rates exact.
-        self.register_buffer("rate_logit", torch.empty(S, dtype=torch.float32), persistent=False)
+        rates, rate_logit = _rate_buffers(config)
+        self.register_buffer("rate_logit", rate_logit, persistent=False)
         if self.kind == "ema":
-            self.register_buffer("alpha", torch.empty(S, dtype=torch.float32), persistent=False)
+            self.register_buffer("alpha", rates, persistent=False)
         elif self.kind == "learned":
             self.alpha_logit = nn.Parameter(torch.empty(S, D))
         else:
@@ -235,7 +261,7 @@ class SPENBlock(nn.Module):
     def context(
         self, x: torch.Tensor, valid: torch.Tensor | None, state: dict[str, torch.Tensor] | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The context mix ``c_t`` for sublayer input ``x`` and its prediction loss (scalar, float32)."""
+        """The context mix ``c_t`` for sublayer input ``x`` and each row's summed prediction error ``(B,)``."""
         u = self.ln_1(x)
         if valid is not None:
             # Padded positions enter the traces as zeros: with traces starting at zero, left
@@ -245,7 +271,7 @@ class SPENBlock(nn.Module):
         x_hat = self.predictor(u, h_prev, valid, state)
         e = u - x_hat
         c = self.mix(torch.cat([u, e, h_prev.flatten(-2).to(u.dtype)], -1))
-        return c, _prediction_loss(u, x_hat, valid)
+        return c, _prediction_error(u, x_hat, valid)
 
     def feed_forward(self, x: torch.Tensor) -> torch.Tensor:
         """The sparse FFN's output for sublayer input ``x``."""
@@ -254,10 +280,10 @@ class SPENBlock(nn.Module):
     def forward(
         self, x: torch.Tensor, valid: torch.Tensor | None, state: dict[str, torch.Tensor] | None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The block output with residual adds and its prediction loss ``mean_t ||u_t - x̂_t||^2 / D``."""
-        c, prediction_loss = self.context(x, valid, state)
+        """The block output with residual adds and each row's ``sum_t ||u_t - x̂_t||^2 / D`` ``(B,)``."""
+        c, prediction_error = self.context(x, valid, state)
         x = x + c
-        return x + self.feed_forward(x), prediction_loss
+        return x + self.feed_forward(x), prediction_error
 
 
 class SPENPreTrainedModel(PreTrainedModel):
@@ -288,9 +314,10 @@ class SPENPreTrainedModel(PreTrainedModel):
             init.ones_(module.weight)
             init.zeros_(module.bias)
         if isinstance(module, SPENTraces):
-            # Non-persistent buffers are not in the checkpoint, so they are (re)written here too.
-            rates = torch.tensor(self.config.trace_rates, dtype=torch.float32)
-            init.copy_(module.rate_logit, torch.log(rates) - torch.log1p(-rates))
+            # Non-persistent buffers are not in the checkpoint, so they are (re)written here too: after a
+            # build on the meta device they hold whatever memory to_empty() gave them.
+            rates, rate_logit = _rate_buffers(self.config)
+            init.copy_(module.rate_logit, rate_logit)
             if module.kind == "ema":
                 init.copy_(module.alpha, rates)
             elif module.kind == "learned":
@@ -383,18 +410,35 @@ class SPENModel(SPENPreTrainedModel):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
         past_key_values: Any = None,
+        output_attentions: bool | None = None,
         **kwargs: Any,
-    ) -> SPENModelOutputWithPast:
+    ) -> SPENModelOutputWithPast | tuple:
         r"""
         Args:
             input_ids: token ids ``(batch, seq_len)``.
             attention_mask: 1 for real tokens, 0 for padding, ``(batch, seq_len)`` or, when continuing
                 from a state, ``(batch, past + seq_len)``. Padding must be on the left (or at the
                 end, where it affects nothing before it).
+            inputs_embeds: ``(batch, seq_len, hidden_size)`` instead of ``input_ids`` (soft prompts).
             cache: an :class:`SPENState` to continue from (``past_key_values`` is accepted too).
                 Any other object (e.g. a cache that generate() built) is treated as empty.
             use_cache: return the updated state.
+            output_hidden_states: return ``hidden_states`` (``num_hidden_layers + 1`` tensors, the
+                embeddings first); ``None`` reads ``config.output_hidden_states``.
+            return_dict: ``False`` returns the output's non-``None`` fields as a tuple, in their
+                documented order; ``None`` reads ``config.return_dict``.
+            output_attentions: accepted for the common API; SPEN has no attention over tokens
+                (``attentions`` is always ``None``).
+
+        The base model has no LM head and computes no loss: passing ``labels`` is an error (use
+        :class:`SPENForCausalLM` to train, or add ``prediction_loss`` to a loss of your own head).
         """
+        if "labels" in kwargs:
+            raise TypeError("SPENModel takes no labels (it has no LM head): train SPENForCausalLM instead")
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
         state = cache if cache is not None else past_key_values
         if not isinstance(state, SPENState):
             state = None
@@ -410,14 +454,14 @@ class SPENModel(SPENPreTrainedModel):
                 valid = None  # nothing to mask: take the cheaper path
         x = self.wte(input_ids) if inputs_embeds is None else inputs_embeds
         hidden_states = [x] if output_hidden_states else None
-        prediction_losses = []
+        prediction_errors: list[torch.Tensor] = []  # per block, each row's summed error (B,)
         if self.config.residual == "attention":
             layer_states = state if use_cache else None
-            x = self._attention_residual_blocks(x, valid, layer_states, prediction_losses, hidden_states)
+            x = self._attention_residual_blocks(x, valid, layer_states, prediction_errors, hidden_states)
         else:
             for i, block in enumerate(self.h):
-                x, prediction_loss = block(x, valid, state.layers[i] if use_cache else None)
-                prediction_losses.append(prediction_loss)
+                x, prediction_error = block(x, valid, state.layers[i] if use_cache else None)
+                prediction_errors.append(prediction_error)
                 if output_hidden_states:
                     hidden_states.append(x)
         x = self.ln_f(x)
@@ -425,20 +469,26 @@ class SPENModel(SPENPreTrainedModel):
             hidden_states[-1] = x
         if use_cache:
             state.seen_tokens += x.shape[1]
-        return SPENModelOutputWithPast(
+        # Each row's mean over its own positions (per-row outputs never depend on the batch), and the
+        # training loss P: every non-padded token of the batch weighs the same.
+        errors = torch.stack(prediction_errors, 1)  # (B, L)
+        positions = errors.new_full((errors.shape[0],), x.shape[1]) if valid is None else valid.sum(1).to(errors)
+        prediction_loss = (errors.sum(0) / positions.sum().clamp(min=1)).mean()
+        out = SPENModelOutputWithPast(
             last_hidden_state=x,
             hidden_states=tuple(hidden_states) if output_hidden_states else None,
-            prediction_losses=torch.stack(prediction_losses),
+            prediction_loss=prediction_loss,
+            prediction_losses=errors / positions.clamp(min=1)[:, None],
             **{_CACHE_KEY: state if use_cache else None},
         )
-
+        return out if return_dict else out.to_tuple()
 
     def _attention_residual_blocks(
         self,
         x: torch.Tensor,
         valid: torch.Tensor | None,
         state: SPENState | None,
-        prediction_losses: list[torch.Tensor],
+        prediction_errors: list[torch.Tensor],
         hidden_states: list[torch.Tensor] | None,
     ) -> torch.Tensor:
         """The blocks with Attention Residuals (``residuals.py``); returns the final output before ``ln_f``.
@@ -470,8 +520,8 @@ class SPENModel(SPENPreTrainedModel):
             x_in = block.mix_input(sources())
             if hidden_states is not None and i > 0:
                 hidden_states.append(x_in)
-            c, prediction_loss = block.context(x_in, valid, state.layers[i] if state is not None else None)
-            prediction_losses.append(prediction_loss)
+            c, prediction_error = block.context(x_in, valid, state.layers[i] if state is not None else None)
+            prediction_errors.append(prediction_error)
             write(c)
             write(block.feed_forward(block.ffn_input(sources())))
         out = self.final_input(sources())
@@ -518,15 +568,22 @@ class SPENForCausalLM(SPENPreTrainedModel, GenerationMixin):
         return_dict: bool | None = None,
         logits_to_keep: int | torch.Tensor = 0,
         past_key_values: Any = None,
+        output_attentions: bool | None = None,
         **kwargs: Any,
-    ) -> SPENCausalLMOutputWithPast:
+    ) -> SPENCausalLMOutputWithPast | tuple:
         r"""
         Args:
             labels: targets ``(batch, seq_len)`` for the next-token loss (shifted inside, as in
                 GPT-2); -100 is ignored. ``loss`` is that cross-entropy plus
                 ``config.prediction_loss_weight`` times the prediction loss (see the module docstring).
             logits_to_keep: if an int ``n > 0``, compute logits for the last ``n`` positions only.
+            return_dict: ``False`` returns the output's non-``None`` fields as a tuple, in their
+                documented order (:class:`SPENCausalLMOutputWithPast`).
+
+        The other arguments are :meth:`SPENModel.forward`'s. Further keywords go to the loss function
+        (e.g. ``num_items_in_batch``) when ``labels`` are given, and are ignored otherwise.
         """
+        return_dict = return_dict if return_dict is not None else self.config.return_dict
         out = self.model(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -534,6 +591,7 @@ class SPENForCausalLM(SPENPreTrainedModel, GenerationMixin):
             cache=cache if cache is not None else past_key_values,
             use_cache=use_cache,
             output_hidden_states=output_hidden_states,
+            return_dict=True,
         )
         x = out.last_hidden_state
         if isinstance(logits_to_keep, int):
@@ -541,45 +599,59 @@ class SPENForCausalLM(SPENPreTrainedModel, GenerationMixin):
         else:
             x = x[:, logits_to_keep]
         logits = self.lm_head(x)
-        prediction_loss = out.prediction_losses.mean()
         loss = lm_loss = None
         if labels is not None:
             lm_loss = self.loss_function(logits=logits, labels=labels, vocab_size=self.config.vocab_size, **kwargs)
             loss = lm_loss
             if self.config.prediction_loss_weight:
-                loss = lm_loss + self.config.prediction_loss_weight * prediction_loss
-        return SPENCausalLMOutputWithPast(
+                loss = lm_loss + self.config.prediction_loss_weight * out.prediction_loss
+        result = SPENCausalLMOutputWithPast(
             loss=loss,
             logits=logits,
             hidden_states=out.hidden_states,
             lm_loss=lm_loss,
-            prediction_loss=prediction_loss,
+            prediction_loss=out.prediction_loss,
             prediction_losses=out.prediction_losses,
             **{_CACHE_KEY: getattr(out, _CACHE_KEY)},
         )
+        return result if return_dict else result.to_tuple()
 
     def prepare_inputs_for_generation(
         self,
         input_ids: torch.LongTensor,
+        next_sequence_length: int | None = None,
+        cache: SPENState | None = None,
         attention_mask: torch.Tensor | None = None,
         inputs_embeds: torch.Tensor | None = None,
+        is_first_iteration: bool | None = False,
         use_cache: bool = True,
         **kwargs: Any,
     ) -> dict[str, Any]:
-        # Feed only the tokens the state has not consumed yet: one per step after prefill.
-        state = kwargs.pop("cache", None) or kwargs.pop("past_key_values", None)
+        """The next forward's inputs in generate(): only what the state has not consumed yet.
+
+        The first call (``is_first_iteration``) with ``inputs_embeds`` feeds the embeddings past the state: as
+        in every transformers model they are the whole sequence's (a generation continued from a state passes
+        the old embeddings with the new). Decoding after it feeds the last ``next_sequence_length`` tokens
+        (one): after a prompt given as embeddings, ``input_ids`` holds only the generated tokens. Otherwise
+        ``input_ids`` past the state (the whole sequence without one). Every other keyword, e.g. what
+        callers pass through ``generate(**kwargs)``, goes on to :meth:`forward`.
+        """
+        state = cache if cache is not None else kwargs.get("past_key_values")
+        kwargs.pop("past_key_values", None)
         if not isinstance(state, SPENState):
             state = None
+        past = state.seen_tokens if state is not None else 0
         inputs: dict[str, Any] = {"attention_mask": attention_mask, "use_cache": use_cache, _CACHE_KEY: state}
-        if state is not None and state.seen_tokens > 0:
-            inputs["input_ids"] = input_ids[:, state.seen_tokens:]
-        elif inputs_embeds is not None:
-            inputs["inputs_embeds"] = inputs_embeds
+        if inputs_embeds is not None and is_first_iteration:
+            inputs["inputs_embeds"] = inputs_embeds[:, past:]
+        elif past > 0 and next_sequence_length is not None:
+            inputs["input_ids"] = input_ids[:, -next_sequence_length:]
         else:
-            inputs["input_ids"] = input_ids
-        for key in ("logits_to_keep", "output_hidden_states"):
-            if key in kwargs:
-                inputs[key] = kwargs[key]
+            inputs["input_ids"] = input_ids[:, past:]
+        # As transformers' own prepare_inputs_for_generation: labels never; return_dict is generate()'s own.
+        for key, value in kwargs.items():
+            if key not in inputs and key not in ("labels", "return_dict"):
+                inputs[key] = value
         return inputs
 
 

@@ -103,13 +103,15 @@ def test_prediction_loss_is_the_mean_squared_error_of_each_block(predictor: str)
     model = perturbed(tiny_config(predictor=predictor, prediction_loss_weight=weight))
     out, u, x_hat = captured_inputs_and_predictions(model, IDS, labels=IDS)
     per_block = torch.stack([((a - b) ** 2).sum(-1).mean() / a.shape[-1] for a, b in zip(u, x_hat, strict=True)])
-    torch.testing.assert_close(out.prediction_losses, per_block)
+    # prediction_losses: each row's own value (batch, blocks); prediction_loss: over the whole batch.
+    per_row = torch.stack([((a - b) ** 2).mean((1, 2)) for a, b in zip(u, x_hat, strict=True)], 1)
+    torch.testing.assert_close(out.prediction_losses, per_row)
     torch.testing.assert_close(out.prediction_loss, per_block.mean())
     manual_ce = torch.nn.functional.cross_entropy(out.logits[:, :-1].reshape(-1, 61), IDS[:, 1:].reshape(-1))
     torch.testing.assert_close(out.lm_loss, manual_ce)
     torch.testing.assert_close(out.loss, manual_ce + weight * per_block.mean())
     if predictor == "none":  # x̂ = 0: the loss is the input's own power, ~1 after LayerNorm
-        torch.testing.assert_close(out.prediction_losses, torch.stack([(a**2).mean() for a in u]))
+        torch.testing.assert_close(out.prediction_losses, torch.stack([(a**2).mean((1, 2)) for a in u], 1))
 
 
 def test_target_is_detached() -> None:

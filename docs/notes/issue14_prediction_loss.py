@@ -78,7 +78,7 @@ def prediction_loss(run_dir: Path, settings: dict) -> list[float]:
     model = AutoModelForCausalLM.from_pretrained(run_dir / "final").eval()
     tokenizer = AutoTokenizer.from_pretrained(run_dir / "final")
     val = corpus.validation_blocks(["embedded"], settings["val_every"], tokenizer, settings["block_size"], 32)
-    return model(input_ids=val[:, :-1]).prediction_losses.tolist()
+    return model(input_ids=val[:, :-1]).prediction_losses.mean(0).tolist()  # per block, over the rows
 
 
 def main() -> None:
