@@ -20,15 +20,28 @@ from eval.sweep.cli import main as sweep_main
 from eval.sweep.plan import RateRule, load_plan, merge
 from tests.train_testkit import ENV, ROOT, tokenizer_dir
 
-TINY_BASE = {"data": "embedded", "block_size": 32, "total_train_batch_size": 4, "per_device_train_batch_size": 4,
+TINY_BASE = {"block_size": 32, "total_train_batch_size": 4, "per_device_train_batch_size": 4,
              "warmup_steps": 1, "logging_steps": 1, "eval_steps": 2, "max_eval_samples": 4, "save_steps": 2,
              "val_every": 10, "test_every": 3, "max_test_samples": 8}
 
 
-def tiny_plan(tmp_path: Path, name: str = "tiny.yaml", **over) -> Path:
+@pytest.fixture(scope="module")
+def corpus_file(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A small text corpus (150 paragraphs of made-up words): tokenized and counted in a blink, unlike the
+    embedded corpus, and enough for every split."""
+    import random
+
+    rng = random.Random(0)
+    words = ["".join(rng.choice("abcdefghiklmnoprstuw") for _ in range(rng.randint(2, 7))) for _ in range(300)]
+    path = tmp_path_factory.mktemp("corpus") / "corpus.txt"
+    path.write_text("\n\n".join(" ".join(rng.choice(words) for _ in range(90)) + "." for _ in range(150)) + "\n")
+    return str(path)
+
+
+def tiny_plan(tmp_path: Path, data: str, name: str = "tiny.yaml", **over) -> Path:
     plan = {"name": "tiny", "trainer": "train", "analysis": "ablation", "seeds": [0, 1], "budgets": [4],
             "workers": 1, "rate": {"lr_grid": [1.0e-3, 3.0e-3]},
-            "base": {**TINY_BASE, "tokenizer_name": tokenizer_dir()},
+            "base": {**TINY_BASE, "data": data, "tokenizer_name": tokenizer_dir()},
             "arms": {"linear": {"config": {"model": "hub_configs/spen-tiny"}}},
             "settings": {"reference": "linear", "equivalence_margin": 0.02}}
     plan = merge(plan, over)
@@ -59,9 +72,10 @@ def test_duplicate_key_refused_with_both_lines() -> None:
     ({"arms": {"linear": {"sedes": [1]}}}, r"arms.linear.sedes is not a field"),
     ({"bogus": 1}, r"bogus is not a field"),
 ])
-def test_bad_plan_is_one_line_with_the_yaml_line(tmp_path: Path, patch: dict, message: str) -> None:
+def test_bad_plan_is_one_line_with_the_yaml_line(tmp_path: Path, corpus_file: str, patch: dict,
+                                                 message: str) -> None:
     with pytest.raises(PlanError, match=message):
-        load_plan(tiny_plan(tmp_path, **patch))
+        load_plan(tiny_plan(tmp_path, corpus_file, **patch))
 
 
 def test_rate_rule_extends_until_interior_and_caps() -> None:
@@ -77,8 +91,8 @@ def test_rate_rule_extends_until_interior_and_caps() -> None:
 # ------------------------------------------------------------------------------------------ runs
 
 
-def test_sweep_layout_rates_scores_and_summarize(tmp_path: Path, capsys) -> None:
-    plan = tiny_plan(tmp_path, rate={"lr_grid": [1.0e-3, 3.0e-3], "extend": True, "max_extensions": 1},
+def test_sweep_layout_rates_scores_and_summarize(tmp_path: Path, corpus_file: str, capsys) -> None:
+    plan = tiny_plan(tmp_path, corpus_file, rate={"lr_grid": [1.0e-3, 3.0e-3], "extend": True, "max_extensions": 1},
                      budgets=[2, 4])
     out = tmp_path / "out"
     assert sweep_main([str(plan), "--output_dir", str(out)]) == 0
@@ -98,23 +112,23 @@ def test_sweep_layout_rates_scores_and_summarize(tmp_path: Path, capsys) -> None
     # Every seed scored on the test blocks, the shorter budget at the longest's rate.
     assert set(results["arms"]["linear"]["budgets"]) == {"2", "4"}
     assert results["scored_on"] == "test"
-    # No absolute path in what the sweep records: its commands run from a clone.
-    text = (out / "results.json").read_text() + (out / "results.md").read_text()
-    for run_json in out.glob("runs/**/run.json"):
-        text += run_json.read_text() + (run_json.parent / "train.yaml").read_text()
-    assert not re.search(r"(?<![.\w])/(tmp|root|work|home)/", text.replace(tokenizer_dir(), ""))
+    # No absolute path in the commands the sweep records, nor in the train.yaml they run: they run from a clone.
+    text = json.dumps(results["commands"]) + (out / "results.md").read_text()
+    for result in out.glob("runs/**/result.json"):
+        text += json.loads(result.read_text())["command"] + (result.parent / "train.yaml").read_text()
+    assert not re.search(r"(?<![.\w])/(tmp|root|work|home)/", text)
     # Summarised again without training: the same numbers.
     before = scores(out)
     assert sweep_main(["--summarize", str(out)]) == 0
     assert scores(out) == before
 
 
-def test_changed_plan_refused_on_resume(tmp_path: Path, capsys) -> None:
-    plan = tiny_plan(tmp_path, seeds=[0])
+def test_changed_plan_refused_on_resume(tmp_path: Path, corpus_file: str, capsys) -> None:
+    plan = tiny_plan(tmp_path, corpus_file, seeds=[0])
     out = tmp_path / "out"
     assert sweep_main([str(plan), "--output_dir", str(out), "--max_runs", "1"]) == 0
     assert not json.loads((out / "results.json").read_text())["complete"]
-    changed = tiny_plan(tmp_path, "changed.yaml", seeds=[0], rate={"lr_grid": [1.0e-3, 1.0e-2]})
+    changed = tiny_plan(tmp_path, corpus_file, "changed.yaml", seeds=[0], rate={"lr_grid": [1.0e-3, 1.0e-2]})
     capsys.readouterr()
     assert sweep_main([str(changed), "--resume_from", str(out)]) == 2
     err = capsys.readouterr().err.strip()
@@ -127,10 +141,10 @@ def test_changed_plan_refused_on_resume(tmp_path: Path, capsys) -> None:
     assert json.loads((out / "results.json").read_text())["complete"]
 
 
-def test_killed_sweep_resumes_to_the_uninterrupted_results(tmp_path: Path) -> None:
+def test_killed_sweep_resumes_to_the_uninterrupted_results(tmp_path: Path, corpus_file: str) -> None:
     """kill -9 in the middle of a sweep (a run half-trained, with a checkpoint), then --resume_from: the same
     scores as a sweep that was never interrupted."""
-    plan = tiny_plan(tmp_path, seeds=[0, 1], budgets=[6])
+    plan = tiny_plan(tmp_path, corpus_file, seeds=[0, 1], budgets=[6])
     whole = tmp_path / "whole"
     assert sweep_main([str(plan), "--output_dir", str(whole)]) == 0
     killed = tmp_path / "killed"
@@ -157,9 +171,9 @@ def test_killed_sweep_resumes_to_the_uninterrupted_results(tmp_path: Path) -> No
     assert scores(killed) == scores(whole)
 
 
-def test_submitit_local_launcher_matches_local(tmp_path: Path) -> None:
+def test_submitit_local_launcher_matches_local(tmp_path: Path, corpus_file: str) -> None:
     """The cluster path through submitit's local executor: the same runs, the same numbers."""
-    plan = tiny_plan(tmp_path, seeds=[0], rate={"lr_grid": [3.0e-3]}, budgets=[2])
+    plan = tiny_plan(tmp_path, corpus_file, seeds=[0], rate={"lr_grid": [3.0e-3]}, budgets=[2])
     local, sub = tmp_path / "local", tmp_path / "sub"
     assert sweep_main([str(plan), "--output_dir", str(local)]) == 0
     assert sweep_main([str(plan), "--output_dir", str(sub), "--launcher", "submitit-local",
@@ -198,17 +212,17 @@ def test_help_lists_the_flags(capsys) -> None:
         assert flag in out
 
 
-def test_bad_command_lines_one_line(tmp_path: Path, capsys) -> None:
+def test_bad_command_lines_one_line(tmp_path: Path, corpus_file: str, capsys) -> None:
     assert sweep_main(["--summarize", str(tmp_path)]) == 2
     assert "not a sweep folder" in capsys.readouterr().err
-    plan = tiny_plan(tmp_path)
+    plan = tiny_plan(tmp_path, corpus_file)
     assert sweep_main([str(plan), "--output_dir", str(tmp_path / "o"), "--arms", "nope"]) == 2
     assert "--arms nope: not an arm" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
 
-def test_depth_sweep_measures_every_final_model(tmp_path: Path) -> None:
-    plan = tiny_plan(tmp_path, analysis="depth", seeds=[0, 1], budgets=[3], rate={"lr_grid": [3.0e-3]},
+def test_depth_sweep_measures_every_final_model(tmp_path: Path, corpus_file: str) -> None:
+    plan = tiny_plan(tmp_path, corpus_file, analysis="depth", seeds=[0, 1], budgets=[3], rate={"lr_grid": [3.0e-3]},
                      base={"measure": ["depth"], "depth": {"num_sequences": 8, "seq_len": 16}},
                      arms={"linear": None, "add": {"config": {"model": "hub_configs/spen-depth8"}},
                            "attention": {"config": {"model": "hub_configs/spen-depth8-attention"}}},
