@@ -1,5 +1,5 @@
 """Faults a user meets beyond a bad setting (issue 37), one row each: weights that do not fit their config.json
-(another architecture's, another width's), a torn model.safetensors.
+(another architecture's, another width's), a torn model.safetensors, a grammar build far beyond memory.
 
 Every row runs the entry point in-process and checks: exit status 2; stderr (captured at the file descriptor, so
 transformers' own load report would count) is one line naming the folder, file or flag; nothing was written.
@@ -102,3 +102,38 @@ def test_the_reports_loads_refuse_weights_that_do_not_fit(load: str, tmp_path: P
     with pytest.raises(ModelError) as err:
         REPORT_LOADS[load](bad)
     assert str(err.value).startswith(f"{bad}: the weights do not fit") and "\n" not in str(err.value)
+
+
+# ------------------------------------------------------------------------------ a build beyond memory
+def test_a_grammar_build_far_beyond_memory_is_refused_up_front(tmp_path: Path, capfd: pytest.CaptureFixture) -> None:
+    from grammar_probe.__main__ import main
+
+    out = tmp_path / "out"
+    assert main(["build", "--output_dir", str(out), "--train-size", str(10**9)]) == 2  # ~6 TB: nothing starts
+    line = _one_line(capfd)
+    assert line.startswith("error: --train_size 1000000000: the build needs about ") and "GiB available" in line
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_the_memory_check_names_what_needs_the_most(tmp_path: Path, capfd: pytest.CaptureFixture,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from grammar_probe import dataset
+    from grammar_probe.__main__ import main
+
+    monkeypatch.setattr(dataset, "available_memory", lambda: 2**30)  # a 1 GiB job
+    need = dataset.build_memory()  # the defaults: the ceilings' 200,000-sentence sample dominates (~2 GiB)
+    assert sum(need.values()) > 2**30 and max(need, key=need.__getitem__) == "window_sentences"
+    assert main(["build", "--output_dir", str(tmp_path / "out")]) == 2
+    assert "--window_sentences 200000: " in _one_line(capfd) and not (tmp_path / "out").exists()
+    # Sizes grow the estimate in proportion; deeper sentences are longer, so they cost more.
+    assert dataset.build_memory(train_size=20000)["train_size"] == pytest.approx(2 * need["train_size"], rel=1e-6)
+    assert dataset.build_memory(max_depth=4)["train_size"] > need["train_size"]
+
+
+def test_available_memory_is_what_the_kernel_says_at_most() -> None:
+    from grammar_probe.dataset import available_memory
+
+    have = available_memory()
+    total = next(int(ln.split()[1]) * 1024 for ln in Path("/proc/meminfo").read_text().splitlines()
+                 if ln.startswith("MemTotal:"))
+    assert have is not None and 0 < have <= total
