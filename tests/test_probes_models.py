@@ -106,10 +106,19 @@ def test_weights_that_do_not_fit_their_config_are_refused_naming_the_folder(tmp_
 
 def test_a_torn_weights_file_is_named(tmp_path: Path) -> None:
     final = _gpt2(tmp_path / "final")
+    sharded = tmp_path / "sharded"  # two shards, the second lost
+    GPT2LMHeadModel.from_pretrained(final).save_pretrained(sharded, max_shard_size="4KB")
+    (lost := sorted(sharded.glob("model-*.safetensors"))[-1]).unlink()
+    pickled = tmp_path / "pickled"  # a pytorch_model.bin cut in half: read only by from_pretrained itself
+    pickled.mkdir()
+    shutil.copy(final / "config.json", pickled / "config.json")
+    torch.save(GPT2LMHeadModel.from_pretrained(final).state_dict(), pickled / "pytorch_model.bin")
     weights = final / "model.safetensors"
-    weights.write_bytes(weights.read_bytes()[:-100])
-    for load in (load_causal_lm, resolve_model):
-        with pytest.raises(ModelError, match=f"^{re.escape(str(weights))}: unreadable weights"):
-            load(str(final))
+    for file in (weights, pickled / "pytorch_model.bin"):
+        file.write_bytes(file.read_bytes()[: file.stat().st_size // 2])
+    for folder, file in ((final, weights), (sharded, lost), (pickled, pickled / "pytorch_model.bin")):
+        for load in (load_causal_lm, resolve_model):
+            with pytest.raises(ModelError, match=f"^{re.escape(str(file))}: unreadable weights"):
+                load(str(folder))
     with pytest.raises(ModelError, match="no such folder"):
         load_causal_lm(tmp_path / "nowhere")

@@ -233,6 +233,10 @@ def load_causal_lm(where: str | os.PathLike, *, dtype: torch.dtype | str | None 
         with _quiet_loading():
             model, info = AutoModelForCausalLM.from_pretrained(where, **kwargs)
     except Exception as e:  # a broken index, a shard that fails mid-read, an unknown model_type: one line
+        # safetensors were checked above; a pickled pytorch_model.bin is read only now, so name it when it is all
+        pickled = [f for f in WEIGHT_FILES if (path / f).is_file()] == ["pytorch_model.bin"]
+        if pickled:
+            raise ModelError(str(path / "pytorch_model.bin"), f"unreadable weights ({first_line(e, 200)})") from None
         raise ModelError(where, f"the weights do not load ({first_line(e, 200)})") from None
     problem = _misfit(model, info)
     if problem:
