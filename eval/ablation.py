@@ -533,21 +533,15 @@ def rates_moved(final: str | Path) -> dict[str, float]:
     init writes them from ``trace_rates``, whatever the seed); a selective trace is read at zero input."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
-    from transformers.utils import logging as hf_logging
 
     import modeling_spen  # noqa: F401  registers SPEN with the Auto classes
+    from eval.probes.models import load_causal_lm
     from modeling_spen.modeling_spen import SPENTraces
 
     config = AutoConfig.from_pretrained(final)
     with torch.random.fork_rng():  # the fresh model's random weights are not read; keep the caller's stream
         fresh = AutoModelForCausalLM.from_config(config)
-    bars = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # one bar per checkpoint read says nothing here
-    try:
-        trained = AutoModelForCausalLM.from_pretrained(final)
-    finally:
-        if bars:
-            hf_logging.enable_progress_bar()
+    trained = load_causal_lm(final, dtype=None)  # quiet; weights that do not fit their config.json: one line
     zero = torch.zeros(1, 1, config.hidden_size)
     with torch.no_grad():
         moved = torch.cat([(a.write_rates(zero) - b.write_rates(zero)).abs().flatten()

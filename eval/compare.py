@@ -11,7 +11,8 @@ are looked up in eval/tasks (plus --include_path) and in the harness's own regis
 - ``compare.png``: one bar chart per task (its main metric), one bar per model.
 
 Models are checked before any evaluation (``eval.probes.models.resolve_model``): a local folder that is
-missing, has no config.json or has unreadable weights is bad input; a hub name that cannot be reached
+missing, has no config.json, has unreadable weights or weights that do not fit its config.json (missing,
+unexpected or resized tensors, matched on the meta device) is bad input; a hub name that cannot be reached
 (offline and not in the local cache) is reported in one line and the other models still run; so is a model
 that fails during evaluation. Exit status: 0 when every model that was found ran (and at least one did), 1
 otherwise, 2 for bad arguments (nothing written).

@@ -547,21 +547,16 @@ def _short_names(folders: list[str]) -> list[str]:
 
 
 def _load(folder: str) -> torch.nn.Module:
-    from transformers import AutoModelForCausalLM
-    from transformers.utils import logging
-
-    import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
-
-    logging.disable_progress_bar()  # stderr is for the one-line errors
+    # The project's one loader: a missing folder or config.json, unreadable weights (the file named) or weights
+    # that do not fit their config.json are one line; its progress bars are off (stderr is for that line).
+    from eval.probes.models import ModelError, load_causal_lm
 
     if not Path(folder).is_dir():
         raise UsageError(f"--model_name_or_path {folder}: no such folder")
-    if not (Path(folder) / "config.json").is_file():
-        raise UsageError(f"--model_name_or_path {folder}: no config.json (not a save_pretrained folder)")
     try:
-        return AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).eval()
-    except Exception as e:
-        raise UsageError(f"--model_name_or_path {folder}: does not load ({first_line(e)})") from None
+        return load_causal_lm(folder, dtype=torch.float32)
+    except ModelError as e:
+        raise UsageError(f"--model_name_or_path {e}") from None
 
 
 def _experiment(args: argparse.Namespace) -> None:

@@ -281,20 +281,23 @@ def shared_tokenizer(sides: Sequence[Side], tokenizer: str | None, trust_remote_
 
 
 def load_model(spec: Any, seed: int, trust_remote_code: bool = False) -> torch.nn.Module:
-    """Trained weights (folder, hub), or an untrained model of a config seeded with ``seed``."""
+    """Trained weights (folder, hub; weights that do not fit their config.json refused), or an untrained model
+    of a config seeded with ``seed``."""
     from transformers import AutoModelForCausalLM
 
     import modeling_spen  # noqa: F401  registers SPEN with the Auto classes
+    from eval.probes.models import ModelError, load_causal_lm
 
-    try:
-        if spec.source == "config":
-            torch.manual_seed(seed)
+    if spec.source == "config":
+        torch.manual_seed(seed)
+        try:
             return AutoModelForCausalLM.from_config(spec.config, trust_remote_code=trust_remote_code)
-        return AutoModelForCausalLM.from_pretrained(spec.location, dtype=torch.float32,
-                                                    trust_remote_code=trust_remote_code)
-    except Exception as e:
-        raise GapInputError(f"--model_name_or_path {spec.location}: the weights do not load "
-                            f"({first_line(e)})") from None
+        except Exception as e:
+            raise GapInputError(f"--config {spec.location}: the model does not build ({first_line(e)})") from None
+    try:
+        return load_causal_lm(spec.location, trust_remote_code=trust_remote_code)
+    except ModelError as e:
+        raise GapInputError(f"--model_name_or_path {e}") from None
 
 
 @torch.no_grad()

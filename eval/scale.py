@@ -415,14 +415,13 @@ def mean_loss(folder: Path, blocks: Any, batch_size: int = 32) -> float:
     validation loss (cross-entropy over every block's ``block_size`` targets, no context across blocks)."""
     import torch
     import torch.nn.functional as F
-    from transformers import AutoModelForCausalLM
     from transformers.utils import logging
 
-    import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
+    from eval.probes.models import load_causal_lm  # weights that do not fit their config.json: one line
 
     logging.disable_progress_bar()  # one load per seed: the ladder's progress lines say what is scored
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32).to(device).eval()
+    model = load_causal_lm(folder, dtype=torch.float32).to(device)
     total = 0.0
     with torch.no_grad():
         for i in range(0, len(blocks), batch_size):

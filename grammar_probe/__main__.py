@@ -121,6 +121,25 @@ def _protocol(args: argparse.Namespace):
     return dataclasses.replace(PROTOCOL, **changes)
 
 
+def _check_memory(args: argparse.Namespace) -> None:
+    """Refuse a build that cannot fit in memory before it starts (it would grow until the kernel kills it): one
+    line naming the setting that needs the most, with the estimate and what is available."""
+    from grammar_probe.dataset import available_memory, build_memory
+
+    need = build_memory(args.train_size, args.validation_size, args.test_size, args.max_depth, args.deep_depth,
+                        args.ceiling_sentences, args.window_sentences)
+    have = available_memory()
+    total = sum(need.values())
+    if have is None or total <= have:
+        return
+    flag = max((k for k in need if k != "base"), key=need.__getitem__)
+    value = getattr(args, flag)
+    per = need[flag] / value / {"test_size": 5, "validation_size": 2}.get(flag, 1)  # splits of that size
+    raise UsageError(f"--{flag} {value}: the build needs about {total / 2**30:.1f} GiB of memory "
+                     f"(~{per / 1000:.1f} kB a sentence, measured), more than the {have / 2**30:.1f} GiB available; "
+                     f"give a smaller --{flag}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     # Imported late so that `--help` and argument errors answer instantly.
@@ -134,6 +153,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "build":
             check_output_dir(args.output_dir, tool=BUILD_TOOL, overwrite=args.overwrite_output_dir)
+            _check_memory(args)
             build_args = {
                 "seed": args.seed, "train_size": args.train_size, "validation_size": args.validation_size,
                 "test_size": args.test_size, "max_depth": args.max_depth,

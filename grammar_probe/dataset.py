@@ -53,7 +53,9 @@ __all__ = [
     "TEST_SPLITS",
     "DatasetFormatError",
     "SplitSpec",
+    "available_memory",
     "build_dataset",
+    "build_memory",
     "compute_ceilings",
     "load_ceilings",
     "load_grammar_dataset",
@@ -132,6 +134,79 @@ def _check_depths(max_depth: object, deep_depth: object) -> int:
     if isinstance(deep, bool) or not isinstance(deep, int) or deep <= max_depth:  # type: ignore[operator]
         raise ValueError(f"deep_depth must be an integer > max_depth ({max_depth}), got {deep!r}")
     return deep
+
+
+# Peak memory of `python -m grammar_probe build`, measured as peak RSS (/usr/bin/time -f %M) of two builds that
+# differ by 40,000 sentences (--ceiling_sentences 100 --window_sentences 1000 unless varied):
+#   --train-size 1000 vs 41000: 196 -> 426 MB at max_depth 2 (32.2 tokens a sentence: 183 bytes a token),
+#   191 -> 482 MB at --max-depth 4 (37.8 tokens: 197 bytes a token): rows, the dedup set, columns, fingerprint, Arrow;
+#   --window_sentences 1000 vs 41000: 196 -> 623 MB (340 bytes a token of the ceilings' fresh sample, held with it).
+SPLIT_BYTES_PER_TOKEN = 200
+WINDOW_BYTES_PER_TOKEN = 340
+BUILD_BASE_BYTES = 200 * 2**20  # the interpreter, torch, datasets and a 1000-sentence build
+
+
+def _mean_tokens(spec: SplitSpec, n: int = 64) -> float:
+    """Tokens a sentence of ``spec`` has on average, from ``n`` draws (milliseconds; fixed seed)."""
+    rng = random.Random("grammar-probe/memory-estimate")
+    return sum(len(spec.draw(rng).tokens) for _ in range(n)) / n
+
+
+def build_memory(train_size: int = 10000, validation_size: int = 1000, test_size: int = 1000, max_depth: int = 2,
+                 deep_depth: int | None = None, ceiling_sentences: int = 3000,
+                 window_sentences: int = 200_000) -> dict[str, int]:
+    """Bytes a build (:func:`build_dataset`, :func:`compute_ceilings`, :func:`write_dataset`) needs at its peak,
+    by the setting they grow with (``train_size``, ``validation_size``, ``test_size``, ``window_sentences``) and
+    ``base``: the measured bytes per token above times each split's sentences and their mean length."""
+    deep_depth = _check_depths(max_depth, deep_depth)
+    specs = split_specs(max_depth, deep_depth)
+    sizes = {"train_size": train_size, "validation_size": validation_size, "test_size": test_size}
+    out = dict.fromkeys(sizes, 0)
+    for split, spec in specs.items():
+        key = "train_size" if split == "train" else "validation_size" if split.startswith("validation") else "test_size"
+        out[key] += int(sizes[key] * _mean_tokens(spec) * SPLIT_BYTES_PER_TOKEN)
+    fresh = max(ceiling_sentences, window_sentences)
+    out["window_sentences"] = int(fresh * _mean_tokens(specs["train"]) * WINDOW_BYTES_PER_TOKEN)
+    out["base"] = BUILD_BASE_BYTES
+    return out
+
+
+def _cgroup_room() -> int | None:
+    """Bytes this process's cgroup (a container's, a Slurm job's) may still allocate, or None without a limit."""
+    v1 = "/sys/fs/cgroup/memory/memory."
+    for limit, usage in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                         (f"{v1}limit_in_bytes", f"{v1}usage_in_bytes")):
+        try:
+            cap, used = Path(limit).read_text().strip(), int(Path(usage).read_text())
+        except (OSError, ValueError):
+            continue
+        if cap.isdigit() and int(cap) < 2**60:  # "max" (v2) or a page-rounded 2^63 (v1): no limit
+            return max(0, int(cap) - used)
+    return None
+
+
+def available_memory() -> int | None:
+    """Bytes of memory a new allocation can get without swapping: psutil's ``available`` if installed, else
+    MemAvailable of /proc/meminfo, else free physical pages; never more than the cgroup's room. None: unknown."""
+    free: int | None = None
+    try:
+        import psutil
+
+        free = int(psutil.virtual_memory().available)
+    except Exception:  # not installed, or no /proc: the kernel's own figure
+        try:
+            for line in Path("/proc/meminfo").read_text().splitlines():
+                if line.startswith("MemAvailable:"):
+                    free = int(line.split()[1]) * 1024
+        except (OSError, ValueError, IndexError):
+            pass
+        if free is None:
+            try:
+                free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+            except (ValueError, OSError, AttributeError):
+                pass
+    room = _cgroup_room()
+    return room if free is None else free if room is None else min(free, room)
 
 
 def build_dataset(

@@ -241,6 +241,7 @@ def test_an_untrained_config_architecture_and_seeds_paired(tmp_path: Path) -> No
     ("three", "give two models"),
     ("seeds", "1 seed(s) for A but 2 for B"),
     ("no_file", "no such file"),
+    ("misfit", "spen: the weights do not fit its config.json (model_type 'gpt2')"),
 ])
 def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture, case: str, message: str) -> None:
     gpt2, spen = _gpt2(tmp_path / "gpt2"), _spen(tmp_path / "spen")
@@ -261,6 +262,8 @@ def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture, ca
         models[1] = f"{spen},{spen}"
     elif case == "no_file":
         text = tmp_path / "nope.txt"
+    elif case == "misfit":  # SPEN weights under a GPT-2 config.json: once scored as a random model, exit 0
+        (spen / "config.json").write_bytes((gpt2 / "config.json").read_bytes())
     capsys.readouterr()  # the set-up's own output (save_pretrained's progress)
     assert main(["--model_name_or_path", *models, "--text", str(text), "--output_dir", str(out)]) == 2
     err = capsys.readouterr().err

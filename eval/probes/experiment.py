@@ -29,7 +29,7 @@ from ema_boundary.cli import UsageError, first_line
 from ema_boundary.io import atomic_dir, check_output_dir, write_json, write_text
 from eval import recall as mqar
 from eval.probes.identity import identity_at_lag
-from eval.probes.models import TOKENIZER_FILES, ModelError, ModelSpec, make_spec, resolve_model
+from eval.probes.models import TOKENIZER_FILES, ModelError, ModelSpec, load_causal_lm, make_spec, resolve_model
 from eval.probes.render import find_control, render_content_probes_figures, render_content_probes_markdown
 
 __all__ = ["TOOL", "ProbeInputError", "ProbeSettings", "cap_steps", "check_recall", "default_map_models",
@@ -239,13 +239,9 @@ def identity_inputs(specs: Sequence[ModelSpec], text: str, settings: ProbeSettin
 
 
 def _load_trained(spec: ModelSpec, trust_remote_code: bool) -> torch.nn.Module:
-    from transformers import AutoModelForCausalLM
-
-    try:  # float32 whatever dtype it was saved in: the probe's least squares want the precision
-        return AutoModelForCausalLM.from_pretrained(spec.location, dtype=torch.float32,
-                                                    trust_remote_code=trust_remote_code).eval()
-    except Exception as e:
-        raise ModelError(spec.location, f"the weights do not load ({first_line(e, 200)})") from None
+    # float32 whatever dtype it was saved in: the probe's least squares want the precision. Weights that do not
+    # fit their config.json are refused (ModelError naming the folder), not probed as a half-random model.
+    return load_causal_lm(spec.location, dtype=torch.float32, trust_remote_code=trust_remote_code)
 
 
 def _select(names: Sequence[str], which: bool | Collection[str], field: str) -> list[str]:

@@ -2,14 +2,18 @@
 
 Every check runs before any work and fails with :class:`ModelError`, whose message starts with the path or
 name it is about; the command line that read it from a flag puts the flag in front (``--model DIR: ...``).
-Nothing here loads weights: configs are read, safetensors headers checked against the file sizes, and the
-architecture built on the ``meta`` device to count its parameters.
+The checks load no weights: configs are read, safetensors headers checked against the file sizes, and the
+architecture built on the ``meta`` device to count its parameters and to match the checkpoint's names and
+shapes against it. :func:`load_causal_lm`, the one loader every evaluation tool uses, refuses weights that do
+not fit their config.json (missing, unexpected or resized tensors) rather than scoring a half-random model.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,8 +23,8 @@ import torch
 from ema_boundary.cli import UsageError, first_line, looks_like_path
 from ema_boundary.params import parameter_counts
 
-__all__ = ["SOURCES", "TOKENIZER_FILES", "WEIGHT_FILES", "ModelError", "ModelSpec", "build_on_meta", "make_spec",
-           "resolve_config", "resolve_model", "split_name"]
+__all__ = ["SOURCES", "TOKENIZER_FILES", "WEIGHT_FILES", "ModelError", "ModelSpec", "build_on_meta",
+           "load_causal_lm", "make_spec", "resolve_config", "resolve_model", "split_name"]
 
 SOURCES = ("folder", "hub", "config")
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
@@ -153,11 +157,100 @@ def _check_weights(folder: Path) -> None:
             raise ModelError(str(shard), f"unreadable weights ({first_line(e, 200)})") from None
 
 
+@contextlib.contextmanager
+def _quiet_loading() -> Iterator[None]:
+    """transformers' load report and progress bars off for one load (our one-line error replaces the report),
+    restored after."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def _examples(keys: Any, n: int = 2) -> str:
+    names = sorted(k if isinstance(k, str) else k[0] for k in keys)
+    return ", ".join(names[:n]) + (", ..." if len(names) > n else "")
+
+
+def _misfit(model: torch.nn.Module, info: dict[str, Any]) -> str | None:
+    """What does not fit between a checkpoint and the model its config.json builds, in words (None: all fits).
+
+    A key reported missing that shares its tensor with a loaded one (a tied head) is not missing."""
+    shared: dict[int, list[str]] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        shared.setdefault(id(param), []).append(name)
+    missing = set(info.get("missing_keys") or ())
+    tied_to_loaded = {k for names in shared.values() for k in names if k in missing and set(names) - missing}
+    missing -= tied_to_loaded
+    unexpected, mismatched = info.get("unexpected_keys") or (), info.get("mismatched_keys") or ()
+    parts = []
+    if missing:
+        parts.append(f"{len(missing)} missing ({_examples(missing)})")
+    if unexpected:
+        parts.append(f"{len(unexpected)} unexpected ({_examples(unexpected)})")
+    if mismatched:
+        first = sorted(mismatched, key=str)[0]
+        shapes = f": {tuple(first[1])} saved, {tuple(first[2])} built" if isinstance(first, tuple) else ""
+        parts.append(f"{len(mismatched)} of another shape ({_examples([first], 1)}{shapes})")
+    return "; ".join(parts) or None
+
+
+def load_causal_lm(where: str | os.PathLike, *, dtype: torch.dtype | str | None = torch.float32,
+                   trust_remote_code: bool = False, device_map: str | None = None) -> torch.nn.Module:
+    """The causal LM saved in ``where`` (a ``save_pretrained`` folder or a hub name), in eval mode, or
+    :class:`ModelError` in one line naming it: no config.json, unreadable weights (the file named), or weights
+    that do not fit the model its config.json builds (missing, unexpected or resized tensors; tied ones allowed).
+
+    ``dtype`` None leaves transformers' default; ``device_map="meta"`` checks names and shapes without reading
+    a tensor (what :func:`resolve_model` does before any work)."""
+    from transformers import AutoModelForCausalLM
+
+    import modeling_spen  # noqa: F401  registers SPEN with the Auto classes
+
+    where = str(where)
+    path = Path(where).expanduser()
+    if path.exists() or looks_like_path(where):  # a local folder: the cheap checks first, each naming its file
+        if not path.is_dir():
+            raise ModelError(where, "no such folder" if not path.exists() else "a file, not a checkpoint folder")
+        if not (path / "config.json").is_file():
+            raise ModelError(where, "not a checkpoint folder (no config.json)")
+        _check_weights(path)
+    kwargs: dict[str, Any] = {"trust_remote_code": trust_remote_code, "output_loading_info": True,
+                              # resized tensors are reported below, in one line, instead of raised after a table
+                              "ignore_mismatched_sizes": True}
+    if dtype is not None:
+        kwargs["dtype"] = dtype
+    if device_map is not None:
+        kwargs["device_map"] = device_map
+    try:
+        with _quiet_loading():
+            model, info = AutoModelForCausalLM.from_pretrained(where, **kwargs)
+    except Exception as e:  # a broken index, a shard that fails mid-read, an unknown model_type: one line
+        # safetensors were checked above; a pickled pytorch_model.bin is read only now, so name it when it is all
+        pickled = [f for f in WEIGHT_FILES if (path / f).is_file()] == ["pytorch_model.bin"]
+        if pickled:
+            raise ModelError(str(path / "pytorch_model.bin"), f"unreadable weights ({first_line(e, 200)})") from None
+        raise ModelError(where, f"the weights do not load ({first_line(e, 200)})") from None
+    problem = _misfit(model, info)
+    if problem:
+        model_type = getattr(model.config, "model_type", "?")
+        raise ModelError(where, f"the weights do not fit its config.json (model_type {model_type!r}): {problem}")
+    return model.eval()
+
+
 def resolve_model(name_or_path: str, trust_remote_code: bool = False) -> ModelSpec:
     """A trained causal LM, ``[NAME=]FOLDER_OR_HUB_NAME``: checked (config, weights, architecture), not loaded.
 
-    A folder needs a config.json and readable weights; a name that does not exist locally is looked up on
-    the hub (offline: in its cache) unless it looks like a path (then it is a typo)."""
+    A folder needs a config.json and readable weights that fit it (names and shapes, matched on the meta device);
+    a name that does not exist locally is looked up on the hub (offline: in its cache) unless it looks like a path
+    (then it is a typo)."""
     name, where = split_name(name_or_path)
     path = Path(where).expanduser()
     if path.exists():
@@ -169,7 +262,10 @@ def resolve_model(name_or_path: str, trust_remote_code: bool = False) -> ModelSp
         _check_weights(path)
         config = _load_config(str(path), trust_remote_code)
         default = path.resolve().parent.name if path.resolve().name == "final" else path.resolve().name
-        return make_spec(name or default, "folder", str(path), config, trust_remote_code)
+        spec = make_spec(name or default, "folder", str(path), config, trust_remote_code)
+        # Names and shapes matched on the meta device (no tensor read): a misfit is refused before any work.
+        load_causal_lm(str(path), trust_remote_code=trust_remote_code, device_map="meta")
+        return spec
     if looks_like_path(where):
         raise ModelError(where, "no such folder")
     from transformers import AutoConfig
