@@ -61,10 +61,16 @@ def train_reference(cfg: dict[str, Any]) -> dict[str, Any]:
     tok = AutoTokenizer.from_pretrained(cfg["tokenizer_name"])
     B, batch, steps = cfg["block_size"], cfg["total_train_batch_size"], cfg["max_steps"]
     val_every, test_every = cfg["val_every"], cfg["test_every"]
-    train, _ = corpus.split_blocks(data, "train", val_every, tok, B, None, test_every)
+    # A finite corpus: every training block, reshuffled each epoch. A streamed one (C4): the first blocks the run
+    # needs (steps x batch), shuffled once (int32: 672M tokens of the GPU ladder's largest size fit in 2.7 GB).
+    streamed = data == [corpus.C4]
+    train, _ = corpus.split_blocks(data, "train", val_every, tok, B, steps * batch if streamed else None, test_every)
+    train = train.to(torch.int32)
     val = corpus.validation_blocks(data, val_every, tok, B, cfg["max_eval_samples"], test_every)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    autocast = torch.autocast("cuda", torch.bfloat16, enabled=device == "cuda" and cfg["mixed_precision"] == "bf16")
     torch.manual_seed(cfg["seed"])
-    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(cfg["model_name_or_path"]))
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(cfg["model_name_or_path"])).to(device)
     decay = [p for p in model.parameters() if p.dim() >= 2]
     rest = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": cfg["weight_decay"]},
@@ -77,10 +83,11 @@ def train_reference(cfg: dict[str, Any]) -> dict[str, Any]:
         if len(order) < batch:  # a new epoch: every training block once, in a fresh order from the seed
             order = torch.cat([order, torch.randperm(len(train), generator=gen)])
         idx, order = order[:batch], order[batch:]
-        x = train[idx]
+        x = train[idx].long().to(device)
         for g in opt.param_groups:
             g["lr"] = lr_at(step, cfg["learning_rate"], cfg["warmup_steps"], steps, cfg["min_lr_ratio"])
-        logits = model(input_ids=x[:, :-1]).logits
+        with autocast:
+            logits = model(input_ids=x[:, :-1]).logits
         loss = F.cross_entropy(logits.flatten(0, 1).float(), x[:, 1:].flatten())
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -93,10 +100,10 @@ def train_reference(cfg: dict[str, Any]) -> dict[str, Any]:
         if (step + 1) % log_every == 0 or step + 1 == steps:
             rows.append({"step": step + 1, "tokens": seen, "loss": running / ((step % log_every) + 1)})
             running = 0.0
-    final: dict[str, Any] = {"step": steps, "tokens": seen, "val_loss": mean_loss(model, val)}
+    final: dict[str, Any] = {"step": steps, "tokens": seen, "val_loss": mean_loss(model, val.to(device))}
     if test_every:
         test, docs = corpus.split_blocks(data, "test", val_every, tok, B, cfg["max_test_samples"], test_every)
-        test_loss = mean_loss(model, test)
+        test_loss = mean_loss(model, test.to(device))
         final.update({"test_loss": test_loss, "test_ppl": math.exp(test_loss),
                       "test_tokens": int(test.shape[0] * (test.shape[1] - 1)), "test_documents": docs})
     rows.append(final)

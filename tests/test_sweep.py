@@ -239,3 +239,35 @@ def test_depth_sweep_measures_every_final_model(tmp_path: Path, corpus_file: str
     assert set(analysis["table"]) >= {"token_accuracy", "val_loss", "log_rms_growth"}
     # 3 steps: the loss cannot pass the bigram, so the claim is not testable whatever the probes say.
     assert analysis["gate"]["holds"] is False and analysis["conclusion"] == "not testable in this regime"
+
+
+def test_gpu_ladder_plan_dry_run(tmp_path: Path, corpus_file: str) -> None:
+    """hub_configs/sweeps/ladder-gpu.yaml (C4, shuffle buffer, trigram gate, plain reference) through the same
+    code on tiny data: its smallest pair and the reference, every budget capped at 3 steps (--max_steps)."""
+    raw = yaml.safe_load((ROOT / "hub_configs/sweeps/ladder-gpu.yaml").read_text())
+    raw["base"].update({"data": corpus_file, "tokenizer_name": tokenizer_dir(), "block_size": 32,
+                        "mixed_precision": "no", "total_train_batch_size": 4, "per_device_train_batch_size": 4,
+                        "test_every": 3, "max_test_samples": 8, "max_eval_samples": 4, "eval_steps": 3,
+                        "save_steps": 3})
+    assert raw["base"]["shuffle"] is True and raw["settings"]["gate_ngram"] == "trigram"
+    ref = raw["arms"]["w512-l8/reference"]
+    ref["config"]["model"]["fair_pair"].update({"width": 128, "layers": 2, "block_size": 32})
+    raw["arms"] = {"w128-l2/spen": raw["arms"]["w128-l2/spen"], "w128-l2/gpt2": raw["arms"]["w128-l2/gpt2"],
+                   "w128-l2/reference": ref}
+    for arm in ("w128-l2/spen", "w128-l2/gpt2"):
+        raw["arms"][arm]["config"]["model"]["fair_pair"]["block_size"] = 32
+        raw["arms"][arm]["lr_grid"] = [3.0e-3]
+    ref["lr_grid"] = [3.0e-3]
+    plan = tmp_path / "gpu.yaml"
+    plan.write_text(yaml.safe_dump(raw))
+    out = tmp_path / "out"
+    assert sweep_main([str(plan), "--output_dir", str(out), "--max_steps", "3"]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["complete"]
+    assert {b for a in results["arms"].values() for b in a["budgets"]} == {"3"}
+    size = results["analysis"]["sizes"][0]
+    assert size["name"] == "w128-l2" and size["reference"]["n"] == 1
+    assert [g["name"] for g in size["gates"]] == ["ngram", "reference"]
+    assert "trigram" in size["gates"][0]["why"]
+    # A capped sweep is its own: resuming it without the cap in its plan is refused.
+    assert sweep_main([str(ROOT / "hub_configs/sweeps/ladder-gpu.yaml"), "--resume_from", str(out)]) == 2

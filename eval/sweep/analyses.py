@@ -51,6 +51,8 @@ def ngram_lines(plan: SweepPlan, folder: Path, train_tokens: int) -> dict[str, A
     tok_dir = folder / "shared" / "tokenizer"
     if plan.trainer != "train" or not tok_dir.is_dir():
         return None
+    # Kneser-Ney in pure Python: a streamed corpus is counted on at most settings.ngram_tokens (declared).
+    train_tokens = min(train_tokens, plan.settings.get("ngram_tokens") or train_tokens)
     cache = folder / "shared" / f"ngram_{plan.score}_{train_tokens}.json"
     if cache.is_file():
         return json.loads(cache.read_text())

@@ -36,12 +36,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arms", type=comma_list, metavar="A,B", help="only these arms in this call (a sweep run in "
                    "parts; results.json lists what is still to run)")
     p.add_argument("--max_runs", type=positive_int, metavar="N", help="train at most N runs in this call")
+    p.add_argument("--max_steps", type=positive_int, metavar="N", help="cap every budget at N steps (a smoke test "
+                   "of a plan: a sweep of its own, never mixed with the plan's real runs)")
 
 
 def run(parser: UsageParser, args: argparse.Namespace, command: str) -> int:
     from eval.plans import PlanError
     from eval.sweep.launch import make_launcher
-    from eval.sweep.plan import load_plan
+    from eval.sweep.plan import cap_steps, load_plan
     from eval.sweep.runner import RunFailed, read_folder, run_sweep, summarize
 
     given = [x for x in ("output_dir", "resume_from", "summarize") if getattr(args, x)]
@@ -62,6 +64,10 @@ def run(parser: UsageParser, args: argparse.Namespace, command: str) -> int:
             plan = plan or given_plan  # a resumed sweep checks the given plan against its own (run_sweep)
             if args.resume_from:
                 plan = given_plan
+        if args.max_steps is not None:
+            if args.resume_from and not args.plan:
+                parser.error("--max_steps: give it with a PLAN (a capped sweep is resumed with the same cap)")
+            plan = cap_steps(plan, args.max_steps)
         if args.arms:
             unknown = [a for a in args.arms if a not in {arm.name for arm in plan.arms}]
             if unknown:

@@ -137,6 +137,25 @@ class SweepPlan:
                          for a in self.arms}}
 
 
+def cap_steps(plan: SweepPlan, steps: int) -> SweepPlan:
+    """``plan`` with every budget at most ``steps`` (a smoke test). The cap is written into the plan's settings
+    (``max_steps_cap``), so the folder's copy of the plan reads back capped and a capped sweep is never resumed
+    as the real one."""
+    from dataclasses import replace
+
+    declared = {**plan.declared, "settings": {**plan.declared.get("settings", {}), "max_steps_cap": steps}}
+    return _capped(replace(plan, settings={**plan.settings, "max_steps_cap": steps}, declared=declared), steps)
+
+
+def _capped(plan: SweepPlan, steps: int) -> SweepPlan:
+    from dataclasses import replace
+
+    def cap(budgets: tuple[int, ...] | None) -> tuple[int, ...] | None:
+        return None if budgets is None else tuple(sorted({min(b, steps) for b in budgets}))
+
+    return replace(plan, budgets=cap(plan.budgets), arms=tuple(replace(a, budgets=cap(a.budgets)) for a in plan.arms))
+
+
 def merge(base: Any, patch: Any) -> Any:
     """``patch`` merged into a copy of ``base``: mappings key by key (recursively), anything else replaced."""
     if isinstance(base, dict) and isinstance(patch, dict):
@@ -175,9 +194,15 @@ class _SweepChecker(Checker):
         if budgets is None and any(a.budgets is None for a in arms):
             raise self.error(("budgets",), "must be set (or every arm must name its own budgets)")
         name = self.value(("name",), str, raw.get("name", self.path.stem))
-        return SweepPlan(name=name, path=str(self.path), trainer=trainer, analysis=analysis, seeds=seeds,
+        plan = SweepPlan(name=name, path=str(self.path), trainer=trainer, analysis=analysis, seeds=seeds,
                          budgets=tuple(sorted(budgets or ())), score=score, workers=workers, rate=rate_rule,
                          base=base, arms=arms, settings=settings, declared=raw)
+        cap = settings.get("max_steps_cap")
+        if cap is not None:
+            if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+                raise self.error(("settings", "max_steps_cap"), f"must be a positive integer, got {cap!r}")
+            plan = _capped(plan, cap)
+        return plan
 
     def base(self, raw: Any) -> dict:
         if raw is None:
@@ -222,5 +247,6 @@ def dump(plan: SweepPlan) -> str:
     return yaml.safe_dump(plan.declared, sort_keys=False)
 
 
-__all__ = ["ANALYSES", "Arm", "CHOOSERS", "PlanError", "RateRule", "SCORES", "SweepPlan", "TRAINERS", "choose",
+__all__ = ["ANALYSES", "Arm", "CHOOSERS", "PlanError", "RateRule", "SCORES", "SweepPlan", "TRAINERS", "cap_steps",
+           "choose",
            "dump", "load_plan", "merge", "plan_from_text"]
