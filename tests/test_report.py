@@ -198,6 +198,7 @@ def test_the_gap_stage_is_reproduced_by_its_command(report_dir: Path, tmp_path: 
     import shlex
 
     from eval.gap import main as gap_main
+    from eval.report.paths import DEFAULT_OUTPUT
 
     gap = json.loads((report_dir / "report.json").read_text())["gap"]
     assert gap["text"]["split"] == "test" and gap["models"]["b"]["label"] == "spen"
@@ -205,7 +206,9 @@ def test_the_gap_stage_is_reproduced_by_its_command(report_dir: Path, tmp_path: 
     assert sum(g["tokens"] for g in gap["groups"]) == gap["text"]["tokens"]
     written = json.loads((report_dir / "work" / "gap" / "gap.json").read_text())  # the command's own output
     assert written["contrasts"] == gap["contrasts"] and written["text"] == gap["text"]
-    argv = shlex.split(gap["command"])[3:]
+    # Recorded paths are relative to the output folder as a clone names it (eval.report.paths): here, report_dir.
+    assert str(report_dir) not in gap["command"]
+    argv = [a.replace(DEFAULT_OUTPUT, str(report_dir)) for a in shlex.split(gap["command"])[3:]]
     out = argv.index("--output_dir")
     argv[out + 1] = str(tmp_path / "again")
     assert gap_main(argv) == 0
