@@ -109,7 +109,7 @@ def _render(parser: UsageParser, folder: Path, upgrade: bool, ladder: str | None
     from ema_boundary.io import write_json
     from eval.report.claims import evaluate
     from eval.report.paths import portable
-    from eval.report.render import write_index
+    from eval.report.render import boundary_figures, write_index
 
     if not (folder / "report.json").is_file():
         parser.error(f"{folder}: no report.json")
@@ -124,6 +124,9 @@ def _render(parser: UsageParser, folder: Path, upgrade: bool, ladder: str | None
     report = portable(report)  # recorded paths relative to the repository or the output folder
     if upgrade:
         report["claims"] = evaluate(report)
+    # The picture of the boundary is drawn from report.json (its claims included), like index.md.
+    report["figures"] = {**report.get("figures", {}), **boundary_figures(report, folder / "figures")}
+    if upgrade:
         write_json(folder / "report.json", report)
     with atomic_file(folder / "index.md") as tmp:
         write_index(report, report.get("figures", {}), Path(tmp))

@@ -168,5 +168,6 @@ def portable(report: dict[str, Any]) -> dict[str, Any]:
     if isinstance(budgets := new.get("ablation_budgets"), dict):
         for axis, block in budgets.items():
             if isinstance(block, dict) and isinstance(block.get("command"), str):
-                block["command"] = portable_command(block["command"], f"{budgets.get('source', 'docs/ablation')}/{axis}")
+                folder = f"{budgets.get('source', 'docs/ablation')}/{axis}"
+                block["command"] = portable_command(block["command"], folder)
     return new
