@@ -449,8 +449,9 @@ def _verdict_line(row: dict | None) -> str:
     """The claim row's verdict with what it read and its precondition, for a section's end."""
     if row is None:
         return "The claims table of this report has no row for it."
-    line = f"Claim row *{row['sentence']}*: **{verdict_text(row)}**{outside_text(row)} ({row['ours']})"
-    return line + (f". Precondition: {_preconditions(row)}." if row["preconditions"] else ".")
+    # The numbers, rule and preconditions are in the claim's own section: here, the verdict and a link to it.
+    return (f"Claim *{short_name(row)}*: **{verdict_text(row)}**{outside_text(row)} "
+            f"([its section](#{_anchor(row)})).")
 
 
 def _signed(row: dict, scale: float = 1.0, digits: int = 3) -> str:
@@ -495,7 +496,8 @@ def escape_routes_section(report: dict, figure_paths: dict[str, str]) -> list[st
     described = {n: r for n, r in recall.items() if r.get("write_rule")}
     if described:
         at = max(int(n) for r in described.values() for n in r["accuracy"])
-        lines += [f"Accuracy at {at} pairs by write rule and decoding-state numbers per layer (the recall map above; "
+        lines += [f"Accuracy at {at} pairs by write rule and decoding-state numbers per layer (the recall map in the "
+                  "appendix; "
                   "copying a context value scores " + f"{100 / at:.1f}%).", "",
                   "| write rule | models (state numbers per layer): accuracy |", "|---|---|"]
         for rule, label in WRITE_RULES.items():
@@ -636,7 +638,7 @@ def claim_detail(report: dict, row: dict, also: dict | None = None) -> list[str]
         if r is not None and r.get("conditions"):
             cells.append(("conditions", r["conditions"]))
     for e in row["explanations"]:
-        cells.append(("tested explanation", _explanation(e).strip()))
+        cells.append(("tested explanation", _explanation(e).strip().removeprefix("Tested explanation: ")))
     cells.append(("runs", _runs(report, row) + (f"; {_runs(report, also)}" if also is not None else "")))
     return [f'<a id="{_anchor(row)}"></a>', "", f"### {short_name(row)}", "", "| | |", "|---|---|",
             *[f"| {k} | {_cell(v)} |" for k, v in cells], ""]
