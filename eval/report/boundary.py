@@ -20,7 +20,7 @@ from typing import Any
 from ema_boundary.figures import pyplot, save
 from eval.report.claims import one_screen, short_name, short_verdict
 
-__all__ = ["VERDICT_COLORS", "boundary_figure"]
+__all__ = ["VERDICT_COLORS", "boundary_figure", "draw"]
 
 VERDICT_COLORS = {"met": "#1a7f37", "partly met": "#4d9221", "refuted": "#c0392b", "partly refuted": "#d35400",
                   "opposite direction": "#c0392b", "not reproduced": "#c0392b", "not resolved": "#b7950b",
@@ -269,6 +269,14 @@ def _depth(ax: Any, report: dict, rows: dict[str, dict]) -> None:
 
 def boundary_figure(report: dict, path: Path) -> Path:
     """Draw ``figures/boundary.png`` from ``report`` (report.json's content); returns ``path``."""
+    fig = draw(report)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save(fig, path, dpi=110)
+    return path
+
+
+def draw(report: dict) -> Any:
+    """The figure itself (matplotlib), five panels."""
     plt = pyplot()
     rows = _rows(report)
     fig = plt.figure(figsize=(14, 9.4))
@@ -280,6 +288,4 @@ def boundary_figure(report: dict, path: Path) -> Path:
     _depth(fig.add_subplot(grid[1, 2]), report, rows)
     fig.suptitle("Where fixed-decay EMA context holds and where it fails: each claim's verdict on its axis",
                  fontsize=12, x=0.01, ha="left")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save(fig, path, dpi=110)
-    return path
+    return fig
