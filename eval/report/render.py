@@ -589,8 +589,11 @@ def claims_table(report: dict, link: str = "") -> list[str]:
     for row, _ in one_screen(report["claims"]):
         paper = row.get("paper_short") or row["paper"]
         where = "escape routes" if row["id"] in ESCAPE_CLAIMS else row["side"]
+        # A tested explanation that undercuts the verdict travels with it (a shortcut meets the row as well).
+        shortcut = any(e["experiment"].startswith("shortcuts:") for e in row["explanations"])
         lines.append(f"| {_cell(short_name(row))} | {_cell(paper)} | {_cell(_ours_cell(row))} | "
-                     f"**{short_verdict(row)}** | [{where}]({link}#{_anchor(row)}) |")
+                     f"**{short_verdict(row)}**{', as do shortcuts' if shortcut else ''} | "
+                     f"[{where}]({link}#{_anchor(row)}) |")
     return lines
 
 
