@@ -250,6 +250,9 @@ def _shell(command: str) -> str:
     out: list[str] = []
     for arg in shlex.split(command):
         quoted = shlex.quote(arg)
+        if len(arg) > 110 and "," in arg and quoted == arg:
+            # A long comma list: one item per line; a backslash-newline inside a word joins its parts unchanged.
+            quoted = ",\\\n".join(arg.split(","))
         if arg.startswith("--") and out:
             out.append(" \\\n    " + quoted)
         else:
