@@ -18,6 +18,7 @@ from eval.ablation import analyse
 from eval.report.ablation_budgets import budgets_block, phrase, read_budgets
 from eval.report.claims import evaluate
 from eval.report.cli import main as ema_boundary
+from eval.report.paths import portable
 from eval.report.render import ablation_budgets_section
 from eval.report.schema import validate
 
@@ -111,7 +112,7 @@ def test_reading_a_committed_folder_refuses_what_cannot_serve_in_one_line(tmp_pa
         read_budgets(tmp_path / "d" / "ablation")
 
 
-@pytest.mark.parametrize("readers,verdict", [(READERS_EQUAL, "met"), (READERS_DIFFER, "refuted")])
+@pytest.mark.parametrize("readers,verdict", [(READERS_EQUAL, "met"), (READERS_DIFFER, "not reproduced")])
 def test_the_readers_row_reads_the_longest_budget(tmp_path, readers, verdict):
     block = budgets_block(read_budgets(_folder(tmp_path, _axis("predictor", readers), None)), "docs/ablation")
     row = _row(_report_with(block), "readers_identical_budgets")
@@ -164,7 +165,7 @@ def test_the_committed_ablation_renders_with_rates_parameters_and_every_budget(t
     assert "| `softmax_attention-state` | 198,344 (132,808) | +200 | 0.01 |" in text
     assert "| 200 | 409,600 | 5.000 | 4.080 | no |" in text
     assert "| 2,000 | 4,096,000 |" in text and "different" in text
-    assert "**refuted**" in text and "**met**" in text
+    assert "**not reproduced**" in text and "**met**" in text  # readers differ, outside the paper's regime
     validate(report)
     assert ablation_budgets_section(_report_with(None)) == []
 
@@ -218,6 +219,7 @@ def test_the_committed_report_reads_the_committed_ablation():
     and the report's own 100-step rows stay not testable, citing every budget."""
     report = json.loads((COMMITTED / "report.json").read_text())
     block = budgets_block(read_budgets(REPO / "docs" / "ablation"), "docs/ablation")
+    block = portable({"ablation_budgets": block})["ablation_budgets"]  # its commands as they run from a clone
     assert {k: v for k, v in report["ablation_budgets"].items() if k != "attached_by"} == block
     assert _row(report, "readers_identical_budgets")["verdict"] == "met"
     assert _row(report, "selection_escapes_budgets")["verdict"] == "met"

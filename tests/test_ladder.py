@@ -97,7 +97,7 @@ def test_the_verdict_reads_the_largest_size_that_speaks_with_an_interval():
 
 @pytest.mark.parametrize("losses,verdict,detail", [
     (WORSE, "met", "SPEN worse (direction)"),
-    (BETTER, "refuted", "SPEN better"),
+    (BETTER, "opposite direction", "SPEN better"),  # read on the embedded corpus, the claim's regime is C4
     (UNCLEAR, "not resolved at this budget", ""),
 ])
 def test_the_ladder_row_follows_the_sign_of_the_paired_interval(losses, verdict, detail):
@@ -151,7 +151,7 @@ def test_render_attaches_a_ladder_to_an_existing_report(tmp_path, capsys):
     after = json.loads((folder / "report.json").read_text())
     validate(after)
     assert after["scale_ladder"]["attached_by"].startswith("ema-boundary render")
-    assert _row(after, "perplexity_gap_ladder")["verdict"] == "refuted"
+    assert _row(after, "perplexity_gap_ladder")["verdict"] == "opposite direction"  # the embedded corpus, not C4
     # Nothing else moved: the other rows and every number are the report's own.
     unchanged = {k: v for k, v in after.items() if k not in ("claims", "scale_ladder")}
     assert unchanged == {k: v for k, v in copy.deepcopy(before).items() if k not in ("claims", "scale_ladder")}

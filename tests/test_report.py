@@ -198,6 +198,7 @@ def test_the_gap_stage_is_reproduced_by_its_command(report_dir: Path, tmp_path: 
     import shlex
 
     from eval.gap import main as gap_main
+    from eval.report.paths import DEFAULT_OUTPUT
 
     gap = json.loads((report_dir / "report.json").read_text())["gap"]
     assert gap["text"]["split"] == "test" and gap["models"]["b"]["label"] == "spen"
@@ -205,7 +206,9 @@ def test_the_gap_stage_is_reproduced_by_its_command(report_dir: Path, tmp_path: 
     assert sum(g["tokens"] for g in gap["groups"]) == gap["text"]["tokens"]
     written = json.loads((report_dir / "work" / "gap" / "gap.json").read_text())  # the command's own output
     assert written["contrasts"] == gap["contrasts"] and written["text"] == gap["text"]
-    argv = shlex.split(gap["command"])[3:]
+    # Recorded paths are relative to the output folder as a clone names it (eval.report.paths): here, report_dir.
+    assert str(report_dir) not in gap["command"]
+    argv = [a.replace(DEFAULT_OUTPUT, str(report_dir)) for a in shlex.split(gap["command"])[3:]]
     out = argv.index("--output_dir")
     argv[out + 1] = str(tmp_path / "again")
     assert gap_main(argv) == 0
@@ -293,7 +296,7 @@ def test_readme_command_rewrites_only_the_block(tmp_path: Path, report_dir: Path
     assert main(["readme", "--report", str(report_dir / "report.json"), "--readme", str(readme)]) == 0
     text = readme.read_text()
     assert text.startswith("intro\n\n") and text.endswith("\n\noutro\n") and "old" not in text
-    assert "tokens per parameter" in text or "per parameter" in text
+    assert "| claim | paper | ours [95% interval] | verdict | details |" in text  # the one-screen table
     (tmp_path / "plain.md").write_text("no block\n")
     assert main(["readme", "--report", str(report_dir / "report.json"), "--readme", str(tmp_path / "plain.md")]) == 2
 
@@ -527,7 +530,8 @@ def test_the_escape_routes_section_shows_both_maps_with_their_verdicts(tmp_path:
     assert "| token identity at the last layer (held-out accuracy) | 52.0% | 62.1% | +10.1 [" in section
     assert "majority token 10.0%" in section and "add 5.0x, attention 1.4x" in section
     assert "Competence gate (the loss part): holds" in section and "![depth](figures/depth.png)" in section
-    assert "*fixed accumulation across depth dilutes; input-dependent depth selection recovers it*: **met**" in section
+    assert "*Selection over depth recovers what the residual sum dilutes*: **met**" in section
+    assert "| verdict | **met** |" in section.split('<a id="claim-depth_selection_recovers"></a>')[1]
     with pytest.raises(ValueError, match="depth"):
         validate({**report, "depth": {**report["depth"], "verdict": "probably"}})
     rows = [{**row, "verdict": "maybe"} for row in report["depth"]["table"]["block_share"]]

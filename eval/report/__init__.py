@@ -11,6 +11,8 @@
 - :mod:`.assemble` - ``report.json`` from the stages' results, every comparison through ``ema_boundary.stats``;
 - :mod:`.schema` - report.json's version, its JSON Schema (``report.schema.json``) and the upgrade of older ones;
 - :mod:`.render` - ``index.md``, the figures and the README's results block, from ``report.json``;
+- :mod:`.boundary` - the picture of the boundary (``figures/boundary.png``), each claim's verdict on its axis;
+- :mod:`.paths` - recorded paths relative to the repository or the output folder (commands that run from a clone);
 - :mod:`.build` - the driver (everything built under a temporary name, renamed at the end);
 - :mod:`.cli` - the command line.
 """

@@ -18,6 +18,7 @@ from eval.report.ablation_budgets import budgets_block, read_budgets
 from eval.report.claims import evaluate
 from eval.report.conditions import conditions_block, read_arms
 from eval.report.ladder import ladder_block, read_ladder
+from eval.report.paths import portable
 from eval.report.plan import in_repo
 from eval.report.schema import SCHEMA_VERSION
 
@@ -143,7 +144,8 @@ def assemble(plan: Any, structure: dict, lm: dict, ngram: dict, regime: dict, pr
     if gap is not None:
         report["gap"] = gap_block(gap)
     report["claims"] = evaluate(report)
-    return report
+    # Recorded paths relative to the repository or the output folder: the commands run from any clone.
+    return portable(report)
 
 
 DEPTH_KEYS = ("claim", "rule", "design", "config", "model_config", "num_layers", "hidden_size", "residuals",

@@ -53,10 +53,24 @@ class Verdict(str, Enum):
     NOT_RESOLVED = stats.NOT_RESOLVED
     NOT_TESTABLE = "not testable in this regime"
     NOT_RUN = "not run"
+    # A refutation read outside the claim's regime (:class:`Regime`): it says what was seen, not that the claim
+    # is false where it was made.
+    OPPOSITE = "opposite direction"
+    NOT_REPRODUCED = "not reproduced"
 
     @property
     def disagrees(self) -> bool:
-        return self in (Verdict.REFUTED, Verdict.PARTLY_REFUTED)
+        return self in (Verdict.REFUTED, Verdict.PARTLY_REFUTED, Verdict.OPPOSITE, Verdict.NOT_REPRODUCED)
+
+    @property
+    def readable(self) -> bool:
+        """Whether the row reads its measurement at all (not "not testable", not "not run")."""
+        return self not in (Verdict.NOT_TESTABLE, Verdict.NOT_RUN)
+
+    @property
+    def short(self) -> str:
+        """One or two words, for the one-screen table."""
+        return {Verdict.NOT_TESTABLE: "not testable", Verdict.NOT_RESOLVED: "not resolved"}.get(self, self.value)
 
 
 @dataclass(frozen=True)
@@ -68,6 +82,40 @@ class Outcome:
     ours: str
     detail: str = ""
     strength: str = ""
+    at: TestedAt | None = None  # the conditions of the data the rule read (for the claim's regime)
+    short: str = ""  # the verdict in one or two words where the enum's are not the reader's (e.g. "neither escapes")
+
+
+@dataclass(frozen=True)
+class TestedAt:
+    """Where a rule's data come from: model size (total parameters), training tokens, the corpus and its size."""
+
+    parameters: int
+    train_tokens: int
+    corpus: str
+    corpus_tokens: int | None = None
+
+    def text(self) -> str:
+        """``"0.66M parameters, 0.68M tokens x 6.1 epochs (embedded corpus)"``."""
+        if self.corpus_tokens:
+            data = f"{self.corpus_tokens / 1e6:.2g}M tokens x {self.train_tokens / self.corpus_tokens:.1f} epochs"
+        else:
+            data = f"{self.train_tokens / 1e6:.2g}M training tokens"
+        return f"{self.parameters / 1e6:.2g}M parameters, {data} ({self.corpus} corpus)"
+
+
+@dataclass(frozen=True)
+class Regime:
+    """The conditions a claim is made in (the paper's model size and data). A verdict from data outside them is
+    worded as such: a refutation reads ``refuted_as`` with the conditions it was seen in, a "met" says where."""
+
+    text: str  # "130M parameters on C4"
+    corpus: str  # the corpus name as plans write it ("c4")
+    parameters: float | None = None  # the paper's model size; None: not reported
+    refuted_as: Verdict = Verdict.OPPOSITE
+
+    def holds(self, at: TestedAt) -> bool:
+        return at.corpus.lower() == self.corpus and (self.parameters is None or at.parameters >= self.parameters / 2)
 
 
 @dataclass(frozen=True)
@@ -122,6 +170,13 @@ class Claim:
     explanations: tuple[Explanation, ...] = ()
     # Where the claim holds across the suite's committed arms (None: no arms for this claim, or not in the report)
     conditions: Callable[[Report], str | None] | None = None
+    short: str = ""  # the claim in under ~12 words (the one-screen table); a claim read twice shares it
+    regime: Regime | None = None  # where the paper makes it; None: it names none (any test may refute it)
+    # The claim that reads the same sentence on a committed run (the ladder, the ablation at budgets): the
+    # one-screen table prints one row for the two, the decided one.
+    committed: str | None = None
+    paper_short: str = ""  # the paper's value in a few words (the one-screen table)
+    value: Callable[[Report], str | None] | None = None  # this run's number with its interval, in a few words
 
     @property
     def key(self) -> str:
@@ -389,6 +444,47 @@ EXPERIMENTS: dict[str, Experiment] = {
 # ---------------------------------------------------------------------------------------------
 
 
+def _corpus_tokens(report: Report) -> int | None:
+    """The training split's size in tokens, from the headline pair's tokens and epochs."""
+    reg = get(report, ("content", "regime")) or {}
+    return round(reg["train_tokens"] / reg["epochs"]) if reg.get("epochs") else None
+
+
+def _headline_at(report: Report) -> TestedAt | None:
+    reg = get(report, ("content", "regime")) or {}
+    if "parameters" not in reg:
+        return None
+    return TestedAt(reg["parameters"], reg["train_tokens"], str(get(report, ("plan", "corpus")) or "?"),
+                    _corpus_tokens(report))
+
+
+def _flag(command: str | None, flag: str) -> str | None:
+    parts = (command or "").split()
+    return parts[parts.index(flag) + 1] if flag in parts[:-1] else None
+
+
+def _committed_at(report: Report, parameters: int, train_tokens: int, corpus: str | None) -> TestedAt:
+    """A committed run's conditions; the corpus size is the headline pair's when the corpus is the same one."""
+    ours = str(get(report, ("plan", "corpus")) or "?")
+    corpus = corpus or ours
+    return TestedAt(parameters, train_tokens, corpus, _corpus_tokens(report) if corpus == ours else None)
+
+
+def _ablation_at(report: Report, a: Mapping[str, Any]) -> TestedAt | None:
+    """The reference arm's size and the tokens it trained on: this run's ablation or a committed one (its longest
+    budget)."""
+    ref = a.get("reference")
+    if isinstance(a.get("budgets"), list):  # a committed ablation (report.json's ablation_budgets)
+        params = (a.get("parameters") or {}).get(ref) or {}
+        if "total" not in params or not a["budgets"]:
+            return None
+        return _committed_at(report, params["total"], longest_budget(a)["tokens"], _flag(a.get("command"), "--data"))
+    reg = a.get("regime") or {}
+    params = (reg.get("parameters") or {}).get(ref)
+    return None if params is None else TestedAt(params, reg["train_tokens"], str(get(report, ("plan", "corpus"))
+                                                                              or "?"), _corpus_tokens(report))
+
+
 def _perplexity_rule(report: Report, c: Mapping[str, Any]) -> Outcome:
     content = report["content"]
     (rlo, rhi), reg = content["perplexity_ratio_ci95"], content["regime"]
@@ -398,13 +494,14 @@ def _perplexity_rule(report: Report, c: Mapping[str, Any]) -> Outcome:
     strength = (f"{c['n']} paired seeds, p = {c['p_difference']:.3g}; another scale and corpus than the paper's, "
                 "so the size of the gap is not comparable, only its sign")
     # Only the direction transfers across scales: SPEN worse meets it, equal or better refutes it.
+    at = _headline_at(report)
     if c["verdict"] == "different":
         worse = c["difference"] > 0
         return Outcome(Verdict.MET if worse else Verdict.REFUTED, ours,
-                       "SPEN worse (direction)" if worse else "SPEN better", strength)
+                       "SPEN worse (direction)" if worse else "SPEN better", strength, at)
     if c["verdict"] == "equivalent":
-        return Outcome(Verdict.REFUTED, ours, "no gap (equivalent)", strength)
-    return Outcome(Verdict.NOT_RESOLVED, ours, "", strength)
+        return Outcome(Verdict.REFUTED, ours, "no gap (equivalent)", strength, at)
+    return Outcome(Verdict.NOT_RESOLVED, ours, "", strength, at)
 
 
 def _ladder_rule(report: Report, block: Mapping[str, Any]) -> Outcome:
@@ -418,15 +515,16 @@ def _ladder_rule(report: Report, block: Mapping[str, Any]) -> Outcome:
             f"{block['scored_on']} blocks")
     strength = (f"{gap['n']} paired seed{'s' * (gap['n'] != 1)}, 95% t interval; another scale and corpus than the "
                 "paper's, so only the sign of the gap is compared")
+    at = _committed_at(report, spen["parameters"]["total"], size["train_tokens"], block.get("corpus"))
     if gap.get("ci95") is None:
-        return Outcome(Verdict.NOT_RESOLVED, ours, "no interval at this size", strength)
+        return Outcome(Verdict.NOT_RESOLVED, ours, "no interval at this size", strength, at)
     lo, hi = gap["ci95"]
     # Only the direction transfers across scales (as the headline row): SPEN worse meets it, SPEN better refutes it.
     if lo > 0:
-        return Outcome(Verdict.MET, ours, "SPEN worse (direction)", strength)
+        return Outcome(Verdict.MET, ours, "SPEN worse (direction)", strength, at)
     if hi < 0:
-        return Outcome(Verdict.REFUTED, ours, "SPEN better", strength)
-    return Outcome(Verdict.NOT_RESOLVED, ours, "", strength)
+        return Outcome(Verdict.REFUTED, ours, "SPEN better", strength, at)
+    return Outcome(Verdict.NOT_RESOLVED, ours, "", strength, at)
 
 
 def _ladder_conditions(report: Report) -> str | None:
@@ -450,15 +548,16 @@ def _gap_rule(report: Report, c: Mapping[str, Any]) -> Outcome:
             f"({groups['first']['tokens']:,}), on all {total['difference']:+.3f} ({text.get('tokens', 0):,} "
             f"{text.get('split', '')} tokens of {text.get('documents', '?')} documents)")
     strength = gap.get("interval", "")
+    at = _headline_at(report)
     if not (math.isfinite(lo) and math.isfinite(hi)):
-        return Outcome(Verdict.NOT_RESOLVED, ours, "no interval", strength)
+        return Outcome(Verdict.NOT_RESOLVED, ours, "no interval", strength, at)
     # Larger on AR hits (the interval above 0) meets it; smaller (below 0) refutes it; "equal" needs a margin the
     # row does not declare, so an interval across 0 is not resolved.
     if lo > 0:
-        return Outcome(Verdict.MET, ours, "larger on AR hits", strength)
+        return Outcome(Verdict.MET, ours, "larger on AR hits", strength, at)
     if hi < 0:
-        return Outcome(Verdict.REFUTED, ours, "smaller on AR hits", strength)
-    return Outcome(Verdict.NOT_RESOLVED, ours, "", strength)
+        return Outcome(Verdict.REFUTED, ours, "smaller on AR hits", strength, at)
+    return Outcome(Verdict.NOT_RESOLVED, ours, "", strength, at)
 
 
 def _readers_rule(report: Report, a: Mapping[str, Any]) -> Outcome:
@@ -474,7 +573,7 @@ def _readers_rule(report: Report, a: Mapping[str, Any]) -> Outcome:
     # The claim is equality of every reader: any arm shown different, or the seed-blocked F test, refutes it.
     verdict = (Verdict.MET if len(equivalent) == len(comps) else Verdict.REFUTED if different or arms_differ
                else Verdict.NOT_RESOLVED)
-    return Outcome(verdict, ours, "", strength)
+    return Outcome(verdict, ours, "", strength, _ablation_at(report, a))
 
 
 def _trace(arm: str) -> str:
@@ -533,7 +632,8 @@ def _escape_rule(report: Report, escape: Mapping[str, Any]) -> Outcome:
     strength = f"{len(row.get('seeds') or [])} paired seed(s)"
     verdict = {"selective higher": Verdict.MET, "fixed higher": Verdict.REFUTED,
                "equivalent": Verdict.REFUTED}.get(row["verdict"], Verdict.NOT_RESOLVED)
-    return Outcome(verdict, ours, "equal state, no escape" if row["verdict"] == "equivalent" else "", strength)
+    return Outcome(verdict, ours, "equal state, no escape" if row["verdict"] == "equivalent" else "", strength,
+                   short="neither escapes" if row["verdict"] == "equivalent" else "")
 
 
 def _depth_gate(report: Report) -> Check:
@@ -623,6 +723,100 @@ def _fixed(text: str) -> Callable[[Report], str]:
 # The table
 # ---------------------------------------------------------------------------------------------
 
+def _interval(mean: float, ci: Any, scale: float = 1.0, digits: int = 3, unit: str = "", sign: bool = True) -> str:
+    fmt = f"{'+' if sign else ''}.{digits}f"
+    if not ci or any(x is None or not math.isfinite(x) for x in ci):
+        return f"{scale * mean:{fmt}}{unit}"
+    return f"{scale * mean:{fmt}} [{scale * ci[0]:{fmt}}, {scale * ci[1]:{fmt}}]{unit}"
+
+
+def _v_structure(row_id: str) -> Callable[[Report], str | None]:
+    def value(report: Report) -> str | None:
+        row = get(report, ("structure", "paper", row_id))
+        return _structure_value(row_id, row, row.get("ours")) if isinstance(row, Mapping) else None
+    return value
+
+
+def _v_hebbian(report: Report) -> str | None:
+    c = get(report, ("structure", "hebbian_learning", "spcn_minus_spcn_frozen")) or {}
+    return _interval(c["mean"], c.get("ci95"), 100, 1, " pts") + " vs frozen" if "mean" in c else None
+
+
+def _v_perplexity(report: Report) -> str | None:
+    c = get(report, ("content",)) or {}
+    if "perplexity_ratio" not in c:
+        return None
+    lo, hi = c["perplexity_ratio_ci95"]
+    return f"{c['perplexity_ratio']:.2f}x [{lo:.2f}, {hi:.2f}]"
+
+
+def _v_ladder(report: Report) -> str | None:
+    block = get(report, ("scale_ladder",))
+    size = deciding_size(block) if block else None
+    if size is None:
+        return None
+    gap = size["gap"]
+    lo, hi = gap["ci95"]
+    return f"{math.exp(gap['mean']):.2f}x [{math.exp(lo):.2f}, {math.exp(hi):.2f}] ({size['name']})"
+
+
+def _v_gap(report: Report) -> str | None:
+    c = get(report, ("gap", "contrasts", "ar_hit - first")) or {}
+    return _interval(c["value"], c.get("ci95"), unit=" nats") if c.get("value") is not None else None
+
+
+def _v_arms(*key: str) -> Callable[[Report], str | None]:
+    """Every arm minus the reference (nats, interval), or the selective arm's alone for the trace axis."""
+    def value(report: Report) -> str | None:
+        a = get(report, key) or {}
+        comps = a.get("comparisons") or {}
+        if key[-1] in ("traces", "trace"):
+            comps = {arm: c for arm, c in comps.items() if _trace(arm) == "selective"}
+        if not comps:
+            return None
+        return "; ".join(_interval(c["difference"], c.get("ci95")) for c in comps.values()) + " nats"
+    return value
+
+
+def _v_escape(report: Report) -> str | None:
+    escape = get(report, ("probes", "recall_escape")) or {}
+    row = (escape.get("comparisons") or {}).get(escape.get("headline"))
+    if not row or row.get("difference") is None:
+        return None
+    return _interval(row["difference"], row.get("ci95"), 100, 1, " pts")
+
+
+def _v_depth(report: Report) -> str | None:
+    acc = get(report, ("depth", "table", "token_accuracy")) or {}
+    return _interval(acc["difference"], acc.get("ci95"), 100, 1, " pts") if "difference" in acc else None
+
+
+def _v_recall(report: Report) -> str | None:
+    kinds = _by_scope(report)
+    parts = [f"{label} ≤ {pct(max(kinds[k].values()))}" for k, label in (("state", "state scope"),
+                                                                           ("sequence", "sequence scope"))
+             if kinds.get(k)]
+    return ", ".join(parts) or None
+
+
+# Where the paper makes its language-model claims. The structure claims are on the paper's grammar and name no
+# regime; recall, selection and depth are stated as general principles.
+PAPER_LM = Regime("130M parameters on C4", "c4", 130e6)
+PAPER_ABLATION = Regime("the paper's ablation model on C4, smaller than 130M, size not reported", "c4", None,
+                        refuted_as=Verdict.NOT_REPRODUCED)
+
+_STRUCTURE_SHORT = {
+    "ratio_within_a": "A trace probe reaches 96% of a supervised BiGRU",
+    "transfer_b_accuracy": "The probe transfers to grammar B at 61.8%",
+    "deep_accuracy": "The probe reaches 84% on deeper-embedded roles",
+    "novel_structural_spcn_minus_bigru": "The probe beats the BiGRU on structural roles, unseen words",
+    "counterfactual_spcn_minus_bigru": "The BiGRU memorised word→role shortcuts; the probe did not",
+}
+
+_STRUCTURE_PAPER = {"ratio_within_a": "0.96", "transfer_b_accuracy": "61.8%", "deep_accuracy": "84%",
+                    "novel_structural_spcn_minus_bigru": "SPCN above (> 0)",
+                    "counterfactual_spcn_minus_bigru": "SPCN above (> 0)"}
+
 _STRUCTURE_SENTENCES = {
     "ratio_within_a": "a probe on the traces reaches 96% of the supervised BiGRU's accuracy with zero labels in "
                       "training (grammar A, held-out sentences)",
@@ -633,6 +827,11 @@ _STRUCTURE_SENTENCES = {
     "counterfactual_spcn_minus_bigru": "the BiGRU memorised word→role shortcuts; the probe, reading structure, "
                                        "does not",
 }
+
+PERPLEXITY_SHORT = f"SPEN's perplexity is {PAPER['perplexity_ratio']:.1f}x GPT-2's"
+READERS_SHORT = "Identical loss across readers of the same traces"
+SELECTION_SHORT = "Only input-dependent traces lower the language-model loss"
+PERPLEXITY_PAPER = f"{PAPER['perplexity_ratio']:.1f}x (260 vs 33) at 130M, C4"
 
 CLAIMS: tuple[Claim, ...] = (
     *(Claim(row, "structure", _STRUCTURE_SENTENCES[row], _structure_paper(row), ("structure", "paper", row),
@@ -645,7 +844,8 @@ CLAIMS: tuple[Claim, ...] = (
              Explanation("a plain EMA of the word codes (or SPCN with frozen weights) meets it as well: the fixed-rate "
                          "traces carry it, not SPCN's learning", f"shortcuts:{row}",
                          _shortcut_meets(row, ("plain_ema", "spcn_frozen")))),
-            conditions=_arms_conditions(row))
+            conditions=_arms_conditions(row), short=_STRUCTURE_SHORT[row], paper_short=_STRUCTURE_PAPER[row],
+            value=_v_structure(row))
       for row in STRUCTURE_ROWS),
     Claim("hebbian_learning", "structure",
           "SPCN's precision-gated Hebbian learning is what lets its traces carry structure",
@@ -653,14 +853,16 @@ CLAIMS: tuple[Claim, ...] = (
           ("structure", "hebbian_learning"), _hebbian_rule,
           "met if SPCN is above its frozen twin (same traces, no Hebbian updates) on structural roles, paired by "
           "seed, after Holm; refuted if below or equivalent within the declared margin; otherwise not resolved",
-          (WINDOW_GATE,)),
+          (WINDOW_GATE,), short="SPCN's Hebbian learning is what carries structure",
+          paper_short="the mechanism (no number)", value=_v_hebbian),
     Claim("perplexity_gap", "content",
           f"SPEN's perplexity is {PAPER['perplexity_ratio']:.1f}x GPT-2's at 130M on C4",
           _fixed(f"{PAPER['perplexity_spen_c4']:.0f} vs {PAPER['perplexity_gpt2_c4']:.0f}"),
           ("content", "comparison"), _perplexity_rule,
           "only the sign transfers across scales: SPEN worse (paired difference shown) meets it; SPEN better or "
           "equivalent refutes it; otherwise not resolved",
-          (BIGRAM_LINE,), conditions=_ladder_conditions),
+          (BIGRAM_LINE,), conditions=_ladder_conditions, short=PERPLEXITY_SHORT, regime=PAPER_LM,
+          committed="perplexity_gap_ladder", paper_short=PERPLEXITY_PAPER, value=_v_perplexity),
     Claim("perplexity_gap_ladder", "content",
           f"SPEN's perplexity is {PAPER['perplexity_ratio']:.1f}x GPT-2's at 130M on C4 (read on the committed scale "
           "ladder)",
@@ -669,7 +871,7 @@ CLAIMS: tuple[Claim, ...] = (
           f"at the ladder's largest size where both models are below the bigram (>= {MIN_SEEDS} paired seeds): met "
           "if the 95% interval of SPEN − GPT-2 loss lies above 0 (SPEN worse: only the sign transfers), refuted if "
           "below 0, otherwise not resolved",
-          (LADDER_GATE,)),
+          (LADDER_GATE,), short=PERPLEXITY_SHORT, regime=PAPER_LM, paper_short=PERPLEXITY_PAPER, value=_v_ladder),
     Claim("gap_on_recall", "content",
           "SPEN's deficit is larger on AR hits than on first occurrences (the paper's mechanism: content lost in the "
           "traces costs most where a lookup in the context would predict the token)",
@@ -678,13 +880,16 @@ CLAIMS: tuple[Claim, ...] = (
           ("gap", "contrasts", "ar_hit - first"), _gap_rule,
           "met if the 95% interval of (SPEN − GPT-2 on AR hits) − (SPEN − GPT-2 on first occurrences), paired by "
           "seed on the scored blocks, lies above 0; refuted if below 0; otherwise not resolved",
-          (BIGRAM_LINE,)),
+          (BIGRAM_LINE,), short="SPEN's deficit is largest on associative-recall tokens", regime=PAPER_LM,
+          paper_short="implied (no number)", value=_v_gap),
     Claim("readers_identical", "content",
           "identical loss across readers (linear, linear attention, softmax attention)",
           _fixed(str(PAPER["predictor_ablation"])), ("ablation",), _readers_rule,
           "met if every arm is equivalent to the reference within the declared margin (TOST, Holm); refuted if any "
           "arm is shown different or the seed-blocked F test rejects equality; otherwise not resolved",
-          (READER_GATE,), conditions=_budgets_conditions("predictor")),
+          (READER_GATE,), conditions=_budgets_conditions("predictor"), short=READERS_SHORT,
+          regime=PAPER_ABLATION, committed="readers_identical_budgets", paper_short="identical (smaller model, C4)",
+          value=_v_arms("ablation")),
     Claim("readers_identical_budgets", "content",
           "identical loss across readers (linear, linear attention, softmax attention; read on the committed "
           "ablation at several budgets)",
@@ -692,13 +897,17 @@ CLAIMS: tuple[Claim, ...] = (
           "at the committed ablation's longest budget, each arm at its own rate: met if every arm is equivalent to "
           "the reference within the declared margin (TOST, Holm); refuted if any arm is shown different or the "
           "seed-blocked F test rejects equality; otherwise not resolved",
-          (COMMITTED_READER_GATE,)),
+          (COMMITTED_READER_GATE,), short=READERS_SHORT, regime=PAPER_ABLATION,
+          paper_short="identical (smaller model, C4)",
+          value=_v_arms("ablation_budgets", "predictor")),
     Claim("selection_escapes", "content",
           "only input-dependent selection escapes (on language modelling)",
           _fixed("selective traces lower the loss; fixed and learned rates do not"), ("traces",), _selection_rule,
           "met if the selective arm is lower than the fixed-rate reference and every other arm equivalent; partly "
           "met if only the first; refuted if the selective arm is shown not lower; otherwise not resolved",
-          (TRACE_GATE,), conditions=_budgets_conditions("trace")),
+          (TRACE_GATE,), conditions=_budgets_conditions("trace"), short=SELECTION_SHORT,
+          committed="selection_escapes_budgets", paper_short="selective lower, others equal",
+          value=_v_arms("traces")),
     Claim("selection_escapes_budgets", "content",
           "only input-dependent selection escapes (on language modelling; read on the committed ablation at several "
           "budgets)",
@@ -707,7 +916,8 @@ CLAIMS: tuple[Claim, ...] = (
           "at the committed ablation's longest budget, each arm at its own rate: met if the selective arm is lower "
           "than the fixed-rate reference and every other arm equivalent; partly met if only the first; refuted if "
           "the selective arm is shown not lower; otherwise not resolved",
-          (COMMITTED_TRACE_GATE,)),
+          (COMMITTED_TRACE_GATE,), short=SELECTION_SHORT, paper_short="selective lower, others equal",
+          value=_v_arms("ablation_budgets", "trace")),
     Claim("selection_escapes_recall", "content",
           "only input-dependent selection escapes (associative recall, at equal state numbers)",
           _fixed("input-dependent selection (gates as in Mamba, attention) escapes the dilution; fixed rates do not"),
@@ -715,7 +925,8 @@ CLAIMS: tuple[Claim, ...] = (
           "met if the selective state (Mamba-style, input-dependent write) is higher than a bank of fixed rates with "
           "the same state numbers at 16 pairs (paired interval over at least 5 seeds); refuted if the bank is "
           "higher or the two are equivalent within the declared margin; otherwise not resolved",
-          (CONTROL_GATE,)),
+          (CONTROL_GATE,), short="On recall, only a selective state escapes (equal state size)",
+          paper_short="selective escapes", value=_v_escape),
     Claim("depth_selection_recovers", "content",
           "fixed accumulation across depth dilutes; input-dependent depth selection recovers it",
           _fixed("the residual sum dilutes each layer's contribution; Attention Residuals (selection over depth) "
@@ -725,14 +936,17 @@ CLAIMS: tuple[Claim, ...] = (
           "the residual sum (add higher, or equivalent within the declared margin); met if they recover more, the "
           "sum's final stream grows more with depth and attention's loss is lower; partly met if they recover "
           "more but the growth or the loss is not shown; otherwise not resolved (paired by seed, >= 5 seeds)",
-          (DEPTH_GATE,)),
+          (DEPTH_GATE,), short="Selection over depth recovers what the residual sum dilutes",
+          paper_short="AttnRes recovers it", value=_v_depth),
     Claim("recall_lost", "content",
           "no reader of fixed-rate EMA traces recovers token identity (associative recall)",
           _fixed("content is lost in the traces; no predictor recovers it"), ("probes", "recall"), _recall_rule,
           f"refuted if a state-scope reader reaches {RECALL_BAR:.0%} at the largest pair count; partly refuted if "
           "only sequence-scope readers do; met if none does",
           (CONTROL_GATE,),
-          (Explanation(INVERTIBILITY, "recall_by_scope", _state_fails_sequence_solves),)),
+          (Explanation(INVERTIBILITY, "recall_by_scope", _state_fails_sequence_solves),),
+          short="No reader of fixed-rate traces recovers token identity", paper_short="none recovers it",
+          value=_v_recall),
 )
 
 
@@ -758,6 +972,13 @@ class Row:
     preconditions: list[dict[str, Any]] = field(default_factory=list)
     explanations: list[dict[str, str]] = field(default_factory=list)
     conditions: str | None = None
+    short: str = ""
+    verdict_short: str = ""
+    regime: str | None = None
+    tested_at: str | None = None
+    paper_short: str = ""
+    value: str | None = None
+    outside: str | None = None  # where the verdict was read, when that is outside the claim's regime
 
     def as_dict(self) -> dict[str, Any]:
         row = {"id": self.id, "side": self.side, "sentence": self.sentence, "paper": self.paper,
@@ -766,6 +987,16 @@ class Row:
                "preconditions": self.preconditions, "explanations": self.explanations}
         if self.conditions:
             row["conditions"] = self.conditions
+        row |= {"short": self.short, "verdict_short": self.verdict_short or self.verdict.short,
+                "paper_short": self.paper_short or self.paper}
+        if self.value:
+            row["value"] = self.value
+        if self.regime:
+            row["regime"] = self.regime
+        if self.tested_at:
+            row["tested_at"] = self.tested_at
+        if self.outside:
+            row["outside"] = self.outside
         return row
 
 
@@ -774,7 +1005,9 @@ def evaluate_claim(claim: Claim, report: Report) -> Row:
     value = get(report, claim.measurement)
     base = dict(id=claim.id, side=claim.side, sentence=claim.sentence, paper=claim.paper(report),
                 measurement=claim.key, rule=claim.rule_text,
-                conditions=claim.conditions(report) if claim.conditions is not None else None)
+                conditions=claim.conditions(report) if claim.conditions is not None else None,
+                short=claim.short or claim.sentence, regime=claim.regime.text if claim.regime else None,
+                paper_short=claim.paper_short, value=_safe_value(claim, report))
     if value is None or value == {}:
         return Row(**base, verdict=Verdict.NOT_RUN, detail="", ours=f"no `{claim.key}` in this report", strength="")
     outcome = claim.rule(report, value)
@@ -782,9 +1015,16 @@ def evaluate_claim(claim: Claim, report: Report) -> Row:
     preconditions = [{"id": p.id, "text": p.text, "holds": c.holds, "numbers": c.numbers} for p, c in checks]
     verdict, detail = outcome.verdict, outcome.detail
     failed = [c for _, c in checks if c.holds is not True]
+    short, outside = outcome.short, None
     if failed and verdict is not Verdict.NOT_RUN:
         # The rule's outcome is kept in "ours"; the verdict says the regime cannot carry it.
-        verdict, detail = Verdict.NOT_TESTABLE, "; ".join(c.numbers for c in failed)
+        verdict, detail, short = Verdict.NOT_TESTABLE, "; ".join(c.numbers for c in failed), ""
+    elif verdict.readable and claim.regime is not None and outcome.at is not None \
+            and not claim.regime.holds(outcome.at):
+        # Read outside the claim's own conditions: the words say where, and a refutation is not called one.
+        if verdict in (Verdict.REFUTED, Verdict.PARTLY_REFUTED):
+            verdict = claim.regime.refuted_as
+        outside = f"at {outcome.at.text()}, outside the claim's regime ({claim.regime.text})"
     explanations = []
     if verdict is not Verdict.NOT_TESTABLE:
         for e in claim.explanations:
@@ -793,7 +1033,18 @@ def evaluate_claim(claim: Claim, report: Report) -> Row:
             if numbers is not None and e.holds(report):
                 explanations.append({"text": e.text, "experiment": experiment.id, "numbers": numbers})
     return Row(**base, verdict=verdict, detail=detail, ours=outcome.ours, strength=outcome.strength,
-               preconditions=preconditions, explanations=explanations)
+               preconditions=preconditions, explanations=explanations, verdict_short=short,
+               tested_at=outcome.at.text() if outcome.at is not None else None, outside=outside)
+
+
+def _safe_value(claim: Claim, report: Report) -> str | None:
+    """The claim's short value; None where the report lacks what it reads (never a crash)."""
+    if claim.value is None:
+        return None
+    try:
+        return claim.value(report)
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
 
 
 def evaluate(report: Report, claims: tuple[Claim, ...] = CLAIMS) -> list[dict[str, Any]]:
@@ -806,5 +1057,66 @@ def verdict_text(row: Mapping[str, Any]) -> str:
     return row["verdict"] + (f": {row['detail']}" if row["detail"] else "")
 
 
+def outside_text(row: Mapping[str, Any]) -> str:
+    """``" (at 0.66M parameters ..., outside the claim's regime (130M parameters on C4))"``: where a verdict read
+    outside its claim's regime was read, to print after :func:`verdict_text`; "" inside it."""
+    return f" ({row['outside']})" if row.get("outside") else ""
+
+
+def short_name(row: Mapping[str, Any]) -> str:
+    """The claim in under ~12 words: the row's own, else today's table's (a report.json from before the field)."""
+    if row.get("short"):
+        return row["short"]
+    claim = next((c for c in CLAIMS if c.id == row["id"]), None)
+    return claim.short if claim is not None and claim.short else row["sentence"]
+
+
+def short_verdict(row: Mapping[str, Any]) -> str:
+    """The verdict in one or two words."""
+    if row.get("verdict_short"):
+        return row["verdict_short"]
+    try:
+        return Verdict(row["verdict"]).short
+    except ValueError:
+        return row["verdict"]
+
+
+def one_screen(rows: list[Mapping[str, Any]], claims: tuple[Claim, ...] = CLAIMS
+               ) -> list[tuple[Mapping[str, Any], Mapping[str, Any] | None]]:
+    """One entry per claim, in the table's order: ``(the row shown, the other reading of the same claim or None)``.
+
+    A claim read both by this run and by a committed run (:attr:`Claim.committed`) is shown once: the committed
+    reading when it reads its measurement (:attr:`Verdict.readable`), else this run's when it does, else the one
+    that ran; the other reading becomes one of its conditions."""
+    by_id = {r["id"]: r for r in rows}
+    partner = {c.id: c.committed for c in claims if c.committed}
+    partner |= {v: k for k, v in partner.items()}
+    committed_ids = {c.committed for c in claims if c.committed}
+    out: list[tuple[Mapping[str, Any], Mapping[str, Any] | None]] = []
+    seen: set[str] = set()
+    for row in rows:
+        if row["id"] in seen:
+            continue
+        other = by_id.get(partner.get(row["id"], ""))
+        seen |= {row["id"], *([other["id"]] if other else [])}
+        if other is None:
+            out.append((row, None))
+            continue
+        committed, this = (row, other) if row["id"] in committed_ids else (other, row)
+        order = [committed, this] if _readable(committed) or not _readable(this) else [this, committed]
+        if not _readable(order[0]) and order[0]["verdict"] == Verdict.NOT_RUN.value:
+            order.reverse()
+        out.append((order[0], order[1]))
+    return out
+
+
+def _readable(row: Mapping[str, Any]) -> bool:
+    try:
+        return Verdict(row["verdict"]).readable
+    except ValueError:
+        return True
+
+
 __all__ = ["CLAIMS", "EXPERIMENTS", "INVERTIBILITY", "Check", "Claim", "Experiment", "Explanation", "Outcome",
-           "Precondition", "Row", "Verdict", "evaluate", "evaluate_claim", "get", "verdict_text"]
+           "Precondition", "Regime", "Row", "TestedAt", "Verdict", "evaluate", "evaluate_claim", "get", "one_screen",
+           "outside_text", "short_name", "short_verdict", "verdict_text"]

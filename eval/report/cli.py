@@ -110,7 +110,8 @@ def _render(parser: UsageParser, folder: Path, upgrade: bool, ladder: str | None
     evaluated by today's claims table."""
     from ema_boundary.io import write_json
     from eval.report.claims import evaluate
-    from eval.report.render import write_index
+    from eval.report.paths import portable
+    from eval.report.render import boundary_figures, write_index
 
     if not (folder / "report.json").is_file():
         parser.error(f"{folder}: no report.json")
@@ -122,8 +123,12 @@ def _render(parser: UsageParser, folder: Path, upgrade: bool, ladder: str | None
         _attach_ladder(parser, report, ladder, command)
     if ablation is not None:
         _attach_ablation(parser, report, ablation, command, folder)
+    report = portable(report)  # recorded paths relative to the repository or the output folder
     if upgrade:
         report["claims"] = evaluate(report)
+    # The picture of the boundary is drawn from report.json (its claims included), like index.md.
+    report["figures"] = {**report.get("figures", {}), **boundary_figures(report, folder / "figures")}
+    if upgrade:
         write_json(folder / "report.json", report)
     with atomic_file(folder / "index.md") as tmp:
         write_index(report, report.get("figures", {}), Path(tmp))
@@ -156,7 +161,8 @@ def parser() -> tuple[UsageParser, dict[str, UsageParser]]:
     render.add_argument("folder", help="a report folder (index.md, report.json, figures/)")
     render.add_argument("--upgrade", action="store_true",
                         help="also rewrite report.json in the current schema, its claims evaluated by today's "
-                             "claims table (numbers unchanged)")
+                             "claims table and every recorded path relative to the repository or the output folder "
+                             "(numbers unchanged)")
     render.add_argument("--ladder", metavar="REPORT_JSON",
                         help="with --upgrade: attach a committed `ema-boundary scale` report.json (report.json's "
                              "scale_ladder, as the plan's language_model.ladder does) before the claims are evaluated")

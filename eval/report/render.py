@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import shlex
 import shutil
 import statistics
+import textwrap
 from pathlib import Path
 
 from ema_boundary.figures import pyplot, save
@@ -12,7 +14,17 @@ from ema_boundary.format import pct
 from ema_boundary.paper import ARXIV
 from eval.probes.render import render_content_probes_figures, render_content_probes_markdown
 from eval.recall import WRITE_RULES
-from eval.report.claims import EXPERIMENTS, INVERTIBILITY, Verdict, verdict_text
+from eval.report.claims import (
+    EXPERIMENTS,
+    INVERTIBILITY,
+    Verdict,
+    one_screen,
+    outside_text,
+    short_name,
+    short_verdict,
+    verdict_text,
+)
+from eval.report.paths import portable
 from eval.report.plan import in_repo
 from grammar_probe.render import render_structure_figures, render_structure_markdown
 
@@ -35,7 +47,15 @@ def figures(report: dict, work: Path, fig_dir: Path) -> dict[str, str]:
         paths |= _copy_figure(work / name / f"{name}.png", fig_dir, name)
     if block := report.get("ablation_budgets"):
         paths |= ablation_budgets_figures(block, in_repo(block["source"]), fig_dir)
-    return paths
+    return paths | boundary_figures(report, fig_dir)
+
+
+def boundary_figures(report: dict, fig_dir: Path) -> dict[str, str]:
+    """The picture of the boundary (:mod:`eval.report.boundary`), drawn from report.json's numbers and claims."""
+    from eval.report.boundary import boundary_figure
+
+    boundary_figure(report, fig_dir / "boundary.png")
+    return {"boundary": "figures/boundary.png"}
 
 
 def ablation_budgets_figures(block: dict, folder: Path, fig_dir: Path) -> dict[str, str]:
@@ -124,7 +144,7 @@ def _headline_pair(c: dict, figure_paths: dict[str, str]) -> list[str]:
                 "alike; these runs hold out no test documents).")
     scored = "test" if on_test else "validation"
     lines = [
-        "## Content: language modelling in a stated regime",
+        "## Content in detail: the headline pair in a stated regime",
         "",
         f"**Regime.** Parameters {size}; {reg['train_tokens']:,} training tokens each = "
         f"**{reg['tokens_per_parameter']:.1f} tokens per parameter** (SPEN), {epochs} over the training split. Same "
@@ -219,31 +239,37 @@ def _gap_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
         lines.append(f"- claim \"{row['sentence']}\": **{verdict_text(row)}**"
                      + (f" (precondition: {_preconditions(row)})" if row["verdict"] == Verdict.NOT_TESTABLE.value
                         else ""))
-    return [*lines, "", f"Reproduce: `{gap['command']}`", "",
+    return [*lines, "", "Reproduce:", "", "```", _shell(gap["command"]), "```", "",
             *([f"![where the gap lives]({figure_paths['gap']})", ""] if "gap" in figure_paths else [])]
 
 
+def _shell(command: str) -> str:
+    """A long command one flag per line (shell continuations), so that it reads and still runs as written."""
+    if len(command) <= 110:
+        return command
+    out: list[str] = []
+    for arg in shlex.split(command):
+        quoted = shlex.quote(arg)
+        if len(arg) > 110 and "," in arg and quoted == arg:
+            # A long comma list: one item per line; a backslash-newline inside a word joins its parts unchanged.
+            quoted = ",\\\n".join(arg.split(","))
+        if arg.startswith("--") and out:
+            out.append(" \\\n    " + quoted)
+        else:
+            out.append((" " if out else "") + quoted)
+    return "".join(out)
+
+
 def content_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
-    """The content side: the regime, the headline pair against the n-gram lines, the paper's claims as rows,
-    the ablations with their verdicts, then the probes (eval.probes' own rendering)."""
+    """The content side in detail (the appendix): the headline pair against the n-gram lines, where its gap
+    lives, the committed ablation at several budgets, this run's ablations, then the probes (eval.probes' own
+    rendering). The claims and the ladder are read at the top (:func:`content_claims_section`)."""
     c = report["content"]
     lines = [
         *_headline_pair(c, figure_paths),
         "",
         *_gap_section(report, figure_paths),
-        *ladder_section(report),
         *ablation_budgets_section(report),
-        "## The paper's content claims, row by row",
-        "",
-        "Each row comes from the claims table (`eval/report/claims.py`): the measurement it reads, its verdict "
-        "rule and the regime it needs (its precondition). Where a precondition fails, the row is \"not testable "
-        "in this regime\" and shows the numbers instead of a verdict.",
-        "",
-        "| the paper's claim | paper | this run | precondition | verdict | how strongly |",
-        "|---|---|---|---|---|---|",
-        *[f"| {r['sentence']} | {r['paper']} | {r['ours']} | {_preconditions(r)} | **{r['verdict']}** | "
-          f"{r['strength']} |" for r in report["claims"] if r["side"] == "content"],
-        "",
         "\"Equivalent\" appears only where the two one-sided tests pass against the margin the plan declared; a "
         "difference that is neither shown nor excluded is \"not resolved at this budget\".",
     ]
@@ -426,8 +452,9 @@ def _verdict_line(row: dict | None) -> str:
     """The claim row's verdict with what it read and its precondition, for a section's end."""
     if row is None:
         return "The claims table of this report has no row for it."
-    line = f"Claim row *{row['sentence']}*: **{verdict_text(row)}** ({row['ours']})"
-    return line + (f". Precondition: {_preconditions(row)}." if row["preconditions"] else ".")
+    # The numbers, rule and preconditions are in the claim's own section: here, the verdict and a link to it.
+    return (f"Claim *{short_name(row)}*: **{verdict_text(row)}**{outside_text(row)} "
+            f"([its section](#{_anchor(row)})).")
 
 
 def _signed(row: dict, scale: float = 1.0, digits: int = 3) -> str:
@@ -466,13 +493,14 @@ def escape_routes_section(report: dict, figure_paths: dict[str, str]) -> list[st
              "The paper's general principle: accumulation with fixed coefficients dilutes information irreversibly, "
              "along time (a fixed-rate trace) and along depth (the residual sum), and only learned, input-dependent "
              "selection escapes it: gates as in Mamba and attention over tokens in time, Attention Residuals in "
-             "depth. Each route is one map and one claim row.", "",
+             "depth. Each route is one map and one claim row.", "", *_details(report, ESCAPE_CLAIMS),
              "### In time: the recall map on two axes", ""]
     recall = (report.get("probes") or {}).get("recall") or {}
     described = {n: r for n, r in recall.items() if r.get("write_rule")}
     if described:
         at = max(int(n) for r in described.values() for n in r["accuracy"])
-        lines += [f"Accuracy at {at} pairs by write rule and decoding-state numbers per layer (the recall map above; "
+        lines += [f"Accuracy at {at} pairs by write rule and decoding-state numbers per layer (the recall map in the "
+                  "appendix; "
                   "copying a context value scores " + f"{100 / at:.1f}%).", "",
                   "| write rule | models (state numbers per layer): accuracy |", "|---|---|"]
         for rule, label in WRITE_RULES.items():
@@ -514,17 +542,6 @@ def escape_routes_section(report: dict, figure_paths: dict[str, str]) -> list[st
     return lines
 
 
-def structure_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
-    """The structure side: grammar_probe's own rendering of its results, then its figures."""
-    lines = render_structure_markdown(report["structure"]).splitlines()
-    for key in ("structure_by_kind", "structure_per_role", "ceilings", "learning"):
-        if key in figure_paths:
-            lines += ["", f"![{key}]({figure_paths[key]})"]
-    if report.get("structure_conditions"):
-        lines += ["", *conditions_table(report["structure_conditions"])]
-    return lines
-
-
 def conditions_table(block: dict) -> list[str]:
     """The paper rows across the committed grammar_probe arms: SPCN's verdict and mean in every arm."""
     from eval.report.conditions import PROTOCOL_NAMES, value_text
@@ -547,116 +564,235 @@ def conditions_table(block: dict) -> list[str]:
     return lines
 
 
-def _claim_line(row: dict) -> str:
-    """One headline bullet: the side, the paper's sentence, the verdict, this run's value and the explanations
-    that experiments of this suite tested (with their numbers)."""
-    line = f"- {row['side']}: {row['sentence']}: **{verdict_text(row)}**"
-    if row["verdict"] == Verdict.NOT_TESTABLE.value:
-        line += f"; the verdict rule alone would read: {row['ours']}"
-    else:
-        line += f" ({row['ours']})"
-    line += "." + "".join(_explanation(e) for e in row["explanations"])
-    return line + (f" Conditions: {row['conditions']}." if row.get("conditions") else "")
-
-
 def _explanation(e: dict) -> str:
     what = EXPERIMENTS[e["experiment"]].what if e["experiment"] in EXPERIMENTS else e["experiment"]
     return f" Tested explanation: {e['text']} ({what}: {e['numbers']})."
 
 
-def headline(report: dict) -> list[str]:
-    """The verdicts in one place, from report.json's ``claims``: where this run disagrees with the paper first,
-    then the rows whose regime cannot carry a verdict, then the others."""
-    rows = report["claims"]
-    testable = [r for r in rows if r["verdict"] != Verdict.NOT_TESTABLE.value]
-    groups = [
-        ("**Where this run disagrees with the paper:**", [r for r in testable if Verdict(r["verdict"]).disagrees]),
-        ("**Not testable in this regime** (a precondition failed; its numbers are shown, no verdict is drawn):",
-         [r for r in rows if r["verdict"] == Verdict.NOT_TESTABLE.value]),
-        ("**The other verdicts:**", [r for r in testable if not Verdict(r["verdict"]).disagrees]),
-    ]
-    lines = ["## Headline"]
-    for title, group in groups:
-        if group:
-            lines += ["", title, "", *[_claim_line(r) for r in group]]
+def _anchor(row: dict) -> str:
+    return f"claim-{row['id']}"
+
+
+def _cell(text: str) -> str:
+    """Text inside a markdown table cell: no pipe, no newline."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _ours_cell(row: dict) -> str:
+    value = row.get("value") or ("—" if row["verdict"] == Verdict.NOT_RUN.value else row["ours"])
+    if row.get("outside") and row.get("tested_at"):
+        value += f" at {row['tested_at'].split(' (')[0].split(',')[0]}"  # "at 0.66M parameters"
+    return value
+
+
+def claims_table(report: dict, link: str = "") -> list[str]:
+    """The one-screen table: one row per claim of the claims table (a claim read both by this run and by a
+    committed run printed once, :func:`eval.report.claims.one_screen`), each linking to its section."""
+    lines = ["| claim | paper | ours [95% interval] | verdict | details |", "|---|---|---|---|---|"]
+    for row, _ in one_screen(report["claims"]):
+        paper = row.get("paper_short") or row["paper"]
+        where = "escape routes" if row["id"] in ESCAPE_CLAIMS else row["side"]
+        # A tested explanation that undercuts the verdict travels with it (a shortcut meets the row as well).
+        shortcut = any(e["experiment"].startswith("shortcuts:") for e in row["explanations"])
+        lines.append(f"| {_cell(short_name(row))} | {_cell(paper)} | {_cell(_ours_cell(row))} | "
+                     f"**{short_verdict(row)}**{', as do shortcuts' if shortcut else ''} | "
+                     f"[{where}]({link}#{_anchor(row)}) |")
     return lines
 
 
-def write_index(report: dict, figure_paths: dict[str, str], path: Path) -> None:
-    """index.md: the question, the headline verdicts, each side's tables and figures, how to reproduce."""
-    env = report["environment"]
+VERDICT_KEY = ("*met* / *refuted*: the 95% interval lies on one side of the paper's value; *opposite direction* / "
+               "*not reproduced*: so, but read outside the claim's own regime (the paper's model size and corpus), "
+               "which it names; *not resolved*: the interval reaches both sides; *not testable*: a precondition "
+               "failed (the numbers are in its section); *not run*: the plan did not run it.")
+
+
+def _runs(report: dict, row: dict) -> str:
+    """Where a row's numbers come from: the committed run it reads, or this run's commands."""
+    block = row["measurement"].split(".")[0]
+    data = report.get(block)
+    if block == "scale_ladder" and data:
+        return f"committed ladder `{data['source']}` (`{data.get('command') or 'python -m eval.scale'}`)"
+    if block == "ablation_budgets" and data:
+        axis = row["measurement"].split(".")[1]
+        return f"committed ablation `{data['source']}/{axis}` (`{(data.get(axis) or {}).get('command', '')}`)"
+    if block == "structure" and data:
+        return "; ".join(f"`{c}`" for c in data.get("command", []))
+    if block == "content" and data:
+        commands = data.get("command") or []
+        return (f"{len(commands)} `train.py` runs (report.json `content.command`), e.g. `{commands[0]}`"
+                if commands else "report.json `content`")
+    if block in ("gap", "ablation", "traces", "probes", "depth") and isinstance(data, dict) and data.get("command"):
+        return f"`{data['command']}`"
+    return f"report.json `{row['measurement']}`"
+
+
+def claim_detail(report: dict, row: dict, also: dict | None = None) -> list[str]:
+    """A claim's section: its verdict in full words, the paper's sentence and value, this run's numbers, the rule,
+    the preconditions, the conditions it holds in, the other reading of the same claim, the explanations an
+    experiment tested and the runs behind it; a two-column table, so that long cells stay in cells."""
+    cells = [("verdict", f"**{verdict_text(row)}**{outside_text(row)}"),
+             ("the paper", f"{row['sentence']}: {row['paper']}"
+              + (f" (its regime: {row['regime']})" if row.get("regime") else "")),
+             ("read here", row["ours"] + (f" ({row['strength']})" if row.get("strength") else "")),
+             ("rule", row["rule"])]
+    if row["preconditions"]:
+        cells.append(("precondition", _preconditions(row)))
+    if also is not None:
+        cells.append(("also read", f"{_other_reading(also)}: **{verdict_text(also)}**{outside_text(also)}; the rule "
+                                   f"alone reads {also['ours']}"))
+    for r in (row, also):
+        if r is not None and r.get("conditions"):
+            cells.append(("conditions", r["conditions"]))
+    for e in row["explanations"]:
+        cells.append(("tested explanation", _explanation(e).strip().removeprefix("Tested explanation: ")))
+    cells.append(("runs", _runs(report, row) + (f"; {_runs(report, also)}" if also is not None else "")))
+    return [f'<a id="{_anchor(row)}"></a>', "", f"### {short_name(row)}", "", "| | |", "|---|---|",
+            *[f"| {k} | {_cell(v)} |" for k, v in cells], ""]
+
+
+def _other_reading(row: dict) -> str:
+    block = row["measurement"].split(".")[0]
+    return {"scale_ladder": "the committed scale ladder", "ablation_budgets": "the committed ablation at several "
+            "budgets", "content": "this run's headline pair", "ablation": "this run's reader ablation",
+            "traces": "this run's trace ablation"}.get(block, f"report.json `{row['measurement']}`")
+
+
+def _details(report: dict, ids: tuple[str, ...]) -> list[str]:
+    """The sections of the claims ``ids`` (each claim once, with its other reading)."""
+    lines: list[str] = []
+    for row, also in one_screen(report["claims"]):
+        if row["id"] in ids or (also is not None and also["id"] in ids):
+            lines += claim_detail(report, row, also)
+    return lines
+
+
+CONTENT_CLAIMS = ("perplexity_gap", "perplexity_gap_ladder", "gap_on_recall", "readers_identical",
+                  "readers_identical_budgets", "selection_escapes", "selection_escapes_budgets")
+ESCAPE_CLAIMS = ("selection_escapes_recall", "recall_lost", "depth_selection_recovers")
+
+
+def content_claims_section(report: dict) -> list[str]:
+    """The language-model claims at the level of the paper's rows, then the ladder that decides the perplexity
+    row."""
     reg = report["content"]["regime"]
+    return ["## Content: language modelling, the paper's rows", "",
+            f"This run's headline pair has {reg['parameters']:,} parameters and trains on {reg['train_tokens']:,} "
+            f"tokens ({reg['tokens_per_parameter']:.1f} per parameter): far from the paper's 130M on C4, so only the "
+            "direction of a gap carries over. Where a committed run (the scale ladder, the ablation at several "
+            "budgets) reads a claim that this run cannot, the claim's row is the committed run's and this run's "
+            "reading is one of its conditions. The runs themselves are in the appendix.", "",
+            *_details(report, CONTENT_CLAIMS), *ladder_section(report)]
+
+
+def structure_claims_section(report: dict) -> list[str]:
+    """The structure claims at the level of the paper's rows, then where each holds across the committed arms."""
+    ids = tuple(r["id"] for r in report["claims"] if r["side"] == "structure")
+    lines = ["## Structure: SPCN on the grammar, the paper's rows", "",
+             "Each row against the shortcuts (the majority word, a k-token window, a plain EMA of the word codes, a "
+             "frozen SPCN) and the exact ceilings; every model on every split and the per-role tables are in the "
+             "appendix.", "", *_details(report, ids)]
+    if report.get("structure_conditions"):
+        lines += conditions_table(report["structure_conditions"])
+    return lines
+
+
+def structure_detail_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
+    """The structure side in detail (the appendix): grammar_probe's own rendering of its results, then its
+    figures."""
+    lines = render_structure_markdown(report["structure"]).splitlines()
+    for key in ("structure_by_kind", "structure_per_role", "ceilings", "learning"):
+        if key in figure_paths:
+            lines += ["", f"![{key}]({figure_paths[key]})"]
+    return lines
+
+
+def _wrap(lines: list[str], width: int = 110, longest: int = 300) -> list[str]:
+    """Prose lines longer than ``longest`` hard-wrapped at ``width`` (markdown renders them the same); tables,
+    code blocks, headings, images and HTML are left as they are."""
+    out: list[str] = []
+    code = False
+    for line in lines:
+        if line.startswith("```"):
+            code = not code
+        if code or len(line) <= longest or line.lstrip().startswith(("|", "#", "![", "<")):
+            out.append(line)
+            continue
+        indent = len(line) - len(line.lstrip())
+        bullet = line.lstrip().startswith(("- ", "* "))
+        out += textwrap.wrap(line, width, initial_indent="", subsequent_indent=" " * (indent + 2 * bullet),
+                             break_long_words=False, break_on_hyphens=False)
+    return out
+
+
+def write_index(report: dict, figure_paths: dict[str, str], path: Path) -> None:
+    """index.md: the claims on one screen and the picture of the boundary; then content, escape routes and
+    structure at the level of the paper's rows; then the detail as an appendix, and how to reproduce."""
+    report = portable(report)  # recorded paths relative to the repository or the output folder
+    env = report["environment"]
     lines = [
         "# Where fixed-decay EMA context holds, and where it fails",
         "",
-        f"Generated by `{report['command']}` (plan `{report['plan']['path']}`) in {env['seconds'] / 60:.1f} min on "
-        f"{env['device']} (torch {env['torch']}, transformers {env['transformers']}). Every number below is in "
-        f"`report.json` with the command that reproduces it. Paper: *EMA Is Not All You Need* (arXiv {ARXIV}). "
-        f"Regime of the headline pair: {reg['parameters']:,} parameters, {reg['train_tokens']:,} tokens, "
-        f"{reg['tokens_per_parameter']:.1f} tokens per parameter: far from the paper's 130M on C4, so only the "
-        "direction of a gap carries over, not its size.",
+        f"*EMA Is Not All You Need* (arXiv {ARXIV}), claim by claim: what the paper says, what this suite "
+        f"measured, the verdict. Plan `{report['plan']['path']}`, {env['seconds'] / 60:.1f} min on {env['device']}; "
+        "every number is in `report.json` with the command that reproduces it.",
         "",
-        *headline(report),
+        "## The claims at a glance",
         "",
-        "## The question",
+        *claims_table(report),
         "",
-        "An exponential moving average with fixed decays is the simplest recurrent context: no gates, no "
-        "content-based retrieval. The paper claims it keeps temporal **structure** but destroys token "
-        "**identity**, and that no reader of the traces can recover what they dropped. We measure both "
-        "sides, the reader ablation, and whether input-dependent decays move the line.",
+        VERDICT_KEY,
         "",
-        *structure_section(report, figure_paths),
-        "",
-        *content_section(report, figure_paths),
+        *([f"![The boundary, axis by axis]({figure_paths['boundary']})", ""] if "boundary" in figure_paths else []),
+        *content_claims_section(report),
         "",
         *escape_routes_section(report, figure_paths),
-        "", "## Reproduce", "", "```", report["command"], "```", "",
-        "Each stage alone: see the `command` entries in `report.json`.", "",
+        "",
+        *structure_claims_section(report),
+        "", "## Reproduce", "",
+        "From the root of a clone (every path below is relative to it; the stages write under the output folder):",
+        "", "```", report["command"], "```", "",
+        "Each stage alone: the `command` entries in `report.json` (and the **runs** row of each claim above).", "",
+        "# Appendix: the detail", "",
+        "The question: an exponential moving average with fixed decays is the simplest recurrent context (no gates, "
+        "no content-based retrieval). The paper claims it keeps temporal **structure** but destroys token "
+        "**identity**, and that no reader of the traces can recover what they dropped.", "",
+        *content_section(report, figure_paths),
+        "",
+        *structure_detail_section(report, figure_paths),
+        "",
     ]
-    path.write_text("\n".join(lines))
+    path.write_text("\n".join(_wrap(lines)))
 
 
 README_BEGIN = "<!-- results: generated by `ema-boundary readme` from docs/report/report.json; do not edit -->"
 README_END = "<!-- end of results -->"
 
 
-def readme_results(report: dict) -> str:
-    """The README's results block, from a report.json alone (so the README cannot drift from the report)."""
-    c, env = report["content"], report["environment"]
-    reg = c["regime"]
-    epochs = f"{reg['epochs']:.1f} epochs" if reg["epochs"] else "under one epoch"
+def readme_results(report: dict, index: str = "docs/report/index.md") -> str:
+    """The README's results block, from a report.json alone (so the README cannot drift from the report): the
+    one-screen table (each row linking to its section of ``index``), the verdict key, the committed runs the
+    rows read and the picture of the boundary."""
+    report = portable(report)
+    env = report["environment"]
+    plan = (report["plan"]["path"] or "?").split("/")[-1]
+    folder = index.rsplit("/", 1)[0]
+    sources = [f"{what} `{report[key]['source']}`" for key, what in (
+        ("scale_ladder", "committed ladder"), ("ablation_budgets", "committed ablation at several budgets"),
+        ("structure_conditions", "committed grammar_probe arms")) if report.get(key)]
     lines = [
         README_BEGIN,
-        f"Plan `{report['plan']['path'].split('/')[-1] if report['plan']['path'] else '?'}`, "
-        f"{env['seconds'] / 60:.1f} min on {env['device']}. Headline pair: {reg['parameters']:,} parameters, "
-        f"{reg['train_tokens']:,} training tokens ({reg['tokens_per_parameter']:.1f} per parameter, {epochs}), "
-        f"{reg['val_tokens']:,} validation tokens"
-        + (f", {reg['test_tokens']:,} test tokens ({reg['test_documents']} documents)" if "test_tokens" in reg else "")
-        + f", {c['val_loss']['spen']['n']} seeds. Intervals: 95%.",
+        f"Plan `{plan}`, {env['seconds'] / 60:.1f} min on {env['device']}. Each verdict links to its section of "
+        f"[{index}]({index}): its conditions, the explanations an experiment tested and the runs behind it.",
         "",
-        "| the paper's claim | paper | this run | verdict |",
-        "|---|---|---|---|",
-    ]
-    for r in report["claims"]:
-        lines.append(f"| {r['side']}: {r['sentence']} | {r['paper']} | {r['ours']} | **{verdict_text(r)}** |")
-    explained = [(r, e) for r in report["claims"] for e in r["explanations"]]
-    if explained:
-        lines += ["", *[f"- {r['sentence']}:" + _explanation(e) for r, e in explained]]
-    conditioned = [r for r in report["claims"] if r.get("conditions")]
-    if conditioned:
-        lines += ["", "Where each row holds (the committed runs the plan names: `grammar_probe arms`, the scale "
-                  "ladder, the ablation at several budgets):", "",
-                  *[f"- {r['sentence']}: {r['conditions']}." for r in conditioned]]
-    ng = c["ngram"]
-    lines += [
+        *claims_table(report, link=index),
         "",
-        f"{c.get('scored_on', 'validation').capitalize()} perplexity: SPEN {c['perplexity']['spen']:.1f}, "
-        "GPT-2 architecture "
-        f"{c['perplexity']['gpt2_arch']:.1f}; n-gram references on the same tokens: unigram {ng['unigram']:.1f}, "
-        f"bigram {ng['bigram']:.1f}, trigram {ng['trigram']:.1f}.",
+        VERDICT_KEY,
+        *(["", "The rows also read: " + "; ".join(sources) + "."] if sources else []),
+        *(["", f"![The boundary, axis by axis]({folder}/{report['figures']['boundary']})"]
+          if "boundary" in report.get("figures", {}) else []),
         README_END,
     ]
-    return "\n".join(lines)
+    return "\n".join(_wrap(lines))
 
 
 def update_readme(report: dict, readme: Path) -> bool:
