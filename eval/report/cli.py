@@ -213,9 +213,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             plan = Plan.make(args.scale, args.quick, args.corpus, args.seed, args.max_steps, args.plan)
         except PlanError as e:
-            from eval.scale import ladder_hint
+            from eval.sweep.plan import sweep_hint
 
-            rep.error(ladder_hint(args.plan) or str(e))
+            rep.error(sweep_hint(args.plan) or str(e))
     except SystemExit as e:  # a usage error (printed in one line) or --help
         return int(e.code or 0)
     return _report(rep, args, plan, argv)

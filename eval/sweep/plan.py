@@ -226,6 +226,18 @@ class _SweepChecker(Checker):
         return Arm(name=name, **values)
 
 
+def sweep_hint(path: str | Path | None) -> str | None:
+    """For ``ema-boundary report --plan PATH``: if PATH is a sweep plan (a mapping with ``trainer`` and ``arms``),
+    the line that says which command runs it; None otherwise (the report's own message stands)."""
+    try:
+        raw = yaml.safe_load(find_plan(path).read_text(encoding="utf-8")) if path is not None else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if not isinstance(raw, dict) or "trainer" not in raw or "arms" not in raw:
+        return None
+    return f"--plan {path}: a sweep plan, not a report plan; run it with: ema-boundary sweep {path} --output_dir DIR"
+
+
 def load_plan(path: str | Path) -> SweepPlan:
     """Read and check a sweep YAML (repository-relative paths found from any folder); a :class:`PlanError`
     names the file, the line and the field."""
@@ -249,4 +261,4 @@ def dump(plan: SweepPlan) -> str:
 
 __all__ = ["ANALYSES", "Arm", "CHOOSERS", "PlanError", "RateRule", "SCORES", "SweepPlan", "TRAINERS", "cap_steps",
            "choose",
-           "dump", "load_plan", "merge", "plan_from_text"]
+           "dump", "load_plan", "sweep_hint", "merge", "plan_from_text"]
