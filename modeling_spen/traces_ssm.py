@@ -155,8 +155,9 @@ class _FusedSelectiveSSM(torch.autograd.Function):
 
     Every per-step tensor is one state's size (cache-sized at the widths trained on CPU), where the
     chunked path makes several passes over ``(B, T, D, N)`` tensors (``lam``, ``b``, states, decay
-    products) in memory. Forward saves the states only; backward recomputes ``lam_t = exp(dt_t A)`` per
-    step while it runs the adjoint ``G_t = C_t^T gy_t + lam_{t+1} G_{t+1}`` backwards in time.
+    products) in memory. Forward saves the states and its own inputs, nothing else of size ``(B, T, D, N)``;
+    backward recomputes ``lam_t = exp(dt_t A)`` per step while it runs the adjoint
+    ``G_t = C_t^T gy_t + lam_{t+1} G_{t+1}`` backwards in time.
 
     Inputs are in one accumulation dtype; ``u, dt (B, T, D)``, ``A (D, N)``, ``Bk (B, T, N)``,
     ``C (B, T, S, N)``, ``h0 (B, D, N)`` or ``None``. Returns ``y (B, T, S, D)`` and ``h_last (B, D, N)``.
