@@ -19,13 +19,19 @@ readout of the previous step (Mamba's output at ``t - 1`` when ``S = 1``): it de
 ``u_{<t}`` only, so predicting ``u_t`` from it stays a real prediction. (Reading ``h_{t-1}`` with
 ``C_t`` would let ``u_t`` into the slots through the read vector.)
 
-Two implementations of the scan ``h_t = lam_t * h_{t-1} + b_t`` over ``(B, T, D, N)``:
+Three implementations of the recurrence:
 
 * :func:`.traces_naive.selective_ssm_naive` - the float64 reference, a plain loop over time;
-* :func:`selective_scan` (here) - the training path: a two-level chunked scan (a loop over the
-  ``~sqrt(T)`` steps of a chunk, vectorised over all chunks, then the chunk-end carries solved by
-  the same scan one level up) with a hand-written backward that is the same scan run backwards in
-  time. Only products of factors in (0, 1] are formed: nothing overflows.
+* :func:`selective_scan` (here) under :func:`selective_ssm` - a two-level chunked scan of
+  ``h_t = lam_t * h_{t-1} + b_t`` over ``(B, T, D, N)`` (a loop over the ``~sqrt(T)`` steps of a chunk,
+  vectorised over all chunks, then the chunk-end carries solved by the same scan one level up) with a
+  hand-written backward that is the same scan run backwards in time. Only products of factors in
+  (0, 1] are formed: nothing overflows. Few operator calls, but several passes over ``(B, T, D, N)``
+  tensors in memory;
+* :class:`_FusedSelectiveSSM` (here) under :func:`selective_ssm` - one time step at a time, discretise,
+  write and read out on a ``(B, D, N)`` slice that stays in cache, keeping only the states; backward
+  recomputes each step's decays. ~16 operator calls per step. :func:`selective_ssm` takes it where it
+  measured faster (:func:`use_fused_scan`: large ``B x D x N`` slices, on CPU).
 
 Decoding (:meth:`SelectiveSSMTraces.forward` with ``T == 1``) keeps the ``(B, D, N)`` state and the
 ``(B, S, D)`` slots of the last step: constant size.
@@ -42,7 +48,8 @@ from torch import nn
 from .configuration_spen import SPENConfig
 from .traces import accumulation_dtype
 
-__all__ = ["selective_scan", "selective_ssm", "selective_ssm_step", "SelectiveSSMTraces", "dt_init_range"]
+__all__ = ["selective_scan", "selective_ssm", "selective_ssm_step", "SelectiveSSMTraces", "dt_init_range",
+           "use_fused_scan"]
 
 
 def _chunk_length(T: int) -> int:
@@ -143,6 +150,86 @@ def selective_scan(lam: torch.Tensor, b: torch.Tensor, h0: torch.Tensor | None =
     return _SelectiveScan.apply(lam, b, h0)
 
 
+class _FusedSelectiveSSM(torch.autograd.Function):
+    """The S6 recurrence one time step at a time: discretise, write and read out on a ``(B, D, N)`` slice.
+
+    Every per-step tensor is one state's size (cache-sized at the widths trained on CPU), where the
+    chunked path makes several passes over ``(B, T, D, N)`` tensors (``lam``, ``b``, states, decay
+    products) in memory. Forward saves the states and its own inputs, nothing else of size ``(B, T, D, N)``;
+    backward recomputes ``lam_t = exp(dt_t A)`` per step while it runs the adjoint
+    ``G_t = C_t^T gy_t + lam_{t+1} G_{t+1}`` backwards in time.
+
+    Inputs are in one accumulation dtype; ``u, dt (B, T, D)``, ``A (D, N)``, ``Bk (B, T, N)``,
+    ``C (B, T, S, N)``, ``h0 (B, D, N)`` or ``None``. Returns ``y (B, T, S, D)`` and ``h_last (B, D, N)``.
+    """
+
+    @staticmethod
+    def forward(ctx, u, dt, A, Bk, C, h0):
+        Bsz, T, D = u.shape
+        N, S = A.shape[1], C.shape[2]
+        # Time-major copies: each step's slice is contiguous.
+        dt_t, dtu_t = dt.transpose(0, 1).contiguous(), (dt * u).transpose(0, 1).contiguous()
+        Bk_t, C_t = Bk.transpose(0, 1).contiguous(), C.transpose(0, 1).contiguous()
+        h = u.new_empty(T, Bsz, D, N)
+        y = u.new_empty(T, Bsz, S, D)
+        lam, write = u.new_empty(Bsz, D, N), u.new_empty(Bsz, D, N)
+        for t in range(T):
+            torch.mul(dt_t[t, :, :, None], A, out=lam).exp_()
+            torch.mul(dtu_t[t, :, :, None], Bk_t[t, :, None, :], out=write)
+            prev = h[t - 1] if t > 0 else h0
+            if prev is None:
+                h[t].copy_(write)
+            else:
+                torch.addcmul(write, lam, prev, out=h[t])
+            torch.bmm(C_t[t], h[t].transpose(1, 2), out=y[t])
+        ctx.save_for_backward(u, dt, A, Bk, C, h0, h)
+        return y.transpose(0, 1), h[-1].clone()
+
+    @staticmethod
+    def backward(ctx, gy, g_last):
+        # The per-step matmuls must stay in the accumulation dtype if backward runs under autocast.
+        saved = ctx.saved_tensors
+        with torch.autocast(device_type=saved[0].device.type, enabled=False):
+            return _fused_backward(saved, gy, g_last)
+
+
+def _fused_backward(saved: tuple[torch.Tensor, ...], gy: torch.Tensor | None, g_last: torch.Tensor | None):
+    """The gradients of :class:`_FusedSelectiveSSM` wrt ``u, dt, A, Bk, C, h0``: the adjoint, one step at a time."""
+    u, dt, A, Bk, C, h0, h = saved
+    T, Bsz, D, N = h.shape
+    S = C.shape[2]
+    dt_t, dtu_t = dt.transpose(0, 1).contiguous(), (dt * u).transpose(0, 1).contiguous()
+    Bk_t, C_t = Bk.transpose(0, 1).contiguous(), C.transpose(0, 1).contiguous()
+    gy_t = gy.transpose(0, 1).contiguous() if gy is not None else u.new_zeros(T, Bsz, S, D)
+    # carry = lam_{t+1} G_{t+1}: what reaches h_t from the steps after it (the final state's gradient first).
+    carry = g_last.clone(memory_format=torch.contiguous_format) if g_last is not None else u.new_zeros(Bsz, D, N)
+    G, lam, q = u.new_empty(Bsz, D, N), u.new_empty(Bsz, D, N), u.new_empty(Bsz, D, N)
+    dA_acc = u.new_zeros(Bsz, D, N)
+    g_write = u.new_empty(T, Bsz, D)  # dL/d(dt_t u_t)
+    g_lam_A = u.new_zeros(T, Bsz, D)  # sum_n dL/d(dt_t A)[d, n] A[d, n]
+    dBk, dC = u.new_empty(T, Bsz, N), u.new_empty(T, Bsz, S, N)
+    for t in range(T - 1, -1, -1):
+        torch.baddbmm(carry, gy_t[t].transpose(1, 2), C_t[t], out=G)  # G_t
+        torch.bmm(gy_t[t], h[t], out=dC[t])
+        torch.bmm(G, Bk_t[t, :, :, None], out=g_write[t, :, :, None])
+        torch.bmm(dtu_t[t, :, None, :], G, out=dBk[t, :, None, :])
+        torch.mul(dt_t[t, :, :, None], A, out=lam).exp_()
+        torch.mul(lam, G, out=carry)  # lam_t G_t, for step t - 1 (and dh0 after the last)
+        prev = h[t - 1] if t > 0 else h0
+        if prev is not None:
+            # q = dL/d(dt_t A) = G_t h_{t-1} lam_t
+            torch.mul(carry, prev, out=q)
+            dA_acc.addcmul_(q, dt_t[t, :, :, None])
+            torch.mul(q, A, out=G)
+            torch.sum(G, -1, out=g_lam_A[t])
+    g_write, g_lam_A = g_write.transpose(0, 1), g_lam_A.transpose(0, 1)
+    du = dt * g_write
+    ddt = g_lam_A + u * g_write
+    dA = dA_acc.sum(0)
+    dh0 = carry if h0 is not None else None
+    return du, ddt, dA, dBk.transpose(0, 1), dC.transpose(0, 1), dh0
+
+
 def _check_ssm_inputs(
     u: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, h0: torch.Tensor | None
 ) -> None:
@@ -163,8 +250,29 @@ def _check_ssm_inputs(
         raise ValueError(f"h0 must have shape {(Bsz, D, N)}, got {tuple(h0.shape)}")
 
 
+# The fused path pays ~16 small operator calls per time step, the chunked path a few passes over the whole
+# (B, T, D, N) tensors: the fused one wins once a step's slice (B x D x N numbers) is large enough for the
+# calls' overhead to be amortised, at T = 48 and at T = 512 alike; with one number per channel (N = 1) its
+# per-step matrix products are too thin to win (BENCHMARKS.md, "Selective scan"; CPU, one thread). On a GPU
+# the per-step launches would dominate: the chunked path (about 2 sqrt(T) steps) stays until measured there.
+FUSED_MIN_SLICE = 8192
+FUSED_MIN_STATE = 2
+
+
+def use_fused_scan(batch: int, width: int, state_size: int, steps: int, device: torch.device) -> bool:
+    """Whether :func:`selective_ssm` takes the fused per-step path for these sizes (see ``FUSED_MIN_SLICE``)."""
+    return (device.type == "cpu" and steps >= 1 and state_size >= FUSED_MIN_STATE
+            and batch * width * state_size >= FUSED_MIN_SLICE)  # fmt: skip
+
+
 def selective_ssm(
-    u: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor, h0: torch.Tensor | None = None
+    u: torch.Tensor,
+    dt: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    h0: torch.Tensor | None = None,
+    fused: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The S6 recurrence over a sequence, the training path.
 
@@ -175,6 +283,8 @@ def selective_ssm(
         B: write keys ``(B, T, N)``.
         C: read vectors ``(B, T, S, N)``.
         h0: state before the first step ``(B, D, N)``; zeros when ``None``.
+        fused: the fused per-step path (:class:`_FusedSelectiveSSM`) or the chunked scan
+            (:func:`selective_scan`); ``None`` picks the faster by :func:`use_fused_scan`.
 
     Returns:
         ``(y, h_last)``: readouts ``y[:, t, s, d] = sum_n C[:, t, s, n] h_t[d, n]`` ``(B, T, S, D)`` and the
@@ -182,8 +292,12 @@ def selective_ssm(
     """
     _check_ssm_inputs(u, dt, A, B, C, h0)
     acc = accumulation_dtype(u.dtype)
+    if fused is None:
+        fused = use_fused_scan(u.shape[0], u.shape[2], A.shape[1], u.shape[1], u.device)
     with torch.autocast(device_type=u.device.type, enabled=False):
         dt, A, B, C = dt.to(acc), A.to(acc), B.to(acc), C.to(acc)
+        if fused and u.shape[1] > 0:
+            return _FusedSelectiveSSM.apply(u.to(acc), dt, A, B, C, h0.to(acc) if h0 is not None else None)
         lam = torch.exp(dt[..., None] * A)  # (B, T, D, N), in (0, 1]
         b = (dt * u.to(acc))[..., None] * B[:, :, None, :]
         h = selective_scan(lam, b, h0.to(acc) if h0 is not None else None)
