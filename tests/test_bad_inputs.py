@@ -218,7 +218,9 @@ OUTPUT_TOOLS: dict[str, tuple[str, Callable[[str], list[str]], str]] = {
     "eval.gap": ("eval.gap", lambda out: ["--model_name_or_path", "gpt2", "gpt2", "--text", "embedded",
                                           "--output_dir", out], "gap.json"),
     "eval.depth": ("eval.depth", lambda out: ["--model_name_or_path", "gpt2", "--output_dir", out], "depth.json"),
-    "eval.scale": ("eval.scale", lambda out: ["--output_dir", out], "report.json"),
+    # The experiment runner (and its aliases, eval.scale): its own earlier sweep is continued, never replaced.
+    "ema-boundary sweep": ("eval.sweep.cli", lambda out: [str(ROOT / "hub_configs/sweeps/ladder.yaml"),
+                                                          "--output_dir", out], "results.json"),
 }
 OUTPUT_CASES = {"foreign folder": "is not an output of", "working folder": "is the working folder",
                 "own output without the flag": "pass --overwrite_output_dir"}
@@ -242,7 +244,10 @@ def test_output_folders_are_never_taken_from_the_user(tool: str, case: str, tmp_
     monkeypatch.chdir(folder if case == "working folder" else tmp_path)
     status = _module(module, *argv("." if case == "working folder" else str(folder)))
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
-    assert status == 2 and len(lines) == 1 and OUTPUT_CASES[case] in lines[0], (tool, case, lines)
+    expected = OUTPUT_CASES[case]
+    if tool == "ema-boundary sweep" and case == "own output without the flag":
+        expected = "continue it with --resume_from"
+    assert status == 2 and len(lines) == 1 and expected in lines[0], (tool, case, lines)
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before, (tool, case)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"], (tool, case)  # nothing beside it either
 
