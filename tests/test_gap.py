@@ -221,8 +221,11 @@ def test_an_untrained_config_architecture_and_seeds_paired(tmp_path: Path) -> No
     config = tmp_path / "arch.json"
     _gpt2_config(n_embd=8).to_json_file(config)
     data = _gap(tmp_path, "--model_name_or_path", ",".join(map(str, a)), "--config", str(config),
-                "--labels", "trained", "fresh")
+                "--labels", "trained", "fresh", "--window", "8", "--window_max_tokens", "400")
     assert data["models"]["b"]["source"] == "config" and data["models"]["b"]["init_seeds"] == [0, 1, 2]
+    c = data["context_use"]  # the control over seeds too, on the first 400 targets only
+    assert "3 seeds, paired by seed" in c["interval"] and c["tokens"] == 400 and c["max_tokens"] == 400
+    assert len(c["a"]["control_per_seed"]) == 3 and c["difference"]["ci95"][0] <= c["difference"]["value"]
     assert data["models"]["a"]["locations"] == [str(p) for p in a] and data["models"]["a"]["label"] == "trained"
     assert "3 seeds, paired by seed" in data["interval"]
     assert len(data["total"]["loss_a_per_seed"]) == 3 and len(set(data["total"]["loss_a_per_seed"])) == 3
