@@ -31,9 +31,11 @@ larger B - A is on AR hits than on first occurrences, with its interval from the
     python -m eval.gap --model_name_or_path outputs/gpt2-f64/final outputs/spen-f64/final \\
         --labels gpt2 spen --text embedded --output_dir gap/      # b - a = SPEN minus GPT-2
 
-writes ``gap/gap.json`` and ``gap/gap.png`` (and prints the tables). A model is a checkpoint folder or a hub
-name; ``--config`` adds an *untrained* architecture (a config.json, seeded by ``--seed``) as model B: what
-training buys per class.
+writes ``gap/gap.json`` and ``gap/gap.png`` (and prints the tables). ``--window W`` adds the windowed
+context-use control of :mod:`eval.context_use` (``context_use`` in gap.json): each model's cost of cutting a target's
+context to its last W tokens, on AR hits beyond W against first occurrences, and the difference of the two.
+A model is a checkpoint folder or a hub name; ``--config`` adds an *untrained* architecture (a config.json,
+seeded by ``--seed``) as model B: what training buys per class.
 Bad input (a missing folder, models whose vocabulary sizes differ, tokenizers that differ, no text, an output
 folder that is a file) is one line naming it and exit status 2, before any scoring; nothing is written.
 """
@@ -428,16 +430,29 @@ def position_masks(pos: np.ndarray, block_size: int) -> dict[str, np.ndarray]:
 
 def run_gap(sides: Sequence[Side], tokens: Tokens, tokenizer_vocab: int, block_size: int, *, bootstrap: int = 1000,
             seed: int = 0, batch_size: int = 16, device: str = "cpu", trust_remote_code: bool = False,
-            text: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Score both sides on ``tokens`` and build gap.json's content (classes sum to the token count)."""
-    losses = []
+            text: dict[str, Any] | None = None, window: int | None = None,
+            window_max_tokens: int | None = None) -> dict[str, Any]:
+    """Score both sides on ``tokens`` and build gap.json's content (classes sum to the token count); with
+    ``window``, also the windowed context-use control (:mod:`eval.context_use`) on the first ``window_max_tokens``
+    targets (default all), from the same document resamples."""
+    from eval.context_use import cut_targets, model_losses, pair_from_losses
+
+    cut = cut_targets(tokens.blocks, tokens.doc, window, window_max_tokens, bootstrap, seed) if window else None
+    losses, windowed, cut_full = [], [], []
     for side in sides:
-        per_seed = []
+        per_seed, side_windowed, side_full = [], [], []
         for i, spec in enumerate(side.specs):
             model = load_model(spec, side.seeds[i] if side.seeds else seed, trust_remote_code)
             per_seed.append(token_losses(model, tokens.blocks, batch_size, device))
+            if cut is not None:  # as many positions per forward as a batch of blocks
+                w, f = model_losses(model, cut, per_seed[-1], max(1, batch_size * block_size // window), device)
+                side_windowed.append(w)
+                side_full.append(f)
             del model
         losses.append(np.stack(per_seed))
+        if cut is not None:
+            windowed.append(np.stack(side_windowed))
+            cut_full.append(np.stack(side_full))
     loss_a, loss_b = losses
     n = len(tokens.cls)
     classes = summarize(class_masks(tokens.cls, block_size), loss_a, loss_b, tokens.doc, bootstrap, seed)
@@ -465,6 +480,8 @@ def run_gap(sides: Sequence[Side], tokens: Tokens, tokenizer_vocab: int, block_s
                            "means": f"(b - a on {x}) - (b - a on {y})"}
             for group in [group_masks(tokens.cls)] for x, y in (("ar_hit", "first"), ("ar_hit", "repeat"))
         },
+        **({"context_use": pair_from_losses(cut, windowed, cut_full, (sides[0].label, sides[1].label))}
+           if cut is not None else {}),
         "definitions": {
             "ar_d": "the bigram (x[t-1], x[t]) ended earlier in the block; d = distance to its most recent end",
             "repeat": "x[t] occurred earlier in the block, never after x[t-1]",
@@ -537,6 +554,12 @@ def _parse_args(argv: list[str] | None) -> Any:
     parser.add_argument("--bootstrap", type=positive_int, default=1000, help="bootstrap resamples over documents")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (and untrained --config inits)")
     parser.add_argument("--per_device_eval_batch_size", type=positive_int, default=16, help="blocks per forward")
+    parser.add_argument("--window", type=positive_int, default=None, metavar="W",
+                        help="add the windowed context-use control: rescore each target with only its last W tokens "
+                             "of context (less than --block_size); the cost on AR hits whose earlier occurrence lies "
+                             "W or more back minus that on first occurrences, per model and b - a (eval.context_use)")
+    parser.add_argument("--window_max_tokens", type=positive_int, default=None,
+                        help="compute the --window control on the first this many scored tokens only (default all)")
     parser.add_argument("--trust_remote_code", action="store_true", help="allow hub models' own code")
     return parser.parse_args(argv)
 
@@ -570,6 +593,11 @@ def main(argv: list[str] | None = None) -> int:
         block_size = args.block_size or (min(limits) if limits else 1024)
         if limits and block_size > min(limits):
             raise GapInputError(f"--block_size {block_size}: longer than a model's context length {min(limits)}")
+        if args.window is not None and args.window >= block_size:
+            raise GapInputError(f"--window {args.window}: must be less than the block size {block_size} "
+                                "(else no target's context is cut)")
+        if args.window_max_tokens is not None and args.window is None:
+            raise GapInputError("--window_max_tokens: needs --window")
         docs = read_documents(args.text, args.split, args.val_every, args.test_every)
         tokens = make_tokens(docs, tokenizer, block_size, args.max_tokens)
         device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -577,7 +605,8 @@ def main(argv: list[str] | None = None) -> int:
                          batch_size=args.per_device_eval_batch_size, device=device,
                          trust_remote_code=args.trust_remote_code,
                          text={"source": args.text, "split": args.split, "val_every": args.val_every,
-                               "test_every": args.test_every})
+                               "test_every": args.test_every},
+                         window=args.window, window_max_tokens=args.window_max_tokens)
         result["command"] = " ".join([PROG, *(argv if argv is not None else sys.argv[1:])])
         with atomic_dir(args.output_dir, tool="eval.gap", overwrite=args.overwrite_output_dir) as tmp:
             write_json(tmp / "gap.json", result)
@@ -615,6 +644,10 @@ def render_table(result: dict[str, Any]) -> str:
         ci = c["ci95"]
         interval = f"[{fmt(ci[0])}, {fmt(ci[1])}]" if ci else "-"
         lines.append(f"- contrast {name}: {c['means']} = {fmt(c['value'])}, 95% interval {interval}")
+    if "context_use" in result:
+        from eval.context_use import render_control
+
+        lines += ["", *render_control(result["context_use"])]
     return "\n".join(lines)
 
 

@@ -221,8 +221,11 @@ def test_an_untrained_config_architecture_and_seeds_paired(tmp_path: Path) -> No
     config = tmp_path / "arch.json"
     _gpt2_config(n_embd=8).to_json_file(config)
     data = _gap(tmp_path, "--model_name_or_path", ",".join(map(str, a)), "--config", str(config),
-                "--labels", "trained", "fresh")
+                "--labels", "trained", "fresh", "--window", "8", "--window_max_tokens", "400")
     assert data["models"]["b"]["source"] == "config" and data["models"]["b"]["init_seeds"] == [0, 1, 2]
+    c = data["context_use"]  # the control over seeds too, on the first 400 targets only
+    assert "3 seeds, paired by seed" in c["interval"] and c["tokens"] == 400 and c["max_tokens"] == 400
+    assert len(c["a"]["control_per_seed"]) == 3 and c["difference"]["ci95"][0] <= c["difference"]["value"]
     assert data["models"]["a"]["locations"] == [str(p) for p in a] and data["models"]["a"]["label"] == "trained"
     assert "3 seeds, paired by seed" in data["interval"]
     assert len(data["total"]["loss_a_per_seed"]) == 3 and len(set(data["total"]["loss_a_per_seed"])) == 3
@@ -365,3 +368,157 @@ class _Uniform(torch.nn.Module):
 
     def forward(self, input_ids: torch.Tensor, **kwargs):
         return type("Out", (), {"logits": torch.zeros(*input_ids.shape, self.vocab)})()
+
+
+# ---------------------------------------------------------------------------------------------
+# The windowed context-use control (eval.context_use; issue 33 item 3)
+# ---------------------------------------------------------------------------------------------
+
+
+class _BigramLM(torch.nn.Module):
+    """Sees only the last token: logits are a table row of x[t-1], so cutting the context changes nothing."""
+
+    def __init__(self, vocab: int, seed: int = 0) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.table = torch.nn.Embedding(vocab, vocab)
+
+    def forward(self, input_ids: torch.Tensor, **kwargs):
+        return type("Out", (), {"logits": self.table(input_ids)})()
+
+
+def _copied_spans(n_blocks: int = 40, seed: int = 0) -> list[torch.Tensor]:
+    """Random tokens (vocabulary 50) whose positions 40-59 copy an early span: AR hits 20 or more tokens back."""
+    g = torch.Generator().manual_seed(seed)
+    blocks = []
+    for _ in range(n_blocks):
+        x = torch.randint(0, 50, (65,), generator=g)
+        start = int(torch.randint(0, 20, (1,), generator=g))
+        x[40:60] = x[start : start + 20]
+        blocks.append(x)
+    return blocks
+
+
+def test_ar_distances_are_exact_and_agree_with_the_classes() -> None:
+    from eval.context_use import ar_distances
+
+    #        t: 0  1  2  3  4  5  6  7  8  9   (the hand-checked sequence above)
+    assert ar_distances([5, 6, 7, 5, 6, 8, 6, 8, 5, 6]).tolist() == [0, 0, 0, 0, 3, 0, 0, 2, 0, 5]
+    for block in _copied_spans(10):
+        d, cls = ar_distances(block), gap_classes(block)
+        hit = d > 0
+        assert np.array_equal(cls[hit], AR0 + np.floor(np.log2(d[hit])).astype(int))
+        assert np.isin(cls[~hit], [FIRST, REPEAT]).all()
+
+
+def test_windowed_loss_is_the_full_loss_where_the_context_fits() -> None:
+    from eval.context_use import windowed_losses
+
+    model = GPT2LMHeadModel(_gpt2_config())
+    g = torch.Generator().manual_seed(1)
+    blocks = [torch.randint(0, 15, (17,), generator=g) for _ in range(4)] + [torch.randint(0, 15, (5,), generator=g)]
+    pos = np.concatenate([np.arange(1, len(b)) for b in blocks])
+    full = token_losses(model, blocks)
+    windowed = windowed_losses(model, blocks, 6, batch_size=7)
+    assert windowed[pos <= 6] == pytest.approx(full[pos <= 6], abs=1e-5)  # the same context: the same loss
+    assert np.abs(windowed - full)[pos > 6].max() > 1e-3  # cut: another loss (the model does use its context)
+    t = 11  # by hand: block 1's target 11 after its 6 tokens 5..10 alone, a fresh sequence
+    with torch.no_grad():
+        logits = model(input_ids=blocks[1][t - 6 : t][None]).logits[0, -1]
+    expected = torch.nn.functional.cross_entropy(logits[None], blocks[1][t][None])
+    assert windowed[16 + t - 1] == pytest.approx(float(expected), abs=1e-5)
+    # A window no shorter than the blocks cuts nothing; only selected targets are rescored (the rest NaN).
+    assert windowed_losses(model, blocks, 16) == pytest.approx(full, abs=1e-5)
+    select = pos % 3 == 0
+    part = windowed_losses(model, blocks, 6, select)
+    assert np.isnan(part[~select]).all() and part[select] == pytest.approx(windowed[select], abs=1e-5)
+    # SPEN too (its traces start fresh in a window), and a module without logits_to_keep.
+    spen = tiny_model(0, vocab_size=15)
+    assert windowed_losses(spen, blocks, 6)[pos <= 6] == pytest.approx(token_losses(spen, blocks)[pos <= 6], abs=1e-5)
+    copier = _InductionLM(15)
+    assert windowed_losses(copier, blocks, 20, batch_size=3) == pytest.approx(token_losses(copier, blocks))
+
+
+def test_a_copier_retrieves_beyond_the_window_and_a_bigram_table_does_not() -> None:
+    from eval.context_use import control_pair, cut_masks, windowed_control
+
+    blocks = _copied_spans()
+    docs = np.repeat(np.arange(40), 64)
+    copier = windowed_control(_InductionLM(50), blocks, docs, 8, bootstrap=200)
+    assert set(copier) == {"window", "ar_beyond", "first", "control", "ci95", "positive"}
+    assert copier["window"] == 8 and copier["positive"] and copier["ci95"][0] > 1.0  # it copies from 20+ back
+    assert copier["ci95"][0] < copier["control"] < copier["ci95"][1]
+    ar, first = copier["ar_beyond"], copier["first"]
+    assert ar["tokens"] > 400 and first["tokens"] > 400 and ar["documents"] == 40
+    assert copier["control"] == pytest.approx(ar["cost"] - first["cost"])
+    assert ar["cost"] == pytest.approx(ar["windowed_loss"] - ar["full_loss"])
+    bigram = windowed_control(_BigramLM(50), blocks, docs, 8, bootstrap=200)
+    assert bigram["ar_beyond"]["cost"] == 0 and bigram["first"]["cost"] == 0  # it never looked further back
+    assert bigram["control"] == 0 and bigram["ci95"] == [0, 0] and not bigram["positive"]
+    # The classes: context cut (t > 8); AR hits whose most recent earlier bigram is 8 or more back; firsts.
+    masks = cut_masks(blocks, 8)
+    pos = np.tile(np.arange(1, 65), 40)
+    assert not (masks["ar_beyond"] & masks["first"]).any() and pos[masks["ar_beyond"] | masks["first"]].min() == 9
+    # Two models: the difference of their controls, paired over the same resamples.
+    pair = control_pair([_BigramLM(50), _InductionLM(50)], blocks, docs, 8, labels=("bigram", "copier"),
+                        bootstrap=200)
+    assert pair["a"]["label"] == "bigram" and pair["b"]["control"] == pytest.approx(copier["control"])
+    assert pair["b"]["ci95"] == pytest.approx(copier["ci95"])  # the same resamples as one model alone
+    d = pair["difference"]
+    assert d["value"] == pytest.approx(copier["control"]) and d["ci95"] == pytest.approx(copier["ci95"])
+    assert d["positive"] and "control of b (copier) - control of a (bigram)" == d["means"]
+    # max_tokens: only the first targets count (here 10 blocks' worth).
+    few = windowed_control(_InductionLM(50), blocks, docs, 8, max_tokens=640, bootstrap=200)
+    assert few["ar_beyond"]["tokens"] == int(masks["ar_beyond"][:640].sum()) and few["ar_beyond"]["documents"] == 10
+
+
+def test_seed_models_give_a_t_interval_paired_by_seed() -> None:
+    from eval.context_use import control_pair
+
+    blocks = _copied_spans(20)
+    docs = np.repeat(np.arange(20), 64)
+    copiers = [_InductionLM(50, boost) for boost in (3.0, 4.0, 5.0)]
+    bigrams = [_BigramLM(50, seed) for seed in range(3)]
+    pair = control_pair([bigrams, copiers], blocks, docs, 8, full_losses=(None, [token_losses(m, blocks)
+                                                                                   for m in copiers]))
+    assert "3 seeds, paired by seed" in pair["interval"] and len(pair["b"]["control_per_seed"]) == 3
+    per_seed = pair["b"]["control_per_seed"]
+    assert per_seed[0] < per_seed[1] < per_seed[2]  # a stronger copier loses more when its source is cut
+    assert pair["b"]["ci95"][0] < pair["b"]["control"] < pair["b"]["ci95"][1]
+    assert pair["a"]["control_per_seed"] == [0, 0, 0] and pair["difference"]["value"] == pytest.approx(
+        np.mean(per_seed))
+
+
+def test_the_window_flag_adds_the_control_to_gap_json(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    gpt2, spen = _gpt2(tmp_path / "gpt2"), _spen(tmp_path / "spen")
+    capsys.readouterr()
+    data = _gap(tmp_path, "--model_name_or_path", str(gpt2), str(spen), "--labels", "gpt2", "spen", "--window", "4")
+    out = capsys.readouterr().out
+    c = data["context_use"]
+    assert c["window"] == 4 and c["tokens"] == data["text"]["tokens"] and "bootstrap over documents" in c["interval"]
+    assert c["a"]["label"] == "gpt2" and c["b"]["label"] == "spen" and c["difference"]["means"].startswith("control")
+    for side in ("a", "b"):
+        r = c[side]
+        assert r["ar_beyond"]["tokens"] > 0 and r["first"]["tokens"] > 0
+        assert r["control"] == pytest.approx(r["ar_beyond"]["cost"] - r["first"]["cost"])
+        assert r["ci95"][0] <= r["control"] <= r["ci95"][1] and r["positive"] == (r["ci95"][0] > 0)
+    assert c["difference"]["value"] == pytest.approx(c["b"]["control"] - c["a"]["control"])
+    assert "windowed context-use control, W = 4" in out and "| gpt2 |" in out and "| spen |" in out
+
+
+def test_window_flag_help_and_bad_values(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit):
+        from eval.gap import _parse_args
+
+        _parse_args(["--help"])
+    assert "--window W" in capsys.readouterr().out
+    gpt2, spen = _gpt2(tmp_path / "gpt2"), _spen(tmp_path / "spen")
+    text, out = _paragraphs(tmp_path), tmp_path / "out"
+    capsys.readouterr()
+    for bad, message in ((["--window", "0"], "--window"), (["--window", "x"], "--window"),
+                         (["--window", "32"], "--window 32: must be less than the block size 32"),
+                         (["--window_max_tokens", "100"], "--window_max_tokens: needs --window")):
+        assert main(["--model_name_or_path", str(gpt2), str(spen), "--text", str(text), "--output_dir", str(out),
+                     *bad]) == 2
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1 and not out.exists()
