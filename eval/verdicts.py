@@ -93,6 +93,19 @@ def interior_gate(choices: Mapping[str, Mapping[str, Any]]) -> Gate:
                 f"rate at an edge of the rates tried for {', '.join(edges)}", {"edges": edges})
 
 
+def context_gate(name: str, control: dict[str, Any] | None) -> Gate:
+    """The attention baseline demonstrably retrieves from context (eval.context_use's windowed control: cutting
+    each target's context to its last W tokens costs more on AR hits whose earlier occurrence lies beyond W than on
+    first occurrences, the 95% interval above 0)."""
+    if control is None or control.get("control") is None:
+        return Gate("context_use", None, f"no windowed context-use control measured for {name}")
+    ci = control["ci95"]
+    holds = bool(control["positive"])
+    why = (f"{name}'s windowed control (W = {control['window']}) {control['control']:+.3f} nats "
+           f"[{ci[0]:+.3f}, {ci[1]:+.3f}]: " + ("retrieves from context" if holds else "no retrieval shown"))
+    return Gate("context_use", holds, why, {"control": control["control"], "ci95": ci, "window": control["window"]})
+
+
 def decidability_gate(window_accuracy: float, bar: float, window: int) -> Gate:
     """A structure claim is read only on roles that a ``window``-token shortcut does not already decide."""
     holds = window_accuracy < bar
@@ -186,5 +199,5 @@ def _finite(x: float) -> float | None:
 
 
 __all__ = ["EQUIVALENT", "Gate", "MET", "NEITHER_ESCAPES", "NOT_RESOLVED", "NOT_RUN", "NOT_TESTABLE", "PARTLY_MET",
-           "REFUTED", "SHORT", "VERDICTS", "control_gate", "decidability_gate", "difference_verdict",
+           "REFUTED", "SHORT", "VERDICTS", "context_gate", "control_gate", "decidability_gate", "difference_verdict",
            "escape_verdict", "gated", "interior_gate", "ngram_gate", "reference_gate", "target_verdict"]

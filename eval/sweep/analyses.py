@@ -163,6 +163,14 @@ def ladder(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, 
             entry["reference"] = _interval(list(ref_scores.values()))
         if b:
             gates.append(verdicts.reference_gate(b_name, entry[b_name]["mean"], reference, ref_margin))
+        # Where both models can speak and the baseline is sound: where the gap lives (eval.gap, with the windowed
+        # context-use control), and the gate that the attention baseline retrieves from context.
+        if gates and all(g.holds for g in gates) and s.get("context_window"):
+            gap = _gap_at(plan, results, folder, size, a_arm, b_arm)
+            if gap is not None:
+                entry["gap_decomposition"] = {k: gap[k] for k in ("total", "groups", "contrasts", "context_use",
+                                                                  "command") if k in gap}
+                gates.append(verdicts.context_gate(b_name, gap.get("context_use", {}).get("b")))
         entry["gates"] = [g.as_dict() for g in gates]
         entry["gate"] = bool(gates) and all(g.holds for g in gates)
         entry["checked"] = any(g.name == "reference" and g.holds is not None for g in gates)
@@ -170,6 +178,43 @@ def ladder(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, 
     deciding = next((e for e in reversed(sizes) if e["gate"] and e["checked"] and e["gap"]["ci95"]), None)
     return {"a": a_name, "b": b_name, "gate_ngram": order, "reference_margin": ref_margin, "sizes": sizes,
             "deciding_size": deciding["name"] if deciding else None}
+
+
+def _gap_at(plan: SweepPlan, results: dict[str, Any], folder: Path, size: str, a_arm: str, b_arm: str
+            ) -> dict[str, Any] | None:
+    """eval.gap on the test split for one size, every common seed of both arms paired (a = the baseline b_arm, b =
+    a_arm: "b - a" is a - b of the ladder), with ``--window``; written once to ``DIR/gap/<size>/`` and reused."""
+    import json
+    import os
+
+    from eval.gap import main as gap_main
+    from eval.sweep.trainers import _data_paths, _defaults, _settings
+
+    out = folder / "gap" / size
+    if (out / "gap.json").is_file():
+        return json.loads((out / "gap.json").read_text())
+    budget = max(results["arms"][a_arm]["budgets"], key=int)
+    seeds = [s for s in results["arms"][a_arm]["budgets"][budget] if s in results["arms"][b_arm]["budgets"][budget]]
+    finals = {arm: [f"{results['arms'][arm]['budgets'][budget][s]['run']}/train/final" for s in seeds]
+              for arm in (a_arm, b_arm)}
+    if not seeds or not all((folder / f).is_dir() for fs in finals.values() for f in fs):
+        return None  # the trained models are not here (a clone holds the numbers, not the weights)
+    st = _defaults(_settings({"config": plan.config_of(plan.arm(a_arm))}))
+    s = plan.settings
+    before = Path.cwd()
+    os.chdir(folder)  # the command eval.gap records runs from the sweep folder
+    text = _data_paths([st["data"]] if isinstance(st["data"], str) else list(st["data"]), relative=True)[0]
+    argv = ["--model_name_or_path", ",".join(finals[b_arm]), ",".join(finals[a_arm]),
+            "--labels", s.get("b", "gpt2"), s.get("a", "spen"), "--text", text, "--split", plan.score,
+            "--val_every", str(st["val_every"]), "--test_every", str(st["test_every"]),
+            "--block_size", str(st["block_size"]), "--max_tokens", str(s.get("context_max_tokens", 100_000)),
+            "--window", str(s["context_window"]), "--output_dir", f"gap/{size}"]
+    try:
+        if gap_main(argv) != 0:
+            return None
+    finally:
+        os.chdir(before)
+    return json.loads((out / "gap.json").read_text())
 
 
 def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, Any]:
