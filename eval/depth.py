@@ -125,7 +125,7 @@ def token_accuracy(features: torch.Tensor, tokens: torch.Tensor, num_classes: in
     """Token identity at lag 0: a ridge classifier over the ``num_classes`` most frequent tokens, held out.
 
     Returns ``{"accuracy", "chance"}`` (chance: the majority class of the fitting split); positions whose
-    token is not among the classes are left out, as in ``eval.content_probes.fit_lag_probes``.
+    token is not among the classes are left out, as in ``eval.probes.identity.fit_lag_probes``.
     """
     n_train = _split(features.shape[0])
     classes = torch.bincount(tokens.flatten()).argsort(descending=True)[:num_classes]

@@ -43,9 +43,8 @@ Kinds (thresholds fixed here, before any model was run, and documented in docs/g
 
 from __future__ import annotations
 
-import random
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -63,7 +62,6 @@ __all__ = [
     "WindowEstimate",
     "WindowTables",
     "derive_kind",
-    "score_windows",
     "estimate_ceilings",
     "exact_tallies",
     "window_estimate",
@@ -364,20 +362,8 @@ def window_tallies(rows: Rows, max_k: int = MAX_WINDOW) -> tuple[dict[int, _Tall
     return est.held, est.in_sample
 
 
-def score_windows(tables: WindowTables, sentences: Sequence[Sentence], k: int,
-                  unseen: frozenset[str] = frozenset()) -> dict[str, float]:
-    """Per-role accuracy of the window-k tagger ``tables`` on ``sentences``."""
-    acc, _ = tables.tally([(_observations(s, unseen), s.roles) for s in sentences], k).mean()
-    return acc
-
-
 def _observations(sentence: Sentence, unseen: frozenset[str]) -> list[str]:
     return [UNK if c in unseen else c for c in sentence.classes]
-
-
-def sample_sentences(draw: Callable[[random.Random], Sentence], n: int, seed: str) -> list[Sentence]:
-    rng = random.Random(seed)
-    return [draw(rng) for _ in range(n)]
 
 
 def estimate_ceilings(

@@ -72,15 +72,6 @@ def test_bad_inputs_are_one_line_exit_2_and_nothing_written(tmp_path: Path, caps
         assert not out.exists(), case
 
 
-def test_the_old_module_name_is_an_alias_with_a_note(tmp_path: Path, capsys) -> None:
-    import eval.content_probes as old
-
-    assert old.main(["--model", str(tmp_path / "nope"), "--out", str(tmp_path / "out")]) == 2
-    note, error = capsys.readouterr().err.splitlines()
-    assert "deprecated; use python -m eval.probes" in note and error.endswith("nope: no such folder")
-    assert old.render_content_probes_markdown.__module__ == "eval.probes.render"
-
-
 def test_help_shows_the_defaults_and_the_transformers_flags(capsys) -> None:
     assert main(["--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
