@@ -138,7 +138,7 @@ def test_the_ladder_row_reads_the_deciding_size_and_keeps_the_regime_wording(tmp
     assert "committed ladder" in row(rows, "perplexity_gap")["conditions"]  # this run's row names it too
     ladder_sweep(tmp_path / "under", [3.40, 3.41, 3.42], [3.60, 3.62, 3.61], 3.45)
     r = row(evaluate(report_with(sweeps_block({"ladder": str(tmp_path / "under")}))), "perplexity_gap_ladder")
-    assert r["verdict"] == verdicts.NOT_TESTABLE and r["verdict_short"] == "not testable"
+    assert r["verdict"] == verdicts.NOT_TESTABLE and r["verdict_short"] == "not testable: baseline under-trained"
     assert "baseline under-trained at w128: gpt2 3.610 vs the plain reference 3.450 nats" in r["detail"]
 
 

@@ -54,7 +54,7 @@ def _title(ax: Any, title: str, rows: dict[str, dict], ids: tuple[str, ...]) -> 
     for i, row in enumerate(reversed(seen)):
         verdict = short_verdict(row)
         ax.text(0, 1.02 + 0.075 * i, f"{short_name(row)}: {verdict}", transform=ax.transAxes, fontsize=7.2,
-                color=VERDICT_COLORS.get(verdict, "black"), fontweight="bold", va="bottom", ha="left")
+                color=VERDICT_COLORS.get(verdict.split(":")[0], "black"), fontweight="bold", va="bottom", ha="left")
     ax.text(0, 1.04 + 0.075 * len(seen), title, transform=ax.transAxes, fontsize=10.5, va="bottom", ha="left")
 
 

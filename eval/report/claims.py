@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -799,6 +799,7 @@ def _sweep_control(block: Mapping[str, Any]) -> tuple[bool | None, str]:
 
 
 _NAMES = {"spen": "SPEN", "gpt2": "GPT-2"}
+UNDER_TRAINED = sweeps.UNDER_TRAINED
 
 
 def _sweep_ladder_rule(report: Report, block: Mapping[str, Any]) -> Outcome:
@@ -1262,7 +1263,11 @@ def _evaluate_sweep(claim: Claim, reader: SweepReader, block: Mapping[str, Any],
     outcome = reader.rule(report, block)
     holds, numbers = reader.gate(block)
     gate = Precondition(f"sweep_gate:{reader.source}", reader.gate_text, lambda r: Check(holds, numbers))
-    return _decided(claim, report, base, outcome, [(gate, Check(holds, numbers))])
+    row = _decided(claim, report, base, outcome, [(gate, Check(holds, numbers))])
+    if row.verdict is Verdict.NOT_TESTABLE and numbers.startswith(UNDER_TRAINED):
+        # The baseline failed its plain-reference check: the one-screen table says so, not only "not testable".
+        row = replace(row, verdict_short=f"{Verdict.NOT_TESTABLE.short}: {UNDER_TRAINED}")
+    return row
 
 
 def _safe(f: Callable[[Mapping[str, Any]], str | None], block: Mapping[str, Any]) -> str | None:

@@ -35,12 +35,13 @@ SOURCES: dict[str, str] = {"recall_map": "recall_map", "ladder": "ladder", "abla
                            "ablation_trace": "ablation", "depth": "depth"}
 KEYS = ("tool", "schema", "name", "complete", "missing", "arms", "analysis", "commands")
 
+UNDER_TRAINED = "baseline under-trained"  # eval.verdicts.reference_gate's words for a failed check
 ZOOLOGY = ("Zoology (Arora et al. 2023): associative-recall capacity grows with the state size for gated "
            "convolutions and recurrences, while attention solves it at any size")
 
-__all__ = ["SOURCES", "ZOOLOGY", "ablation_conditions", "cap", "ablation_gate", "ablation_longest", "depth_conditions",
-           "escape_arms", "escape_conditions", "escape_row", "escape_text", "ladder_conditions", "ladder_deciding",
-           "ladder_gate", "ladder_size_text", "partial", "read_sweep", "sweep_block", "sweeps_block"]
+__all__ = ["SOURCES", "UNDER_TRAINED", "ZOOLOGY", "ablation_conditions", "ablation_gate", "ablation_longest", "cap",
+           "depth_conditions", "escape_arms", "escape_conditions", "escape_row", "escape_text", "ladder_conditions",
+           "ladder_deciding", "ladder_gate", "ladder_size_text", "partial", "read_sweep", "sweep_block", "sweeps_block"]
 
 
 def read_sweep(folder: str | Path, source: str, name: str | None = None) -> dict[str, Any]:
@@ -252,8 +253,8 @@ def ladder_gate(block: dict[str, Any]) -> tuple[bool | None, str]:
     failed = []
     for g in last.get("gates") or []:
         if g.get("holds") is False and g.get("name") == "reference":
-            why = g["why"].removesuffix(": baseline under-trained")
-            failed.append(f"baseline under-trained at {last['name']}: {why}")
+            why = g["why"].removesuffix(f": {UNDER_TRAINED}")
+            failed.append(f"{UNDER_TRAINED} at {last['name']}: {why}")
         elif g.get("holds") is not True:
             failed.append(f"{last['name']}: {g['why']}")
     if not failed:
