@@ -68,6 +68,12 @@ def test_the_names_are_the_variant_tables() -> None:
     ("language_model:\n  ladder: nowhere/report.json\n", 2, "language_model.ladder nowhere/report.json: no such "
      "file"),
     ("recall: [\n", 2, "not valid YAML"),
+    # issue 37: a key written twice is refused with both lines (YAML would keep the later value silently)
+    ("language_model:\n  lr_grid: [1.0e-3]\n  lr_grid: [3.0e+3]\n", 3,
+     "language_model.lr_grid is written twice (lines 2 and 3)"),
+    ("workers: 2\nname: x\nworkers: 3\n", 3, "workers is written twice (lines 1 and 3)"),
+    ("committed:\n  recall_map: nowhere/sweep\n", 2, "committed.recall_map nowhere/sweep: no such folder"),
+    ("committed:\n  recal_map: docs\n", 2, "committed.recal_map is not a field"),
 ])
 def test_bad_plans_name_the_line_and_the_field(tmp_path: Path, text: str, line: int, message: str) -> None:
     path = tmp_path / "plan.yaml"
@@ -76,6 +82,16 @@ def test_bad_plans_name_the_line_and_the_field(tmp_path: Path, text: str, line: 
         Plan.load(path)
     assert str(err.value).startswith(f"{path}:{line}: "), str(err.value)
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_report_plan_reads_the_plan_dialect() -> None:
+    # One dialect (eval/plans.py): the report plan's reader, checker and error are the dialect's.
+    from eval import plans
+    from eval.report import plan as report_plan
+
+    assert report_plan.PlanError is plans.PlanError
+    assert issubclass(report_plan._Checker, plans.Checker)
+    assert report_plan._read_yaml("a: 1\nb: [2]\n") == ({"a": 1, "b": [2]}, {("a",): 1, ("b",): 2, ("b", "0"): 2})
 
 
 def test_a_plan_that_is_not_a_mapping(tmp_path: Path) -> None:

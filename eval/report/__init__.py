@@ -8,6 +8,8 @@
   ``train.py``), the n-gram reference (``eval.ngram``), the reader and trace ablations
   (``eval.ablation.run_ablation``), the content probes and the recall map (``eval.probes``);
 - :mod:`.claims` - the paper's claims as data: measurement, verdict rule, preconditions, tested explanations;
+- :mod:`.committed` - the one reader of the committed sweeps a plan names (``committed:``, ``ema-boundary sweep``
+  folders under docs/sweeps/): each checked at load, their analyses carrying the claims' rows;
 - :mod:`.assemble` - ``report.json`` from the stages' results, every comparison through ``ema_boundary.stats``;
 - :mod:`.schema` - report.json's version, its JSON Schema (``report.schema.json``) and the upgrade of older ones;
 - :mod:`.render` - ``index.md``, the figures and the README's results block, from ``report.json``;

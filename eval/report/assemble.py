@@ -16,6 +16,7 @@ from ema_boundary import stats
 from ema_boundary.paper import PAPER
 from eval.report.ablation_budgets import budgets_block, read_budgets
 from eval.report.claims import evaluate
+from eval.report.committed import sweeps_block
 from eval.report.conditions import conditions_block, read_arms
 from eval.report.ladder import ladder_block, read_ladder
 from eval.report.paths import portable
@@ -139,6 +140,8 @@ def assemble(plan: Any, structure: dict, lm: dict, ngram: dict, regime: dict, pr
     if plan.ablation.committed:
         report["ablation_budgets"] = budgets_block(read_budgets(in_repo(plan.ablation.committed)),
                                                    plan.ablation.committed)
+    if getattr(plan, "committed", None):  # the committed sweeps the plan names carry their claims' rows
+        report["sweeps"] = sweeps_block(plan.committed)
     if depth is not None:
         report["depth"] = depth_block(depth)
     if gap is not None:

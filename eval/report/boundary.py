@@ -54,7 +54,7 @@ def _title(ax: Any, title: str, rows: dict[str, dict], ids: tuple[str, ...]) -> 
     for i, row in enumerate(reversed(seen)):
         verdict = short_verdict(row)
         ax.text(0, 1.02 + 0.075 * i, f"{short_name(row)}: {verdict}", transform=ax.transAxes, fontsize=7.2,
-                color=VERDICT_COLORS.get(verdict, "black"), fontweight="bold", va="bottom", ha="left")
+                color=VERDICT_COLORS.get(verdict.split(":")[0], "black"), fontweight="bold", va="bottom", ha="left")
     ax.text(0, 1.04 + 0.075 * len(seen), title, transform=ax.transAxes, fontsize=10.5, va="bottom", ha="left")
 
 
@@ -135,7 +135,38 @@ RULE_STYLE = {"fixed": ("fixed EMA rates", "o", "#c0392b"), "learned_lti": ("lea
               "attention": ("attention over tokens", "*", "#1a7f37")}
 
 
+def _recall_sweep(ax: Any, sweep: dict, rows: dict[str, dict]) -> None:
+    """The committed recall-map sweep: accuracy at its pairs against state numbers per layer, one line per write
+    rule, with intervals over seeds and the copying level."""
+    a = sweep["analysis"]
+    arms = {n: r for n, r in (a.get("arms") or {}).items() if (r.get("state_numbers") or 0) > 0}
+    for rule in dict.fromkeys(r["write_rule"] for r in arms.values()):
+        label, marker, color = RULE_STYLE.get(rule, (rule, "o", "#7f8c8d"))
+        pts = sorted((r["state_numbers"], r["accuracy"]) for r in arms.values() if r["write_rule"] == rule
+                     and r["accuracy"].get("mean") is not None)
+        if not pts:
+            continue
+        xs, ys = [x for x, _ in pts], [100 * acc["mean"] for _, acc in pts]
+        err = [[100 * (acc["mean"] - (acc.get("ci95") or [acc["mean"]] * 2)[0]) for _, acc in pts],
+               [100 * ((acc.get("ci95") or [acc["mean"]] * 2)[1] - acc["mean"]) for _, acc in pts]]
+        ax.errorbar(xs, ys, yerr=err, fmt=marker + "-", color=color, label=label, ms=6, capsize=2, lw=1)
+    copying = a.get("copying")
+    if copying:
+        ax.axhline(100 * copying, color="gray", ls=":", lw=1)
+        ax.text(0.98, 100 * copying + 1, "copying level", transform=ax.get_yaxis_transform(), ha="right",
+                va="bottom", fontsize=7, color="gray")
+    ax.set_xscale("log")
+    _log_ticks(ax)
+    ax.set_ylim(0, 112)
+    ax.set_xlabel(f"decoding-state numbers per layer (log); committed sweep `{sweep['source']}`", fontsize=8)
+    ax.set_ylabel(f"recall accuracy at {a.get('pairs')} pairs (%)", fontsize=8)
+    ax.legend(fontsize=6.5, loc="center right", framealpha=0.9)
+    _title(ax, "Content lost? Recall by write rule and state", rows, ("recall_lost", "selection_escapes_recall"))
+
+
 def _recall(ax: Any, report: dict, rows: dict[str, dict]) -> None:
+    if sweep := (report.get("sweeps") or {}).get("recall_map"):
+        return _recall_sweep(ax, sweep, rows)
     recall = ((report.get("probes") or {}).get("recall")) or {}
     described = {n: r for n, r in recall.items() if r.get("write_rule") and r.get("state_numbers")}
     if not described:
@@ -171,12 +202,24 @@ def _recall(ax: Any, report: dict, rows: dict[str, dict]) -> None:
     _title(ax, "Content lost? Recall by write rule and state", rows, ("recall_lost", "selection_escapes_recall"))
 
 
+def _ladder_points(report: dict, ladder: dict) -> list[dict]:
+    """Each size's name, SPEN's total parameters, the gap and its gate: the committed ladder sweep's when the plan
+    names one, else the older committed ladder's."""
+    if sweep := (report.get("sweeps") or {}).get("ladder"):
+        a = sweep["analysis"]
+        return [{"name": e["name"], "params": ((e.get("parameters") or {}).get(a["a"]) or {}).get("total"),
+                 "gap": e["gap"], "gate": e.get("gate")} for e in a.get("sizes") or []
+                if ((e.get("parameters") or {}).get(a["a"]) or {}).get("total") and e["gap"].get("mean") is not None]
+    return [{"name": s["name"], "params": s["architectures"]["spen"]["parameters"]["total"], "gap": s["gap"],
+             "gate": s["gate"]} for s in ladder.get("sizes") or []]
+
+
 def _scale(ax: Any, report: dict, rows: dict[str, dict]) -> None:
     ladder = report.get("scale_ladder") or {}
     content = report.get("content") or {}
     drawn = False
-    for i, s in enumerate(ladder.get("sizes") or []):
-        gap, params = s["gap"], s["architectures"]["spen"]["parameters"]["total"]
+    for i, s in enumerate(_ladder_points(report, ladder)):
+        gap, params = s["gap"], s["params"]
         lo, hi = gap.get("ci95") or (gap["mean"], gap["mean"])
         face = "#2e86c1" if s["gate"] else "white"
         ax.errorbar(params, gap["mean"], yerr=[[gap["mean"] - lo], [hi - gap["mean"]]], fmt="o", color="#2e86c1",
@@ -210,6 +253,24 @@ def _scale(ax: Any, report: dict, rows: dict[str, dict]) -> None:
     _title(ax, "The perplexity gap against scale", rows, ("perplexity_gap_ladder", "gap_on_recall"))
 
 
+def _budget_axis(report: dict, block: dict, axis: str) -> dict | None:
+    """One ablation axis as points: per arm (steps, comparison with the reference, the reference's gate holding),
+    from the committed ablation sweep when the plan names one, else the older committed ablation."""
+    if sweep := (report.get("sweeps") or {}).get(f"ablation_{axis}"):
+        a = sweep["analysis"]
+        budgets = sorted((a.get("budgets") or {}).items(), key=lambda kv: int(kv[0]))
+        arms = dict.fromkeys(arm for _, e in budgets for arm in e.get("comparisons") or {})
+        return {"reference": a["reference"], "equivalence_margin": a.get("equivalence_margin"),
+                "arms": {arm: [(int(k), e["comparisons"][arm], (e.get("gate") or {}).get("holds") is True)
+                               for k, e in budgets if arm in (e.get("comparisons") or {})] for arm in arms}}
+    a = block.get(axis)
+    if not a:
+        return None
+    return {"reference": a["reference"], "equivalence_margin": a.get("equivalence_margin"),
+            "arms": {arm: [(b["max_steps"], b["comparisons"][arm], b["reference_below_bigram"]) for b in a["budgets"]
+                           if arm in b["comparisons"]] for arm in a["lrs"] if arm != a["reference"]}}
+
+
 def _budgets(ax: Any, report: dict, rows: dict[str, dict]) -> None:
     block = report.get("ablation_budgets") or {}
     colors = iter(["#2e86c1", "#8e44ad", "#e67e22", "#1a7f37", "#c0392b", "#7f8c8d"])
@@ -217,14 +278,11 @@ def _budgets(ax: Any, report: dict, rows: dict[str, dict]) -> None:
     margin = None
     steps_seen: set[int] = set()
     for axis in ("predictor", "trace"):
-        a = block.get(axis)
+        a = _budget_axis(report, block, axis)
         if not a:
             continue
         margin = a.get("equivalence_margin", margin)
-        arms = [arm for arm in a["lrs"] if arm != a["reference"]]
-        for arm in arms:
-            pts = [(b["max_steps"], b["comparisons"][arm], b["reference_below_bigram"]) for b in a["budgets"]
-                   if arm in b["comparisons"]]
+        for arm, pts in a["arms"].items():
             color = next(colors)
             ax.plot([p[0] for p in pts], [p[1]["difference"] for p in pts], "-", color=color, lw=1, alpha=0.6)
             steps_seen.update(p[0] for p in pts)
@@ -252,7 +310,9 @@ def _budgets(ax: Any, report: dict, rows: dict[str, dict]) -> None:
 
 
 def _depth(ax: Any, report: dict, rows: dict[str, dict]) -> None:
-    acc = ((report.get("depth") or {}).get("table") or {}).get("token_accuracy")
+    sweep = (report.get("sweeps") or {}).get("depth")
+    depth = sweep["analysis"] if sweep else report.get("depth")  # the committed depth sweep, when the plan names one
+    acc = ((depth or {}).get("table") or {}).get("token_accuracy")
     if not acc:
         _not_run(ax, "the plan has no depth section")
         _title(ax, "Depth: residual sum vs selection", rows, ("depth_selection_recovers",))

@@ -20,14 +20,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
 from ema_boundary import stats
 from ema_boundary.format import pct
 from ema_boundary.paper import PAPER
+from eval import verdicts as sweep_verdicts
 from eval.probes.render import reader_kind
+from eval.report import committed as sweeps
 from eval.report.ablation_budgets import longest as longest_budget
 from eval.report.ablation_budgets import phrase as budgets_phrase
 from eval.report.ladder import MIN_SEEDS, deciding_size, size_text
@@ -57,6 +59,9 @@ class Verdict(str, Enum):
     # is false where it was made.
     OPPOSITE = "opposite direction"
     NOT_REPRODUCED = "not reproduced"
+    # A resolved difference (or equivalence) between two arms that both stay at copying level
+    # (eval.verdicts.escape_verdict): no arm escapes at the budget read, so the claim is neither met nor refuted.
+    NEITHER_ESCAPES = sweep_verdicts.NEITHER_ESCAPES
 
     @property
     def disagrees(self) -> bool:
@@ -70,7 +75,7 @@ class Verdict(str, Enum):
     @property
     def short(self) -> str:
         """One or two words, for the one-screen table."""
-        return {Verdict.NOT_TESTABLE: "not testable", Verdict.NOT_RESOLVED: "not resolved"}.get(self, self.value)
+        return sweep_verdicts.SHORT.get(self.value, self.value)
 
 
 @dataclass(frozen=True)
@@ -156,6 +161,22 @@ class Explanation:
 
 
 @dataclass(frozen=True)
+class SweepReader:
+    """How a claim reads a committed sweep (report.json's ``sweeps[source]``, :mod:`eval.report.committed`): the
+    verdict rule on the sweep's analysis, the gate the sweep recorded (a failed gate: not testable), the other
+    runs of the sweep as the row's conditions and the row's value in a few words."""
+
+    source: str  # a key of the plan's ``committed:`` (eval.report.committed.SOURCES)
+    reads: str  # the analysis key the rule reads, for the row's ``measurement``
+    rule: Callable[[Report, Mapping[str, Any]], Outcome]
+    gate_text: str
+    gate: Callable[[Mapping[str, Any]], tuple[bool | None, str]]  # (holds, numbers) as the sweep recorded it
+    conditions: Callable[[Mapping[str, Any]], str | None]
+    value: Callable[[Mapping[str, Any]], str | None]
+    rule_text: str = ""  # the verdict rule in words, where it is not the claim's
+
+
+@dataclass(frozen=True)
 class Claim:
     """One row of the paper's claims."""
 
@@ -177,6 +198,9 @@ class Claim:
     committed: str | None = None
     paper_short: str = ""  # the paper's value in a few words (the one-screen table)
     value: Callable[[Report], str | None] | None = None  # this run's number with its interval, in a few words
+    # The committed sweep that carries the row when the plan names one (report.json's ``sweeps``); else the
+    # row reads ``measurement`` as before.
+    sweep: SweepReader | None = None
 
     @property
     def key(self) -> str:
@@ -317,6 +341,8 @@ COMMITTED_TRACE_GATE = Precondition(
 def _budgets_conditions(axis: str) -> Callable[[Report], str | None]:
     """The claim at every budget of the committed ablation, when the plan named one (``ablation_budgets``)."""
     def conditions(report: Report) -> str | None:
+        if sweep := get(report, ("sweeps", f"ablation_{axis}")):  # the plan's committed sweep, when it names one
+            return "; ".join(p for p in (sweeps.partial(sweep), _safe(sweeps.ablation_conditions, sweep)) if p) or None
         block = report.get("ablation_budgets")
         return budgets_phrase(block, axis) if block else None
     return conditions
@@ -530,6 +556,8 @@ def _ladder_rule(report: Report, block: Mapping[str, Any]) -> Outcome:
 def _ladder_conditions(report: Report) -> str | None:
     """The perplexity gap along the committed scale ladder, when the plan named one (report.json's
     ``scale_ladder``)."""
+    if sweep := get(report, ("sweeps", "ladder")):  # the plan's committed sweep, when it names one
+        return "; ".join(p for p in (sweeps.partial(sweep), _safe(sweeps.ladder_conditions, sweep)) if p) or None
     block = report.get("scale_ladder")
     return ladder_phrase(block) if block else None
 
@@ -649,6 +677,23 @@ DEPTH_GATE = Precondition(
     "tokens (for the loss part of the rule)", _depth_gate)
 
 
+def _depth_ours(t: Mapping[str, Any], chance: float | None = None, loss_name: str = "validation loss") -> str:
+    """eval.depth's paired table (attention − add) in words: token identity at the last layer, the earlier blocks'
+    share recovered, the final stream's RMS growth and the loss."""
+    def diff(row: Mapping[str, Any], scale: float = 1.0, unit: str = "", digits: int = 1) -> str:
+        lo, hi = (x if x is not None else float("nan") for x in row["ci95"])
+        return (f"{scale * row['difference']:+.{digits}f}{unit} [{scale * lo:+.{digits}f}, {scale * hi:+.{digits}f}] "
+                f"({row['verdict']})")
+
+    acc, share, growth, loss = t["token_accuracy"], t["earlier_share"], t["log_rms_growth"], t["val_loss"]
+    return (f"token identity at the last layer, attention − add: {diff(acc, 100, ' points')} (add {pct(acc['add'])}, "
+            f"attention {pct(acc['attention'])}" + (f"; majority token {pct(chance)}" if chance is not None else "")
+            + "); "
+            f"earlier blocks' share recovered {diff(share, 100, ' points')}; final-stream RMS growth add "
+            f"{math.exp(growth['add']):.1f}x, attention {math.exp(growth['attention']):.1f}x; {loss_name} "
+            f"{diff(loss, 1.0, ' nats', 3)}")
+
+
 def _depth_rule(report: Report, d: Mapping[str, Any]) -> Outcome:
     """eval.depth's claim verdict (:func:`eval.depth.claim_verdict`): the residual sum against Attention Residuals,
     paired by seed: token identity at the last layer, the measured dilution (RMS growth, earlier blocks' shares)
@@ -657,19 +702,9 @@ def _depth_rule(report: Report, d: Mapping[str, Any]) -> Outcome:
     if "token_accuracy" not in t:
         return Outcome(Verdict.NOT_RUN, "the depth experiment wrote no table")
 
-    def diff(row: Mapping[str, Any], scale: float = 1.0, unit: str = "", digits: int = 1) -> str:
-        lo, hi = (x if x is not None else float("nan") for x in row["ci95"])
-        return (f"{scale * row['difference']:+.{digits}f}{unit} [{scale * lo:+.{digits}f}, {scale * hi:+.{digits}f}] "
-                f"({row['verdict']})")
-
-    acc, share, growth, loss = t["token_accuracy"], t["earlier_share"], t["log_rms_growth"], t["val_loss"]
     chance = [r["token_chance"] for r in (d.get("runs") or {}).get("add", {}).values()]
-    ours = (f"token identity at the last layer, attention − add: {diff(acc, 100, ' points')} (add {pct(acc['add'])}, "
-            f"attention {pct(acc['attention'])}" + (f"; majority token {pct(sum(chance) / len(chance))}" if chance
-                                                    else "") + "); "
-            f"earlier blocks' share recovered {diff(share, 100, ' points')}; final-stream RMS growth add "
-            f"{math.exp(growth['add']):.1f}x, attention {math.exp(growth['attention']):.1f}x; validation loss "
-            f"{diff(loss, 1.0, ' nats', 3)}")
+    ours = _depth_ours(t, sum(chance) / len(chance) if chance else None)
+    acc = t["token_accuracy"]
     verdicts = {v.value: v for v in Verdict}
     strength = (f"{len(acc['seeds'])} paired seeds, {d['num_layers']} blocks, {d['max_steps']} steps; "
                 f"margins ±{100 * d['margins']['token_accuracy']:g} points, ±{d['margins']['val_loss']:g} nats")
@@ -717,6 +752,202 @@ def _arms_conditions(row_id: str) -> Callable[[Report], str | None]:
 
 def _fixed(text: str) -> Callable[[Report], str]:
     return lambda report: text
+
+
+# ---------------------------------------------------------------------------------------------
+# Committed sweeps (report.json's ``sweeps``, the plan's ``committed:``): the sweep's analysis decides; the
+# gates and verdict words are eval.verdicts', read here, never re-decided
+# ---------------------------------------------------------------------------------------------
+
+
+def _verdict_of(value: Any) -> Verdict:
+    try:
+        return Verdict(value)
+    except ValueError:
+        return Verdict.NOT_RESOLVED
+
+
+def _sweep_escape_rule(report: Report, block: Mapping[str, Any]) -> Outcome:
+    """The recall map's escape at its headline state size (:func:`eval.verdicts.escape_verdict`): both arms'
+    accuracies, the copying level and the control's gate."""
+    a = block["analysis"]
+    key, row = str(a.get("headline")), sweeps.escape_row(block)
+    if row is None:
+        return Outcome(Verdict.NOT_RUN, f"the committed sweep `{block['source']}` has not run both arms of its "
+                                        f"headline comparison (N = {key}) yet")
+    sel = sweeps.escape_arms(block, key, row)[0]
+    control = a.get("control") or {}
+    ours = (sweeps.escape_text(block, key, row) + f"; copying level {pct(row['copying'])} (an arm escapes above "
+            f"{pct(row['copy_bar'])})" + (f"; {control['why']}" if control.get("why") else ""))
+    strength = (f"{len(row.get('seeds') or [])} paired seed(s), each at its own rate; a winner must lead by "
+                f"{100 * row['min_effect']:g} points (declared before the run); cap {sweeps.cap(block, sel)} steps")
+    verdict = _verdict_of(row["verdict"])
+    detail = row.get("reason", "") if verdict in (Verdict.NEITHER_ESCAPES, Verdict.NOT_RESOLVED) else ""
+    return Outcome(verdict, ours, detail, strength)
+
+
+def _sweep_escape_value(block: Mapping[str, Any]) -> str | None:
+    row = sweeps.escape_row(block)
+    if not row or not isinstance(row.get("difference"), (int, float)):
+        return None
+    return _interval(row["difference"], row.get("ci95"), 100, 1, " pts")
+
+
+def _sweep_control(block: Mapping[str, Any]) -> tuple[bool | None, str]:
+    control = block["analysis"].get("control") or {}
+    return control.get("holds"), control.get("why", "no positive control in the sweep")
+
+
+_NAMES = {"spen": "SPEN", "gpt2": "GPT-2"}
+UNDER_TRAINED = sweeps.UNDER_TRAINED
+
+
+def _sweep_ladder_rule(report: Report, block: Mapping[str, Any]) -> Outcome:
+    """The gap a − b at the ladder sweep's deciding size (both gates holding, an interval); with none, the largest
+    size's numbers (its gate then says why the row cannot be read)."""
+    a = block["analysis"]
+    sizes = a.get("sizes") or []
+    if not sizes:
+        return Outcome(Verdict.NOT_RUN, f"the committed ladder `{block['source']}` has no size with both "
+                                        "architectures run yet")
+    e = sweeps.ladder_deciding(block) or sizes[-1]
+    an, gap = a["a"], e["gap"]
+    params = (e.get("parameters") or {}).get(an) or {}
+    budgets = (block["arms"].get(f"{e['name']}/{an}") or {}).get("budgets") or {}
+    tokens = e.get("train_tokens") or next((b["tokens"] for b in reversed(budgets.values()) if b.get("tokens")),
+                                           None)
+    ours = (sweeps.ladder_size_text(block, e) + (f"; {tokens:,} training tokens" if tokens else "")
+            + f", {block.get('scored_on') or 'test'} blocks")
+    strength = (f"{gap.get('n', 0)} paired seed{'s' * (gap.get('n', 0) != 1)}, 95% t interval; another scale and "
+                "corpus than the paper's, so only the sign of the gap is compared")
+    at = (_committed_at(report, params["total"], tokens, block.get("corpus"))
+          if params.get("total") and tokens else None)
+    if gap.get("ci95") is None:
+        return Outcome(Verdict.NOT_RESOLVED, ours, "no interval at this size", strength, at)
+    lo, hi = gap["ci95"]
+    worse = _NAMES.get(an, an)
+    if lo > 0:
+        return Outcome(Verdict.MET, ours, f"{worse} worse (direction)", strength, at)
+    if hi < 0:
+        return Outcome(Verdict.REFUTED, ours, f"{worse} better", strength, at)
+    return Outcome(Verdict.NOT_RESOLVED, ours, "", strength, at)
+
+
+def _sweep_ladder_value(block: Mapping[str, Any]) -> str | None:
+    e = sweeps.ladder_deciding(block)
+    if e is None or e.get("ratio") is None:
+        return None
+    ci = e.get("ratio_ci95")
+    return f"{e['ratio']:.2f}x" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "") + f" ({e['name']})"
+
+
+def _sweep_ablation_view(block: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The ablation sweep's longest budget in the shape the reader and trace rules read (report.json's
+    ``ablation`` block); None before every arm has two seeds there."""
+    top = sweeps.ablation_longest(block)
+    if top is None or not top[1].get("comparisons"):
+        return None
+    steps, entry = top
+    a, f = block["analysis"], entry.get("f_test") or {}
+    comps = entry["comparisons"]
+    return {"reference": a["reference"], "equivalence_margin": a.get("equivalence_margin") or 0.0,
+            "comparisons": comps, "overall": f if "F" in f else None,
+            "regime": {"seeds": max(c["n"] for c in comps.values()), "steps": steps}}
+
+
+def _sweep_ablation_at(report: Report, block: Mapping[str, Any]) -> TestedAt | None:
+    top = sweeps.ablation_longest(block)
+    ref = block["analysis"]["reference"]
+    arm = block["arms"].get(ref) or {}
+    tokens = (arm.get("budgets") or {}).get(str(top[0]), {}).get("tokens") if top else None
+    total = (arm.get("parameters") or {}).get("total")
+    return _committed_at(report, total, tokens, block.get("corpus")) if total and tokens else None
+
+
+def _sweep_ablation_rule(rule: Callable[[Report, Any], Outcome]) -> Callable[[Report, Mapping[str, Any]], Outcome]:
+    def read(report: Report, block: Mapping[str, Any]) -> Outcome:
+        view = _sweep_ablation_view(block)
+        if view is None:
+            return Outcome(Verdict.NOT_RUN, f"the committed ablation `{block['source']}` has no paired comparison at "
+                                            "its longest budget yet (every arm needs two or more seeds there)")
+        outcome = rule(report, view)
+        return Outcome(outcome.verdict, outcome.ours, outcome.detail, outcome.strength,
+                       _sweep_ablation_at(report, block), outcome.short)
+    return read
+
+
+def _sweep_ablation_value(selective_only: bool) -> Callable[[Mapping[str, Any]], str | None]:
+    def value(block: Mapping[str, Any]) -> str | None:
+        view = _sweep_ablation_view(block)
+        comps = (view or {}).get("comparisons") or {}
+        if selective_only:
+            comps = {arm: c for arm, c in comps.items() if _trace(arm) == "selective"}
+        if not comps:
+            return None
+        return "; ".join(_interval(c["difference"], c.get("ci95")) for c in comps.values()) + " nats"
+    return value
+
+
+def _sweep_depth_rule(report: Report, block: Mapping[str, Any]) -> Outcome:
+    """The depth sweep's verdict (eval.depth.claim_verdict on its paired table), with the table's rows."""
+    a = block["analysis"]
+    t = a.get("table") or {}
+    if "token_accuracy" not in t:
+        return Outcome(Verdict.NOT_RUN, a.get("reason") or f"the committed sweep `{block['source']}` has no depth "
+                                                            "table yet")
+    ours = _depth_ours(t, loss_name=f"{a.get('scored_on') or 'test'} loss")
+    ref = (block.get("settings") or {}).get("reference", "add")
+    budgets = (block["arms"].get(ref) or {}).get("budgets") or {}
+    steps = f", {max(int(b) for b in budgets):,} steps" if budgets else ""
+    strength = (f"{len(t['token_accuracy'].get('seeds') or [])} paired seeds{steps}; loss on the "
+                f"{a.get('scored_on') or 'test'} blocks")
+    return Outcome(_verdict_of(a.get("verdict")), ours, "", strength)
+
+
+def _sweep_depth_gate(block: Mapping[str, Any]) -> tuple[bool | None, str]:
+    gate = block["analysis"].get("gate") or {}
+    return gate.get("holds"), gate.get("why") or "no n-gram gate in the sweep"
+
+
+def _sweep_depth_value(block: Mapping[str, Any]) -> str | None:
+    acc = ((block["analysis"].get("table") or {}).get("token_accuracy")) or {}
+    return _interval(acc["difference"], acc.get("ci95"), 100, 1, " pts") if "difference" in acc else None
+
+
+def _sweep_ablation_gate(block: Mapping[str, Any]) -> tuple[bool | None, str]:
+    return sweeps.ablation_gate(block)
+
+
+ESCAPE_SWEEP = SweepReader(
+    "recall_map", "escape", _sweep_escape_rule,
+    "the positive control (the GPT-2 architecture: attention over the tokens) reaches its declared bar at the "
+    "pairs read: otherwise a model that fails may fail for the recipe", _sweep_control, sweeps.escape_conditions,
+    _sweep_escape_value,
+    rule_text="eval.verdicts.escape_verdict at the sweep's headline state size, selective − fixed paired by seed: "
+              "met (selective escapes) if the 95% interval lies above 0, the lead is at least the declared effect and "
+              "the selective arm is above copying level (1 / pairs) by the declared margin; refuted if the fixed "
+              "bank escapes the same way or the two are equivalent above copying level; neither escapes if a "
+              "resolved difference (or equivalence) leaves both at copying level; otherwise not resolved")
+LADDER_SWEEP = SweepReader(
+    "ladder", "sizes", _sweep_ladder_rule,
+    "a size of the committed ladder where both models are below the declared Kneser-Ney line on the same test "
+    "tokens and the baseline is within the declared margin of the plain reference, with an interval",
+    sweeps.ladder_gate, sweeps.ladder_conditions, _sweep_ladder_value,
+    rule_text="at the ladder sweep's deciding size (the largest with every gate holding and an interval): met if "
+              "the 95% interval of SPEN − GPT-2 loss lies above 0 (SPEN worse: only the sign transfers), refuted if "
+              "below 0, otherwise not resolved")
+_ABLATION_GATE = ("the committed ablation's reference arm below the declared Kneser-Ney line on the same tokens at "
+                  "its longest budget")
+PREDICTOR_SWEEP = SweepReader(
+    "ablation_predictor", "budgets", _sweep_ablation_rule(lambda r, v: _readers_rule(r, v)), _ABLATION_GATE,
+    _sweep_ablation_gate, sweeps.ablation_conditions, _sweep_ablation_value(False))
+TRACE_SWEEP = SweepReader(
+    "ablation_trace", "budgets", _sweep_ablation_rule(lambda r, v: _selection_rule(r, v)), _ABLATION_GATE,
+    _sweep_ablation_gate, sweeps.ablation_conditions, _sweep_ablation_value(True))
+DEPTH_SWEEP = SweepReader(
+    "depth", "table", _sweep_depth_rule,
+    "both residual arms of the depth sweep below the declared Kneser-Ney line on the same tokens (for the loss "
+    "part of the rule)", _sweep_depth_gate, sweeps.depth_conditions, _sweep_depth_value)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -871,7 +1102,8 @@ CLAIMS: tuple[Claim, ...] = (
           f"at the ladder's largest size where both models are below the bigram (>= {MIN_SEEDS} paired seeds): met "
           "if the 95% interval of SPEN − GPT-2 loss lies above 0 (SPEN worse: only the sign transfers), refuted if "
           "below 0, otherwise not resolved",
-          (LADDER_GATE,), short=PERPLEXITY_SHORT, regime=PAPER_LM, paper_short=PERPLEXITY_PAPER, value=_v_ladder),
+          (LADDER_GATE,), short=PERPLEXITY_SHORT, regime=PAPER_LM, paper_short=PERPLEXITY_PAPER, value=_v_ladder,
+          sweep=LADDER_SWEEP),
     Claim("gap_on_recall", "content",
           "SPEN's deficit is larger on AR hits than on first occurrences (the paper's mechanism: content lost in the "
           "traces costs most where a lookup in the context would predict the token)",
@@ -899,7 +1131,7 @@ CLAIMS: tuple[Claim, ...] = (
           "seed-blocked F test rejects equality; otherwise not resolved",
           (COMMITTED_READER_GATE,), short=READERS_SHORT, regime=PAPER_ABLATION,
           paper_short="identical (smaller model, C4)",
-          value=_v_arms("ablation_budgets", "predictor")),
+          value=_v_arms("ablation_budgets", "predictor"), sweep=PREDICTOR_SWEEP),
     Claim("selection_escapes", "content",
           "only input-dependent selection escapes (on language modelling)",
           _fixed("selective traces lower the loss; fixed and learned rates do not"), ("traces",), _selection_rule,
@@ -917,7 +1149,7 @@ CLAIMS: tuple[Claim, ...] = (
           "than the fixed-rate reference and every other arm equivalent; partly met if only the first; refuted if "
           "the selective arm is shown not lower; otherwise not resolved",
           (COMMITTED_TRACE_GATE,), short=SELECTION_SHORT, paper_short="selective lower, others equal",
-          value=_v_arms("ablation_budgets", "trace")),
+          value=_v_arms("ablation_budgets", "trace"), sweep=TRACE_SWEEP),
     Claim("selection_escapes_recall", "content",
           "only input-dependent selection escapes (associative recall, at equal state numbers)",
           _fixed("input-dependent selection (gates as in Mamba, attention) escapes the dilution; fixed rates do not"),
@@ -926,7 +1158,7 @@ CLAIMS: tuple[Claim, ...] = (
           "the same state numbers at 16 pairs (paired interval over at least 5 seeds); refuted if the bank is "
           "higher or the two are equivalent within the declared margin; otherwise not resolved",
           (CONTROL_GATE,), short="On recall, only a selective state escapes (equal state size)",
-          paper_short="selective escapes", value=_v_escape),
+          paper_short="selective escapes", value=_v_escape, sweep=ESCAPE_SWEEP),
     Claim("depth_selection_recovers", "content",
           "fixed accumulation across depth dilutes; input-dependent depth selection recovers it",
           _fixed("the residual sum dilutes each layer's contribution; Attention Residuals (selection over depth) "
@@ -937,7 +1169,7 @@ CLAIMS: tuple[Claim, ...] = (
           "sum's final stream grows more with depth and attention's loss is lower; partly met if they recover "
           "more but the growth or the loss is not shown; otherwise not resolved (paired by seed, >= 5 seeds)",
           (DEPTH_GATE,), short="Selection over depth recovers what the residual sum dilutes",
-          paper_short="AttnRes recovers it", value=_v_depth),
+          paper_short="AttnRes recovers it", value=_v_depth, sweep=DEPTH_SWEEP),
     Claim("recall_lost", "content",
           "no reader of fixed-rate EMA traces recovers token identity (associative recall)",
           _fixed("content is lost in the traces; no predictor recovers it"), ("probes", "recall"), _recall_rule,
@@ -1001,7 +1233,11 @@ class Row:
 
 
 def evaluate_claim(claim: Claim, report: Report) -> Row:
-    """One claim against one report: its preconditions, then (only if they hold) its verdict rule."""
+    """One claim against one report: its preconditions, then (only if they hold) its verdict rule. A claim whose
+    committed sweep the report holds (``sweeps``) reads the sweep."""
+    block = get(report, ("sweeps", claim.sweep.source)) if claim.sweep is not None else None
+    if block:
+        return _evaluate_sweep(claim, claim.sweep, block, report)
     value = get(report, claim.measurement)
     base = dict(id=claim.id, side=claim.side, sentence=claim.sentence, paper=claim.paper(report),
                 measurement=claim.key, rule=claim.rule_text,
@@ -1012,6 +1248,40 @@ def evaluate_claim(claim: Claim, report: Report) -> Row:
         return Row(**base, verdict=Verdict.NOT_RUN, detail="", ours=f"no `{claim.key}` in this report", strength="")
     outcome = claim.rule(report, value)
     checks = [(p, p.check(report)) for p in claim.preconditions]
+    return _decided(claim, report, base, outcome, checks)
+
+
+def _evaluate_sweep(claim: Claim, reader: SweepReader, block: Mapping[str, Any], report: Report) -> Row:
+    """The claim read on its committed sweep: the sweep's analysis and gate; an incomplete sweep is read for what
+    it has and its conditions say how many runs are still to run."""
+    conditions = [sweeps.partial(block), _safe(reader.conditions, block)]
+    base = dict(id=claim.id, side=claim.side, sentence=claim.sentence, paper=claim.paper(report),
+                measurement=f"sweeps.{reader.source}.analysis.{reader.reads}", rule=reader.rule_text or claim.rule_text,
+                conditions="; ".join(c for c in conditions if c) or None,
+                short=claim.short or claim.sentence, regime=claim.regime.text if claim.regime else None,
+                paper_short=claim.paper_short, value=_safe(reader.value, block))
+    outcome = reader.rule(report, block)
+    holds, numbers = reader.gate(block)
+    gate = Precondition(f"sweep_gate:{reader.source}", reader.gate_text, lambda r: Check(holds, numbers))
+    row = _decided(claim, report, base, outcome, [(gate, Check(holds, numbers))])
+    if row.verdict is Verdict.NOT_TESTABLE and numbers.startswith(UNDER_TRAINED):
+        # The baseline failed its plain-reference check: the one-screen table says so, not only "not testable".
+        row = replace(row, verdict_short=f"{Verdict.NOT_TESTABLE.short}: {UNDER_TRAINED}")
+    return row
+
+
+def _safe(f: Callable[[Mapping[str, Any]], str | None], block: Mapping[str, Any]) -> str | None:
+    """A sweep's words for a row; None where the sweep lacks what they read (never a crash)."""
+    try:
+        return f(block)
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+
+
+def _decided(claim: Claim, report: Report, base: dict[str, Any], outcome: Outcome,
+             checks: list[tuple[Precondition, Check]]) -> Row:
+    """The row from the rule's outcome behind the preconditions (a failed one: not testable, with its numbers)
+    and the claim's regime (a refutation read outside it is worded as such)."""
     preconditions = [{"id": p.id, "text": p.text, "holds": c.holds, "numbers": c.numbers} for p, c in checks]
     verdict, detail = outcome.verdict, outcome.detail
     failed = [c for _, c in checks if c.holds is not True]
@@ -1118,5 +1388,5 @@ def _readable(row: Mapping[str, Any]) -> bool:
 
 
 __all__ = ["CLAIMS", "EXPERIMENTS", "INVERTIBILITY", "Check", "Claim", "Experiment", "Explanation", "Outcome",
-           "Precondition", "Regime", "Row", "TestedAt", "Verdict", "evaluate", "evaluate_claim", "get", "one_screen",
-           "outside_text", "short_name", "short_verdict", "verdict_text"]
+           "Precondition", "Regime", "Row", "SweepReader", "TestedAt", "Verdict", "evaluate", "evaluate_claim", "get",
+           "one_screen", "outside_text", "short_name", "short_verdict", "verdict_text"]

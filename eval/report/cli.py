@@ -104,6 +104,28 @@ def _attach_ablation(parser: UsageParser, report: dict, folder: str, command: st
     report["figures"] = kept | ablation_budgets_figures(block, Path(folder), Path(report_folder) / "figures")
 
 
+def _attach_sweeps(parser: UsageParser, report: dict, command: str) -> None:
+    """report.json's ``sweeps`` re-read from the committed sweeps that its plan (the file in the repository, as it
+    is now) names in ``committed:``; a plan that names none leaves the report without them."""
+    from eval.plans import in_repo
+    from eval.report.committed import sweeps_block
+
+    path = (report.get("plan") or {}).get("path")
+    if not path or not in_repo(path).is_file():
+        if report.get("sweeps"):
+            print(f"report.json's plan {path}: no such file; its committed sweeps are kept as they were read")
+        return
+    try:
+        plan = Plan.load(in_repo(path), scale=report["plan"].get("scale", "tiny"))
+        block = sweeps_block(plan.committed)
+    except UsageError as e:
+        parser.error(first_line(e))
+    if block:
+        report["sweeps"] = {k: {**v, "attached_by": command} for k, v in block.items()}
+    else:
+        report.pop("sweeps", None)
+
+
 def _render(parser: UsageParser, folder: Path, upgrade: bool, ladder: str | None = None, command: str = "",
             ablation: str | None = None) -> int:
     """index.md from report.json; with ``upgrade`` report.json is first rewritten in the current schema, its claims
@@ -123,6 +145,8 @@ def _render(parser: UsageParser, folder: Path, upgrade: bool, ladder: str | None
         _attach_ladder(parser, report, ladder, command)
     if ablation is not None:
         _attach_ablation(parser, report, ablation, command, folder)
+    if upgrade:
+        _attach_sweeps(parser, report, command)
     report = portable(report)  # recorded paths relative to the repository or the output folder
     if upgrade:
         report["claims"] = evaluate(report)
@@ -161,8 +185,8 @@ def parser() -> tuple[UsageParser, dict[str, UsageParser]]:
     render.add_argument("folder", help="a report folder (index.md, report.json, figures/)")
     render.add_argument("--upgrade", action="store_true",
                         help="also rewrite report.json in the current schema, its claims evaluated by today's "
-                             "claims table and every recorded path relative to the repository or the output folder "
-                             "(numbers unchanged)")
+                             "claims table on the committed sweeps its plan names now (committed:, re-read) and every "
+                             "recorded path relative to the repository or the output folder (numbers unchanged)")
     render.add_argument("--ladder", metavar="REPORT_JSON",
                         help="with --upgrade: attach a committed `ema-boundary scale` report.json (report.json's "
                              "scale_ladder, as the plan's language_model.ladder does) before the claims are evaluated")

@@ -15,16 +15,19 @@ check imports no torch, so a bad plan is refused in about a second.
 from __future__ import annotations
 
 import math
-import types
-import typing
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ema_boundary.cli import UsageError
+from eval import plans
+from eval.plans import Checker, Lines, PlanError, Rule, in_repo, read_yaml
+from eval.plans import non_negative as _non_negative
+from eval.plans import one_of as _one_of
+from eval.plans import positive as _positive
+from eval.plans import rate as _rate
+from eval.plans import rule as _rule
 
 REPO = Path(__file__).resolve().parents[2]
 SCALES = ("tiny", "130m")
@@ -45,27 +48,10 @@ RECALL_MODELS = ("gpt2", *PREDICTOR_ARMS, *TRACE_ARMS[1:], *STATE_SIZE_ARMS)
 RECALL_KEYS = 63  # eval.recall.RecallTask().num_keys: the most pairs the task can hold
 
 
-class PlanError(UsageError, ValueError):
-    """A plan YAML that cannot be used: one line naming the file, the line and the field."""
-
-
 # ---------------------------------------------------------------------------------------------
-# Field rules: a field's ``metadata["check"]`` says what else its value must satisfy than its type
+# Field rules: a field's ``metadata["check"]`` says what else its value must satisfy than its type (the plan
+# dialect's, eval/plans.py; the margin here is in nats)
 # ---------------------------------------------------------------------------------------------
-
-Rule = Callable[[Any], str | None]  # value -> None when it is fine, else what it must be
-
-
-def _positive(v: Any) -> str | None:
-    return None if 0 < v < math.inf else "must be positive"
-
-
-def _non_negative(v: Any) -> str | None:
-    return None if v >= 0 else "must be a non-negative integer"
-
-
-def _rate(v: Any) -> str | None:
-    return None if 0 < v < 1 else "must be a rate in (0, 1)"
 
 
 def _margin(v: Any) -> str | None:
@@ -76,18 +62,6 @@ def _pairs(v: Any) -> str | None:
     if not 0 < v <= RECALL_KEYS:
         return f"must be a pair count from 1 to {RECALL_KEYS} (the recall task's keys)"
     return None
-
-
-def _one_of(names: tuple[str, ...], what: str) -> Rule:
-    def check(v: Any) -> str | None:
-        return None if v in names else f"names an unknown {what} {v!r} ({what}s: {', '.join(names)})"
-    return check
-
-
-def _rule(check: Rule, default: Any = None, *, factory: Any = None) -> Any:
-    if factory is not None:
-        return field(default_factory=factory, metadata={"check": check})
-    return field(default=default, metadata={"check": check})
 
 
 @dataclass(frozen=True)
@@ -233,6 +207,10 @@ class Plan:
     ablation: AblationPlan = field(default_factory=AblationPlan)
     recall: RecallPlan = field(default_factory=RecallPlan)
     depth: DepthPlan | None = None  # None: the plan has no depth section, the stage does not run
+    # Committed sweeps (``committed:``, eval/report/committed.py): a claim source (recall_map, ladder,
+    # ablation_predictor, ablation_trace, depth) -> the folder of an `ema-boundary sweep` whose results.json
+    # carries that claim's row; a source the plan does not name keeps its older reader.
+    committed: dict[str, str] = field(default_factory=dict)
     declared: dict[str, Any] = field(default_factory=dict)  # the YAML as read
     lines: dict[tuple[str, ...], int] = field(default_factory=dict, repr=False, compare=False)  # key path -> line
 
@@ -275,118 +253,63 @@ class Plan:
         return in_repo(getattr(self.language_model, which))
 
 
-def in_repo(path: str | Path) -> Path:
-    """A path a plan names (a YAML, a committed result): repository-relative unless absolute."""
-    path = Path(path)
-    return path if path.is_absolute() else REPO / path
+def read_plan_file(path: Path) -> tuple[Any, Lines]:
+    """A plan YAML's document and the line of every key path, read in the plan dialect (:mod:`eval.plans`): a
+    file that cannot be read or parsed, or that writes one key twice in a mapping, is a :class:`PlanError` naming
+    it and the line(s). Every plan kind reads its file here."""
+    return plans.read_plan_file(path, "--plan")
 
 
-def read_plan_file(path: Path) -> tuple[Any, dict[tuple[str, ...], int]]:
-    """A plan YAML's document and the line of every key path (:func:`_read_yaml`); a file that cannot be read or
-    parsed is a :class:`PlanError` naming it (and the line, for bad YAML). Every plan kind reads its file here."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PlanError(f"--plan {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise PlanError(f"--plan {path}: cannot read ({e})") from None
-    try:
-        return _read_yaml(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise PlanError(f"{where}: not valid YAML ({getattr(e, 'problem', None) or str(e).splitlines()[0]})") \
-            from None
+def _read_yaml(text: str) -> tuple[Any, Lines]:
+    """The document and the line (1-based) of every key path (:func:`eval.plans.read_yaml`: a key written twice in
+    one mapping is refused with both lines)."""
+    return read_yaml(text)
 
 
-def _read_yaml(text: str) -> tuple[Any, dict[tuple[str, ...], int]]:
-    """The document and, for every key path, the line (1-based) where it is written (from the composed nodes'
-    marks: ``yaml.safe_load`` forgets where a value came from)."""
-    node = yaml.compose(text, Loader=yaml.SafeLoader)
-    lines: dict[tuple[str, ...], int] = {}
-
-    def walk(n: yaml.Node, path: tuple[str, ...]) -> None:
-        if isinstance(n, yaml.MappingNode):
-            for key, value in n.value:
-                p = (*path, str(key.value))
-                lines[p] = key.start_mark.line + 1
-                walk(value, p)
-        elif isinstance(n, yaml.SequenceNode):
-            for i, item in enumerate(n.value):
-                lines[(*path, str(i))] = item.start_mark.line + 1
-                walk(item, (*path, str(i)))
-
-    if node is not None:
-        walk(node, ())
-    return yaml.safe_load(text), lines
-
-
-class _Checker:
-    """Every check of one plan file, each failure one line with the YAML line of the field."""
-
-    def __init__(self, path: Path, lines: dict[tuple[str, ...], int]) -> None:
-        self.path, self.lines = path, lines
-
-    def error(self, where: tuple[str, ...], problem: str) -> PlanError:
-        line = next((self.lines[where[:i]] for i in range(len(where), 0, -1) if where[:i] in self.lines), None)
-        name = ".".join(p for p in where if not p.isdigit())
-        return PlanError(f"{self.path}{f':{line}' if line else ''}: {name + ' ' if name else ''}{problem}")
+class _Checker(Checker):
+    """Every check of one report plan file (the dialect's :class:`eval.plans.Checker`), each failure one line with
+    the YAML line of the field."""
 
     def plan(self, raw: Any, scale: str, corpus: str, seed: int) -> Plan:
         raw = raw or {}
         if not isinstance(raw, dict):
             raise self.error((), "a mapping of sections expected")
-        top = {"name": str, "workers": int}
+        top = {"name": str, "workers": int, "committed": dict}
         for key in raw:
             if key not in SECTIONS and key not in top:
                 raise self.error((key,), f"is not a field (fields: {', '.join([*top, *SECTIONS])})")
         parts = {name: self.section(name, cls, raw.get(name)) for name, cls in SECTIONS.items()}
         name = self.value(("name",), str, raw.get("name", self.path.stem))
         workers = self.value(("workers",), int, raw.get("workers", 2), _positive)
+        committed = self.committed(raw.get("committed"))
         self.across(parts)
         return Plan(name=name, path=str(self.path), scale=scale, corpus=corpus, seed=seed, workers=workers,
-                    declared=raw, lines=self.lines, **parts)
+                    committed=committed, declared=raw, lines=self.lines, **parts)
 
-    def section(self, name: str, cls: type, raw: Any) -> Any:
+    def section(self, name: str | tuple[str, ...], cls: type, raw: Any) -> Any:  # type: ignore[override]
+        """``cls`` from the section ``name`` (absent: its defaults, or None for an optional section)."""
+        where = (name,) if isinstance(name, str) else tuple(name)
         if raw is None:
-            return None if name in OPTIONAL_SECTIONS else cls()
+            return None if where[-1] in OPTIONAL_SECTIONS else cls()
         if not isinstance(raw, dict):
-            raise self.error((name,), "must be a mapping of fields")
-        known = {f.name: f for f in fields(cls)}
-        hints = typing.get_type_hints(cls)
-        values = {}
-        for key, value in raw.items():
-            if key not in known:
-                raise self.error((name, key), f"is not a field (fields: {', '.join(known)})")
-            values[key] = self.value((name, key), hints[key], value, known[key].metadata.get("check"))
-        return cls(**values)
+            raise self.error(where, "must be a mapping of fields")
+        return super().section(where, cls, raw)
 
-    def value(self, where: tuple[str, ...], hint: Any, value: Any, check: Rule | None = None) -> Any:
-        """``value`` of the type ``hint`` (``int``, ``float``, ``bool``, ``str``, ``tuple[X, ...]``, ``X | None``),
-        each item passing ``check``."""
-        args = typing.get_args(hint)
-        if isinstance(hint, types.UnionType) or typing.get_origin(hint) is typing.Union:
-            if value is None:
-                return None
-            hint = next(a for a in args if a is not type(None))
-            args = typing.get_args(hint)
-        if value is None:
-            raise self.error(where, "must be set")
-        if typing.get_origin(hint) is tuple:
-            if not isinstance(value, list) or not value:
-                raise self.error(where, f"must be a non-empty list, got {value!r}")
-            items = tuple(self.value((*where, str(i)), args[0], v, check) for i, v in enumerate(value))
-            if len(set(items)) != len(items):
-                raise self.error(where, f"lists {next(x for x in items if items.count(x) > 1)!r} twice")
-            return items
-        if hint is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if not isinstance(value, hint) or (hint is not bool and isinstance(value, bool)):
-            raise self.error(where, f"must be {hint.__name__}, got {value!r}")
-        problem = check(value) if check is not None else None
-        if problem:
-            raise self.error(where, problem if problem.startswith("names") else f"{problem}, got {value!r}")
-        return value
+    def committed(self, raw: Any) -> dict[str, str]:
+        """``committed:``: a claim source -> a committed sweep folder, each checked once here (a results.json of
+        ``ema-boundary sweep`` of the source's analysis kind)."""
+        from eval.report.committed import SOURCES, read_sweep
+
+        raw = self.mapping(("committed",), raw, SOURCES, "claim sources")
+        out = {}
+        for source, folder in raw.items():
+            folder = self.value(("committed", source), str, folder)
+            try:
+                read_sweep(in_repo(folder), source, folder)
+            except UsageError as e:
+                raise self.error(("committed", source), str(e).removeprefix(f"committed.{source}: ")) from None
+            out[source] = folder
+        return out
 
     def across(self, parts: dict[str, Any]) -> None:
         """The checks that read more than one field: the YAMLs exist, each ablation keeps its reference arm."""
@@ -432,6 +355,6 @@ class _Checker:
             raise self.error(("depth", "config"), f"{depth.config!r}: no such train.py YAML")
 
 
-__all__ = ["Plan", "PlanError", "in_repo", "read_plan_file", "GrammarPlan", "LanguageModelPlan", "AblationPlan",
+__all__ = ["Plan", "PlanError", "Rule", "in_repo", "read_plan_file", "GrammarPlan", "LanguageModelPlan", "AblationPlan",
            "RecallPlan", "DepthPlan", "SCALES", "CORPORA", "PLANS", "REPO", "PREDICTOR_ARMS", "TRACE_ARMS",
            "STATE_SIZE_ARMS", "RECALL_MODELS", "REFERENCE_ARM"]

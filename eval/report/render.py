@@ -604,12 +604,26 @@ VERDICT_KEY = ("*met* / *refuted*: the 95% interval lies on one side of the pape
                "*not reproduced*: so, but read outside the claim's own regime (the paper's model size and corpus), "
                "which it names; *not resolved*: the interval reaches both sides; *not testable*: a precondition "
                "failed (the numbers are in its section); *not run*: the plan did not run it.")
+NEITHER_KEY = ("*neither escapes*: a resolved difference (or equivalence) between two arms that both stay at "
+               "copying level: no arm escapes at the budget read (both numbers are in its section).")
+
+
+def verdict_key(report: dict) -> str:
+    """The verdict key, with the words only some reports use where a row uses them."""
+    used = {r["verdict"] for r in report.get("claims", [])}
+    return VERDICT_KEY + (" " + NEITHER_KEY if Verdict.NEITHER_ESCAPES.value in used else "")
 
 
 def _runs(report: dict, row: dict) -> str:
     """Where a row's numbers come from: the committed run it reads, or this run's commands."""
     block = row["measurement"].split(".")[0]
     data = report.get(block)
+    if block == "sweeps" and data:  # a committed sweep the plan names (eval.report.committed)
+        sweep = data.get(row["measurement"].split(".")[1]) or {}
+        commands = sweep.get("commands") or {}
+        state = "complete" if sweep.get("complete") else f"partial, {sweep.get('missing', 0)} run(s) still to run"
+        return (f"committed sweep `{sweep.get('source')}` ({state}; reproduce: `{commands.get('reproduce', '')}`, "
+                f"summarise: `{commands.get('summarize', '')}`)")
     if block == "scale_ladder" and data:
         return f"committed ladder `{data['source']}` (`{data.get('command') or 'python -m eval.scale'}`)"
     if block == "ablation_budgets" and data:
@@ -652,6 +666,8 @@ def claim_detail(report: dict, row: dict, also: dict | None = None) -> list[str]
 
 def _other_reading(row: dict) -> str:
     block = row["measurement"].split(".")[0]
+    if block == "sweeps":
+        return f"the committed sweep `{row['measurement'].split('.')[1]}`"
     return {"scale_ladder": "the committed scale ladder", "ablation_budgets": "the committed ablation at several "
             "budgets", "content": "this run's headline pair", "ablation": "this run's reader ablation",
             "traces": "this run's trace ablation"}.get(block, f"report.json `{row['measurement']}`")
@@ -740,7 +756,7 @@ def write_index(report: dict, figure_paths: dict[str, str], path: Path) -> None:
         "",
         *claims_table(report),
         "",
-        VERDICT_KEY,
+        verdict_key(report),
         "",
         *([f"![The boundary, axis by axis]({figure_paths['boundary']})", ""] if "boundary" in figure_paths else []),
         *content_claims_section(report),
@@ -779,6 +795,8 @@ def readme_results(report: dict, index: str = "docs/report/index.md") -> str:
     sources = [f"{what} `{report[key]['source']}`" for key, what in (
         ("scale_ladder", "committed ladder"), ("ablation_budgets", "committed ablation at several budgets"),
         ("structure_conditions", "committed grammar_probe arms")) if report.get(key)]
+    sources += [f"committed sweep `{b['source']}`" + ("" if b.get("complete") else f" (partial: {b.get('missing', 0)} "
+                "run(s) still to run)") for b in (report.get("sweeps") or {}).values()]
     lines = [
         README_BEGIN,
         f"Plan `{plan}`, {env['seconds'] / 60:.1f} min on {env['device']}. Each verdict links to its section of "
@@ -786,7 +804,7 @@ def readme_results(report: dict, index: str = "docs/report/index.md") -> str:
         "",
         *claims_table(report, link=index),
         "",
-        VERDICT_KEY,
+        verdict_key(report),
         *(["", "The rows also read: " + "; ".join(sources) + "."] if sources else []),
         *(["", f"![The boundary, axis by axis]({folder}/{report['figures']['boundary']})"]
           if "boundary" in report.get("figures", {}) else []),

@@ -1,0 +1,342 @@
+"""The committed sweeps a report plan names (``committed:``), read through one reader.
+
+A claim the report's own budget cannot decide is decided by a longer experiment, run once with the experiment
+runner (``ema-boundary sweep``, eval/sweep/), committed (``docs/sweeps/<name>/``) and named in the plan::
+
+    committed:
+      recall_map: docs/sweeps/recall-map          # selection_escapes_recall
+      ladder: docs/sweeps/ladder                  # perplexity_gap_ladder
+      ablation_predictor: docs/sweeps/ablation-predictor   # readers_identical_budgets
+      ablation_trace: docs/sweeps/ablation-trace  # selection_escapes_budgets
+      depth: docs/sweeps/depth                    # depth_selection_recovers
+
+Each folder must hold a ``results.json`` of ``ema-boundary sweep`` (schema 1) whose analysis is the source's kind
+(:data:`SOURCES`); it is checked once, when the plan is read, and kept in report.json's ``sweeps`` as the
+claims read it (:func:`sweep_block`): the analysis as the sweep wrote it (its gates and verdicts come from
+:mod:`eval.verdicts`; nothing is re-decided here), whether the sweep is complete and how many runs are still to
+run (an incomplete sweep is read for what it has, and its row says so), each arm's budgets, parameters and
+tokens, and the commands that reproduce it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ema_boundary.cli import UsageError
+from ema_boundary.io import read_json
+from eval.plans import in_repo
+from eval.sweep.runner import RESULTS, SCHEMA, TOOL
+
+# A claim source of the plan's ``committed:`` -> the analysis kind its sweep must have (eval/sweep/analyses.py).
+SOURCES: dict[str, str] = {"recall_map": "recall_map", "ladder": "ladder", "ablation_predictor": "ablation",
+                           "ablation_trace": "ablation", "depth": "depth"}
+KEYS = ("tool", "schema", "name", "complete", "missing", "arms", "analysis", "commands")
+
+UNDER_TRAINED = "baseline under-trained"  # eval.verdicts.reference_gate's words for a failed check
+ZOOLOGY = ("Zoology (Arora et al. 2023): associative-recall capacity grows with the state size for gated "
+           "convolutions and recurrences, while attention solves it at any size")
+
+__all__ = ["SOURCES", "UNDER_TRAINED", "ZOOLOGY", "ablation_conditions", "ablation_gate", "ablation_longest", "cap",
+           "depth_conditions", "escape_arms", "escape_conditions", "escape_row", "escape_text", "ladder_conditions",
+           "ladder_deciding", "ladder_gate", "ladder_size_text", "partial", "read_sweep", "sweep_block", "sweeps_block"]
+
+
+def read_sweep(folder: str | Path, source: str, name: str | None = None) -> dict[str, Any]:
+    """The ``results.json`` of the sweep folder a plan names for ``source``, checked: one line naming the source
+    and the folder (as ``name``, e.g. the path the plan wrote) when it cannot serve."""
+    folder = Path(folder)
+    where = f"committed.{source}: {name or folder}"
+    if source not in SOURCES:
+        raise UsageError(f"committed.{source}: not a claim source ({', '.join(SOURCES)})")
+    if not folder.is_dir():
+        raise UsageError(f"{where}: no such folder")
+    results = read_json(folder / RESULTS, RESULTS, f"a sweep folder holds {RESULTS}: run `ema-boundary sweep "
+                        f"--summarize {name or folder}` on a sweep folder", name=f"{where}: {RESULTS}")
+    if not isinstance(results, dict) or results.get("tool") != TOOL:
+        raise UsageError(f"{where}: {RESULTS} is not an `{TOOL}` result (its tool is "
+                         f"{results.get('tool') if isinstance(results, dict) else None!r})")
+    if results.get("schema") != SCHEMA:
+        raise UsageError(f"{where}: {RESULTS} has schema {results.get('schema')!r}, expected {SCHEMA}")
+    missing = [k for k in KEYS if k not in results]
+    if missing:
+        raise UsageError(f"{where}: {RESULTS} lacks {', '.join(missing)}")
+    kind = (results["analysis"] or {}).get("kind") if isinstance(results["analysis"], dict) else None
+    if kind != SOURCES[source]:
+        raise UsageError(f"{where}: {RESULTS} holds a {kind!r} analysis, {source} needs {SOURCES[source]!r}")
+    return results
+
+
+def _arms(results: dict[str, Any]) -> dict[str, Any]:
+    """Per arm: per budget (steps) the seeds finished and the tokens a run read, and the parameters of its first
+    finished run (what the claims need to say where a verdict was read)."""
+    out = {}
+    for arm, a in results["arms"].items():
+        budgets = a.get("budgets") or {}
+        first = next((r for seeds in budgets.values() for r in seeds.values()), {})
+        out[arm] = {"budgets": {b: {"seeds": len(s), "tokens": next((r.get("tokens") for r in s.values()), None)}
+                                for b, s in sorted(budgets.items(), key=lambda kv: int(kv[0]))},
+                    "parameters": first.get("parameters")}
+    return out
+
+
+def _corpus(results: dict[str, Any]) -> str | None:
+    """The corpus the sweep's runs read (its base ``data``), when it names one."""
+    base = ((results.get("plan") or {}).get("declared") or {}).get("base") or {}
+    if isinstance(base, str):  # a train.py YAML the plan names
+        try:
+            base = yaml.safe_load(in_repo(base).read_text(encoding="utf-8")) or {}
+        except (OSError, yaml.YAMLError):
+            return None
+    data = base.get("data") if isinstance(base, dict) else None
+    if isinstance(data, list) and len(data) == 1:
+        data = data[0]
+    return data if isinstance(data, str) else None
+
+
+def sweep_block(results: dict[str, Any], source: str, folder: str) -> dict[str, Any]:
+    """report.json's ``sweeps[source]``: what the claims read of one committed sweep; ``folder`` is the folder the
+    plan named (as written there)."""
+    return {"source": folder, "name": results["name"], "kind": results["analysis"]["kind"],
+            "plan": (results.get("plan") or {}).get("path"), "scored_on": results.get("scored_on"),
+            "corpus": _corpus(results), "complete": bool(results["complete"]), "missing": len(results["missing"]),
+            "seconds": results.get("seconds"), "commands": results["commands"], "arms": _arms(results),
+            "settings": ((results.get("plan") or {}).get("declared") or {}).get("settings") or {},
+            "analysis": results["analysis"]}
+
+
+def sweeps_block(committed: dict[str, str]) -> dict[str, Any]:
+    """report.json's ``sweeps``: every committed sweep a plan names (source -> folder)."""
+    return {source: sweep_block(read_sweep(in_repo(folder), source, folder), source, folder)
+            for source, folder in committed.items()}
+
+
+def partial(block: dict[str, Any]) -> str | None:
+    """``"partial: 12 runs still to run"`` for an incomplete sweep (never read silently); None when complete."""
+    if block.get("complete"):
+        return None
+    n = block.get("missing", 0)
+    return (f"partial: {n} run{'s' * (n != 1)} still to run (committed sweep `{block['source']}`; continue with "
+            f"`{(block.get('commands') or {}).get('resume', 'ema-boundary sweep --resume_from ' + block['source'])}`)")
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.1f}%"
+
+
+def _interval(d: float, ci: Any, scale: float = 1.0, digits: int = 1, unit: str = "") -> str:
+    text = f"{scale * d:+.{digits}f}"
+    if ci and all(isinstance(x, (int, float)) and x == x for x in ci):
+        text += f" [{scale * ci[0]:+.{digits}f}, {scale * ci[1]:+.{digits}f}]"
+    return text + unit
+
+
+def _joined(*parts: str | None) -> str | None:
+    kept = [p for p in parts if p]
+    return "; ".join(kept) if kept else None
+
+
+# ---------------------------------------------------------------------------------------------
+# The recall map (analysis ``recall_map``): the escape at the headline state size, the others its conditions
+# ---------------------------------------------------------------------------------------------
+
+
+def escape_row(block: dict[str, Any]) -> dict[str, Any] | None:
+    """The escape comparison at the sweep's headline state size (None when both arms have not run)."""
+    a = block["analysis"]
+    return (a.get("escape") or {}).get(str(a.get("headline")))
+
+
+def escape_arms(block: dict[str, Any], key: str, row: dict[str, Any]) -> tuple[str, str, float | None, float | None]:
+    """(selective arm, fixed arm, their mean accuracies) of one escape comparison. The analysis row holds the
+    verdict's numbers, whose ``selective``/``fixed`` are the means (they overwrite the arms' names there), so the
+    names are read from the plan's ``settings.escape`` as the sweep declared it."""
+    declared = ((block.get("settings") or {}).get("escape") or {}).get(key) or ["?", "?"]
+    names = [row[w] if isinstance(row.get(w), str) else declared[i] for i, w in enumerate(("selective", "fixed"))]
+    means = [row[w] if isinstance(row.get(w), (int, float)) else (block["analysis"]["arms"].get(names[i]) or {})
+             .get("accuracy", {}).get("mean") for i, w in enumerate(("selective", "fixed"))]
+    return names[0], names[1], means[0], means[1]
+
+
+def escape_text(block: dict[str, Any], key: str, row: dict[str, Any]) -> str:
+    """Both arms' accuracies at the pairs read, their state numbers and the paired difference."""
+    sel, fix, mean_s, mean_f = escape_arms(block, key, row)
+    n = row["state_numbers"]
+    diff = (f": difference {_interval(row['difference'], row.get('ci95'), 100, 1, ' points')}"
+            if isinstance(row.get("difference"), (int, float)) else "")
+    return (f"`{sel}` {_pct(mean_s)} vs `{fix}` {_pct(mean_f)} at {block['analysis']['pairs']} pairs (state per "
+            f"layer {n['selective']:,} vs {n['fixed']:,} numbers){diff}")
+
+
+def escape_conditions(block: dict[str, Any]) -> str | None:
+    """The other state sizes, the write rules at about equal state, every other arm's accuracy with its cap."""
+    a = block["analysis"]
+    headline = str(a.get("headline"))
+    parts = []
+    others = [(k, r) for k, r in (a.get("escape") or {}).items() if k != headline]
+    if others:
+        parts.append("other state sizes: " + ", ".join(
+            f"N = {k}: {escape_text(block, k, r)}, {r['verdict']}" for k, r in others))
+    rules = a.get("write_rules") or []
+    if rules:
+        parts.append("write rules at about equal state: " + ", ".join(
+            f"{r['rules'][0]} (`{r['a']}`, {r['state_numbers'][0]:,}) − {r['rules'][1]} (`{r['b']}`, "
+            f"{r['state_numbers'][1]:,}) {_interval(r['difference'], r.get('ci95'), 100, 1, ' points')}, "
+            f"{r['verdict']}" for r in rules))
+    named = {x for k, r in (a.get("escape") or {}).items() for x in escape_arms(block, k, r)[:2]}
+    named |= {x for r in rules for x in (r["a"], r["b"])} | {(a.get("control") or {}).get("numbers", {})
+                                                             .get("control")}
+    rest = {k: v for k, v in (a.get("arms") or {}).items() if k not in named}
+    if rest:
+        parts.append("other arms: " + ", ".join(
+            f"`{k}` {_pct(v['accuracy'].get('mean'))} ({v['accuracy'].get('n', 0)} seed(s), cap "
+            f"{cap(block, k)} steps)" for k, v in rest.items()))
+    parts.append(ZOOLOGY)
+    return _joined(*parts)
+
+
+def cap(block: dict[str, Any], arm: str) -> str:
+    """The budget(s) an arm ran under, in steps (a recall run stops early once it solves the pairs)."""
+    budgets = (block["arms"].get(arm) or {}).get("budgets") or {}
+    return ", ".join(f"{int(b):,}" for b in budgets) or "?"
+
+
+# ---------------------------------------------------------------------------------------------
+# The ladder (analysis ``ladder``): the gap at the deciding size, every size its conditions
+# ---------------------------------------------------------------------------------------------
+
+
+def ladder_deciding(block: dict[str, Any]) -> dict[str, Any] | None:
+    """The size the sweep's analysis decides at (both gates holding, an interval), None when there is none."""
+    a = block["analysis"]
+    return next((e for e in a.get("sizes") or [] if e["name"] == a.get("deciding_size")), None)
+
+
+def ladder_size_text(block: dict[str, Any], e: dict[str, Any]) -> str:
+    """One size in words: parameters, both losses, the n-gram line and the plain reference, the gap."""
+    a = block["analysis"]
+    an, bn, order = a["a"], a["b"], a.get("gate_ngram", "bigram")
+    params = (e.get("parameters") or {}).get(an) or {}
+    n = e[an].get("n", 0)
+    text = (f"{e['name']} ({params.get('non_embedding', 0):,} non-embedding parameters, {n} seed{'s' * (n != 1)}): "
+            f"{an} {e[an]['mean']:.3f}, {bn} {e[bn]['mean']:.3f}")
+    if e.get("ngram"):
+        text += f", Kneser-Ney {order} {e['ngram'][order]:.3f}"
+    if (e.get("reference") or {}).get("mean") is not None:
+        text += f", plain reference {e['reference']['mean']:.3f}"
+    text += " nats"
+    if not e.get("gate"):
+        failed = [g["why"] for g in e.get("gates") or [] if g.get("holds") is not True]
+        return text + f", not testable ({'; '.join(failed) or 'no gate evaluated'})"
+    gap = e["gap"]
+    text += f", gap {_interval(gap['mean'], gap.get('ci95'), 1, 3)}"
+    if e.get("ratio") is not None:
+        ci = e.get("ratio_ci95")
+        text += f" (perplexity ratio {e['ratio']:.2f}x" + (f" [{ci[0]:.2f}, {ci[1]:.2f}])" if ci else ")")
+    return text
+
+
+def ladder_gate(block: dict[str, Any]) -> tuple[bool | None, str]:
+    """Whether a size decides the ladder (every gate holding: the n-gram line and the plain-reference check of
+    the baseline), with the numbers; where none does, the largest size's failed gates ("baseline
+    under-trained" with both numbers when the reference check fails)."""
+    a = block["analysis"]
+    sizes = a.get("sizes") or []
+    deciding = ladder_deciding(block)
+    if deciding is not None:
+        return True, f"{deciding['name']}: " + "; ".join(g["why"] for g in deciding["gates"])
+    if not sizes:
+        return None, "no size with both architectures run"
+    last = sizes[-1]
+    failed = []
+    for g in last.get("gates") or []:
+        if g.get("holds") is False and g.get("name") == "reference":
+            why = g["why"].removesuffix(f": {UNDER_TRAINED}")
+            failed.append(f"{UNDER_TRAINED} at {last['name']}: {why}")
+        elif g.get("holds") is not True:
+            failed.append(f"{last['name']}: {g['why']}")
+    if not failed:
+        failed.append(f"{last['name']}: no interval ({last['gap'].get('n', 0)} paired seed(s))")
+    holds = False if any(g.get("holds") is False for g in last.get("gates") or []) or last.get("gate") else None
+    return holds, "; ".join(failed)
+
+
+def ladder_conditions(block: dict[str, Any]) -> str | None:
+    """Every size of the ladder in words, with the sweep's source and scored blocks."""
+    sizes = block["analysis"].get("sizes") or []
+    if not sizes:
+        return None
+    return (f"committed ladder `{block['source']}` ({block['analysis']['a']} − {block['analysis']['b']} loss on the "
+            f"{block.get('scored_on') or 'test'} blocks): " + "; ".join(ladder_size_text(block, e) for e in sizes))
+
+
+# ---------------------------------------------------------------------------------------------
+# The ablation (analysis ``ablation``): the longest budget decides, every budget its conditions
+# ---------------------------------------------------------------------------------------------
+
+
+def ablation_longest(block: dict[str, Any]) -> tuple[int, dict[str, Any]] | None:
+    """(steps, entry) of the longest budget any run of the sweep has reached."""
+    budgets = block["analysis"].get("budgets") or {}
+    if not budgets:
+        return None
+    steps = max(budgets, key=int)
+    return int(steps), budgets[steps]
+
+
+def ablation_gate(block: dict[str, Any]) -> tuple[bool | None, str]:
+    """The n-gram gate on the reference arm at the longest budget, as the sweep recorded it."""
+    top = ablation_longest(block)
+    if top is None:
+        return None, "no budget has run"
+    steps, entry = top
+    gate = entry.get("gate")
+    if not gate:
+        return None, f"no n-gram line at {steps:,} steps"
+    return gate.get("holds"), f"{steps:,} steps: {gate['why']}"
+
+
+def _budget_text(block: dict[str, Any], steps: str, entry: dict[str, Any]) -> str:
+    a = block["analysis"]
+    ref = a["reference"]
+    tokens = ((block["arms"].get(ref) or {}).get("budgets") or {}).get(steps, {}).get("tokens")
+    text = f"{int(steps):,} steps" + (f" ({tokens:,} tokens)" if tokens else "")
+    if ref in entry.get("arms", {}):
+        text += f": `{ref}` {entry['arms'][ref]['mean']:.3f} nats"
+    gate = entry.get("gate")
+    if gate and gate.get("holds") is False:
+        return text + f", not testable ({gate['why']})"
+    comps = entry.get("comparisons") or {}
+    if comps:
+        text += "; " + ", ".join(f"`{arm}` {_interval(c['difference'], c.get('ci95'), 1, 3)} {c['verdict']}"
+                                 for arm, c in comps.items())
+    return text
+
+
+def ablation_conditions(block: dict[str, Any]) -> str | None:
+    """Every budget of the sweep in words (each arm minus the reference, paired by seed)."""
+    a = block["analysis"]
+    budgets = a.get("budgets") or {}
+    if not budgets:
+        return None
+    return (f"committed ablation `{block['source']}` (each arm minus `{a['reference']}` on the "
+            f"{block.get('scored_on') or 'test'} blocks, each arm at its own rate): "
+            + "; ".join(_budget_text(block, s, e) for s, e in sorted(budgets.items(), key=lambda kv: int(kv[0]))))
+
+
+# ---------------------------------------------------------------------------------------------
+# Depth (analysis ``depth``)
+# ---------------------------------------------------------------------------------------------
+
+
+def depth_conditions(block: dict[str, Any]) -> str | None:
+    """The measures that need no language-model gate (earlier blocks' shares per block), in words."""
+    t = block["analysis"].get("table") or {}
+    rows = t.get("block_share") or []
+    if not rows:
+        return None
+    return ("each block's output recovered at the last layer, attention − add: "
+            + ", ".join(f"block {i}: {_interval(r['difference'], r.get('ci95'), 100, 1, ' points')}"
+                        for i, r in enumerate(rows)) + f" (committed sweep `{block['source']}`)")
