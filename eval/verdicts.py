@@ -172,7 +172,7 @@ def escape_verdict(selective: Mapping[Any, float], fixed: Mapping[Any, float], *
     mean_s = sum(selective[s] for s in seeds) / max(1, len(seeds))
     mean_f = sum(fixed[s] for s in seeds) / max(1, len(seeds))
     bar = copying + copy_margin
-    numbers = {"selective": mean_s, "fixed": mean_f, "difference": c.difference, "ci95": ci,
+    numbers = {"selective_mean": mean_s, "fixed_mean": mean_f, "difference": c.difference, "ci95": ci,
                "ci90": [_finite(x) for x in c.ci90], "seeds": seeds, "copying": copying, "copy_bar": bar,
                "min_effect": min_effect, "margin": margin}
     above_s, above_f = mean_s > bar, mean_f > bar

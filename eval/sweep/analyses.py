@@ -195,9 +195,10 @@ def _gap_at(plan: SweepPlan, results: dict[str, Any], folder: Path, size: str, a
         return json.loads((out / "gap.json").read_text())
     budget = max(results["arms"][a_arm]["budgets"], key=int)
     seeds = [s for s in results["arms"][a_arm]["budgets"][budget] if s in results["arms"][b_arm]["budgets"][budget]]
-    finals = {arm: [f"{results['arms'][arm]['budgets'][budget][s]['run']}/train/final" for s in seeds]
-              for arm in (a_arm, b_arm)}
-    if not seeds or not all((folder / f).is_dir() for fs in finals.values() for f in fs):
+    runs = {arm: [results["arms"][arm]["budgets"][budget][s].get("run") for s in seeds] for arm in (a_arm, b_arm)}
+    finals = {arm: [f"{r}/train/final" for r in rs] for arm, rs in runs.items()}
+    if not seeds or not all(r and (folder / f).is_dir() for arm in finals for r, f in zip(runs[arm], finals[arm],
+                                                                                          strict=True)):
         return None  # the trained models are not here (a clone holds the numbers, not the weights)
     st = _defaults(_settings({"config": plan.config_of(plan.arm(a_arm))}))
     s = plan.settings
