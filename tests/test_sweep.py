@@ -271,3 +271,28 @@ def test_gpu_ladder_plan_dry_run(tmp_path: Path, corpus_file: str) -> None:
     assert "trigram" in size["gates"][0]["why"]
     # A capped sweep is its own: resuming it without the cap in its plan is refused.
     assert sweep_main([str(ROOT / "hub_configs/sweeps/ladder-gpu.yaml"), "--resume_from", str(out)]) == 2
+
+
+def test_a_run_another_process_trains_is_left_to_it(tmp_path: Path, corpus_file: str, capsys) -> None:
+    """Two invocations on one sweep folder never train the same run: a held run lock is respected, the other
+    runs go on, and the run is reported as still to run."""
+    import filelock
+
+    from eval.sweep.execute import LOCK, RunBusy, execute
+
+    plan = tiny_plan(tmp_path, corpus_file, seeds=[0], rate={"lr_grid": [1.0e-3, 3.0e-3]}, budgets=[2])
+    out = tmp_path / "out"
+    assert sweep_main([str(plan), "--output_dir", str(out), "--max_runs", "1"]) == 0
+    held = out / "runs/linear/lr_0.003/seed_0/steps_2"
+    held.mkdir(parents=True)
+    (held / "run.json").write_text((out / "runs/linear/lr_0.001/seed_0/steps_2/run.json").read_text()
+                                   .replace('"lr": 0.001', '"lr": 0.003'))
+    with filelock.FileLock(held / LOCK):
+        with pytest.raises(RunBusy):
+            execute(out, "runs/linear/lr_0.003/seed_0/steps_2")
+        assert sweep_main(["--resume_from", str(out)]) == 0
+        assert "left to the other process" in capsys.readouterr().out
+        results = json.loads((out / "results.json").read_text())
+        assert not results["complete"] and "runs/linear/lr_0.003/seed_0/steps_2" in results["missing"]
+    assert sweep_main(["--resume_from", str(out)]) == 0
+    assert json.loads((out / "results.json").read_text())["complete"]

@@ -16,9 +16,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import filelock
+
 from ema_boundary.io import write_json
 
-RUN_JSON, RESULT_JSON, LOG = "run.json", "result.json", "log.txt"
+RUN_JSON, RESULT_JSON, LOG, LOCK = "run.json", "result.json", "log.txt", ".run.lock"
+
+
+class RunBusy(RuntimeError):
+    """Another process is training this run (its lock is held): this one leaves it alone."""
 
 
 @contextlib.contextmanager
@@ -32,14 +38,30 @@ def _in(folder: Path):
 
 
 def execute(sweep: Path, run: str) -> dict[str, Any]:
-    """Train and score the run in ``sweep/run`` (unless its result.json exists); return its result."""
-    from eval.sweep.trainers import TRAINERS
-
+    """Train and score the run in ``sweep/run`` (unless its result.json exists); return its result. Raises
+    :class:`RunBusy` when another process holds the run's lock."""
     sweep = Path(sweep).resolve()
     folder = sweep / run
     done = folder / RESULT_JSON
     if done.is_file():
         return json.loads(done.read_text())
+    # One writer per run: two invocations on one sweep folder (e.g. --arms in parallel) never train the same run.
+    lock = filelock.FileLock(folder / LOCK)
+    try:
+        lock.acquire(timeout=0)
+    except filelock.Timeout:
+        raise RunBusy(f"{run}: another process is training it") from None
+    try:
+        if done.is_file():  # finished by the other process while this one waited for the lock
+            return json.loads(done.read_text())
+        return _execute(sweep, run, folder)
+    finally:
+        lock.release()
+
+
+def _execute(sweep: Path, run: str, folder: Path) -> dict[str, Any]:
+    from eval.sweep.trainers import TRAINERS
+
     spec = json.loads((folder / RUN_JSON).read_text())
     trainer = TRAINERS[spec["trainer"]]
     with _in(sweep):

@@ -38,7 +38,7 @@ from tqdm.auto import tqdm
 from ema_boundary.cli import UsageError
 from ema_boundary.io import MARKER, check_output_dir, output_owner, write_json, write_text
 from eval.plans import REPO, PlanError
-from eval.sweep.execute import LOG, RESULT_JSON, RUN_JSON
+from eval.sweep.execute import LOG, RESULT_JSON, RUN_JSON, RunBusy
 from eval.sweep.plan import Arm, SweepPlan, choose, dump, plan_from_text
 from eval.sweep.trainers import TRAINERS
 
@@ -244,10 +244,11 @@ def run_sweep(plan: SweepPlan, folder: Path, launcher: Any, command: str, *, res
     sweep = Sweep(plan, folder, shared)
     launched = 0
     failures: list[tuple[str, BaseException]] = []
+    busy: set[str] = set()  # runs another invocation is training: left to it
     bar = tqdm(desc=f"sweep {plan.name}", unit="run", disable=None)
     try:
         while True:
-            todo = sweep.pending(selected)
+            todo = [r for r in sweep.pending(selected) if run_id(r[0].name, *r[1:]) not in busy]
             if max_runs is not None:
                 todo = todo[:max(0, max_runs - launched)]
             if not todo:
@@ -258,7 +259,9 @@ def run_sweep(plan: SweepPlan, folder: Path, launcher: Any, command: str, *, res
             for rid, error in launcher.launch(folder, rids):
                 bar.update()
                 bar.set_postfix_str(rid.removeprefix("runs/"))
-                if error is not None:
+                if isinstance(error, RunBusy):
+                    busy.add(rid)
+                elif error is not None:
                     failures.append((rid, error))
             launched += len(rids)
             if failures:
@@ -272,7 +275,9 @@ def run_sweep(plan: SweepPlan, folder: Path, launcher: Any, command: str, *, res
                          f"its log: {folder / rid / LOG}; {len(failures)} run(s) failed, finished runs are kept; "
                          f"continue with: ema-boundary sweep --resume_from {folder}")
     missing = results["missing"]
-    progress(f"{TOOL}: {launched} run(s) trained in {time.perf_counter() - started:.0f} s; "
+    if busy:
+        progress(f"{TOOL}: {len(busy)} run(s) left to the other process training them")
+    progress(f"{TOOL}: {launched - len(busy)} run(s) trained in {time.perf_counter() - started:.0f} s; "
              + (f"{len(missing)} run(s) still to run: continue with ema-boundary sweep --resume_from {folder}"
                 if missing else f"complete: {folder / RESULTS}"))
     return results
