@@ -49,7 +49,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, get_scheduler
 
 import train_config
 from ema_boundary import corpus
-from ema_boundary.io import atomic_dir, write_json, write_text
+from ema_boundary.io import FolderLock, OutputError, atomic_dir, write_json, write_text
 from ema_boundary.params import parameter_counts
 from train_config import ConfigError
 
@@ -316,11 +316,11 @@ def _single_run_argv(argv: Sequence[str], seed: int, folder: Path) -> list[str]:
     return [*kept, "--seed", str(seed), "--output_dir", str(folder)]
 
 
-def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "auto") -> Path:
+def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "auto", interrupt=None) -> Path:
     """Train ``seeds`` as one ensemble as ``args`` (train.py's parsed command line) says; return the output folder.
 
     Writes ``<output_dir>/seed_<n>/`` for each seed. Bad input raises ConfigError or DataError before anything
-    is written.
+    is written. ``interrupt`` (train.Interrupt) learns the folders once they are written, for its message.
     """
     import train  # the single run's pieces: loss, model card, tokenizer choice
 
@@ -331,7 +331,16 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
     _check(cfg, seeds, args)
     out = Path(cfg["output_dir"])
     dirs = _prepare_seed_folders(out, seeds, args.overwrite_output_dir)
+    if interrupt is not None:  # one writer per folder, as a single run (train.lock_output), until the run ends
+        for d in dirs:
+            lock = FolderLock(d, train_config.TOOL, ["train.py", *argv])
+            try:
+                lock.acquire()
+            except OutputError as e:
+                raise ConfigError(str(e)) from None
+            interrupt.held.callback(lock.release)
     n_docs = corpus.check_data(cfg["data"], cfg["val_every"], cfg["test_every"])
+    dropped = train.check_shared_documents(cfg)
     import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
 
     model_cfg = AutoConfig.from_pretrained(cfg["model_name_or_path"])
@@ -354,8 +363,10 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
         seed_cfg = {**cfg, "seed": seed, "output_dir": str(d)}
         seed_cfgs.append(seed_cfg)
         tokenizer.save_pretrained(d / "tokenizer")
-        write_json(d / "train_config.json", {**seed_cfg, "tokenizer_used": tokenizer_name})
+        write_json(d / "train_config.json", {**seed_cfg, "tokenizer_used": tokenizer_name, "changes": []})
         write_text(d / "metrics.jsonl", "")
+        if interrupt is not None:  # from now on a stop says what the folders hold (train.Interrupt.message)
+            interrupt.seed_dirs.append(d)
 
     models = []
     for seed in seeds:
@@ -431,7 +442,7 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
                     f.write(json.dumps({"step": step, **row}) + "\n")
     seconds = time.perf_counter() - t_start
 
-    train_docs = corpus.split_sizes(n_docs, cfg["val_every"], cfg["test_every"])["train"] if n_docs else 0
+    train_docs = corpus.split_sizes(n_docs, cfg["val_every"], cfg["test_every"])["train"] - dropped if n_docs else 0
     epoch_blocks = getattr(train_sets[0], "blocks_per_epoch", 0)
     for model, d, seed_cfg, v, p in zip(ensemble.trained_models(), dirs, seed_cfgs, val_losses, pos, strict=True):
         seed_command = "train.py " + shlex.join(_single_run_argv(command, seed_cfg["seed"], d))

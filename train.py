@@ -16,6 +16,7 @@ See docs/training.md.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -45,7 +46,7 @@ import train_config
 from ema_boundary import corpus
 from ema_boundary.cli import EXIT_INTERRUPTED, first_line
 from ema_boundary.corpus import DataError
-from ema_boundary.io import atomic_dir, publish_dir, write_json, write_text
+from ema_boundary.io import FolderLock, OutputError, atomic_dir, publish_dir, write_json, write_text
 from ema_boundary.params import ParameterCounts, parameter_counts
 from train_config import EXIT_BAD_INPUT, EXIT_PUSH_FAILED, ConfigError
 
@@ -123,7 +124,8 @@ def evaluate(model: torch.nn.Module, loader, accelerator: Accelerator) -> float:
 
 
 def save_checkpoint(accelerator: Accelerator, out: Path, step: int, state: dict, keep: int) -> None:
-    """save_state into a hidden temp folder, then rename: a crash mid-save leaves no `step_N` folder."""
+    """save_state into a hidden temp folder, then rename: a crash mid-save leaves no `step_N` folder. ``state``
+    (the data position, the settings, the model's config) goes into its data_state.json."""
     ckpts, tmp = out / "checkpoints", out / "checkpoints" / f".tmp_step_{step}"
     if accelerator.is_main_process and tmp.exists():
         shutil.rmtree(tmp)
@@ -131,7 +133,8 @@ def save_checkpoint(accelerator: Accelerator, out: Path, step: int, state: dict,
     accelerator.save_state(str(tmp))
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
-        write_json(tmp / "data_state.json", state)
+        # Last, with the size and checksum of every file: a checkpoint with it is complete (checkpoint_problem).
+        write_json(tmp / "data_state.json", {**state, "files": train_config.checkpoint_files(tmp)})
         publish_dir(tmp, ckpts / f"step_{step}")  # replaces an older run's step_N when resuming from earlier
         old = sorted(ckpts.glob("step_*"), key=lambda d: int(d.name.split("_")[1]))[:-keep]
         for d in old:
@@ -187,7 +190,8 @@ CARD_LICENSE = "apache-2.0"  # the project's license, which the modeling code sh
 
 def model_card(cfg: dict, model_config: PreTrainedConfig, counts: ParameterCounts, step: int, data_pos: list[int],
                train_docs: int, val_loss: float, command: str, tokenizer_name: str, name: str,
-               location: str, test: dict | None = None, epoch_blocks: int = 0) -> ModelCard:
+               location: str, test: dict | None = None, epoch_blocks: int = 0,
+               changes: list[dict] | None = None) -> ModelCard:
     """final/README.md as the Hub reads it: metadata (license, language, library, pipeline, tags, datasets, a
     model-index with the validation loss and perplexity), the regime, the command, and a python block that loads
     the model from ``location`` (the folder, or the hub repository it is pushed to) and generates. ``name`` is
@@ -196,7 +200,8 @@ def model_card(cfg: dict, model_config: PreTrainedConfig, counts: ParameterCount
     ``data_pos`` is the data position after the last step (epoch, document or block, token offset);
     ``train_docs`` the number of training documents (0 for streamed C4, which is not counted); ``epoch_blocks``
     the blocks of one epoch of shuffled local data (0: the data was read by documents); ``test`` the test
-    split's metrics (:meth:`TestBlocks.metrics`) of a run with one.
+    split's metrics (:meth:`TestBlocks.metrics`) of a run with one; ``changes`` the settings changed on resume
+    (train_config.check_resume), each with its step.
     """
     kind = model_config.model_type
     tokens = step * cfg["total_train_batch_size"] * cfg["block_size"]
@@ -232,6 +237,8 @@ def model_card(cfg: dict, model_config: PreTrainedConfig, counts: ParameterCount
     # SPEN's modeling code ships beside the weights (auto_map in config.json); GPT-2 is transformers' own.
     remote = ", trust_remote_code=True" if kind == "spen" else ""
     prompt = "The for statement" if data[0] in corpus.EMBEDDED_SOURCES else "The"
+    changed = "".join(f"\n- changed on resume at step {c['step']}: {c['setting']} {c['from']} -> {c['to']}"
+                      for c in changes or [])
     test_line = (f"\n- test loss: {test['test_loss']:.4f}, perplexity {test['test_ppl']:.2f} ({test['test_tokens']:,} "
                  f"tokens of {test['test_documents']} held-out test documents, every {cfg['test_every']}th of the "
                  "documents not held out for validation)" if test else "")
@@ -268,7 +275,7 @@ print(tokenizer.decode(output[0]))
 - optimizer: AdamW, peak learning rate {cfg['learning_rate']:g}, {cfg['warmup_steps']} warmup steps, cosine decay \
 to {cfg['min_lr_ratio']:g} x the peak, weight decay {cfg['weight_decay']:g}, betas ({cfg['adam_beta1']:g}, \
 {cfg['adam_beta2']:g}); seed {cfg['seed']}
-- mixed precision: {cfg['mixed_precision']}
+- mixed precision: {cfg['mixed_precision']}{changed}
 
 Command:
 
@@ -310,23 +317,21 @@ def make_accelerator(cfg: dict, out: Path, accum: int, cpu: bool) -> Accelerator
 
 
 def prepare_output(accelerator: Accelerator, out: Path, cfg: dict, tokenizer, tokenizer_name: str,
-                   start_step: int, overwrite: bool, command: list[str]) -> None:
+                   metrics_text: str | None, changes: list[dict], overwrite: bool, command: list[str]) -> None:
     """The output folder before the first step: an earlier run cleared (--overwrite_output_dir), the marker,
-    tokenizer and settings saved, leftovers of a killed run gone."""
+    tokenizer and settings (with the changes made on resume) saved, leftovers of a killed run gone, and
+    metrics.jsonl cut to ``metrics_text`` (train_config.kept_metrics: the steps after the checkpoint are redone)."""
     if accelerator.is_main_process:
         out.mkdir(parents=True, exist_ok=True)
         if overwrite:
             train_config.clear_run(out)
         train_config.write_marker(out, command)
         tokenizer.save_pretrained(out / "tokenizer")
-        write_json(out / "train_config.json", {**cfg, "tokenizer_used": tokenizer_name})
+        write_json(out / "train_config.json", {**cfg, "tokenizer_used": tokenizer_name, "changes": changes})
         for tmp in [*(out / "checkpoints").glob(".tmp_step_*"), *out.glob(".final.tmp-*")]:  # a crash mid-save
             shutil.rmtree(tmp)
-        # A killed run may have logged steps after its last checkpoint: they are redone, so drop them.
-        metrics = out / "metrics.jsonl"
-        if metrics.exists():
-            kept = [ln for ln in metrics.read_text().splitlines() if json.loads(ln)["step"] <= start_step]
-            write_text(metrics, "".join(ln + "\n" for ln in kept))
+        if metrics_text is not None:
+            write_text(out / "metrics.jsonl", metrics_text)
     accelerator.wait_for_everyone()
 
 
@@ -439,35 +444,67 @@ def warn_about_schedule(cfg: dict) -> None:
                     "learning rate rises for the whole run and never reaches its peak or decays")
 
 
-# ------------------------------------------------------------------------------------------ Ctrl-C
+# ------------------------------------------------------------------------------------------ Ctrl-C, SIGTERM
+# The signals that stop a run with a checkpoint: Ctrl-C, and what clusters send before they stop a job (SIGTERM:
+# Slurm's preemption and scancel, docker stop, Kubernetes; SIGUSR1: Slurm's `--signal=USR1@seconds` warning).
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGUSR1") if hasattr(signal, name))
+
+
+def exit_status(signum: int) -> int:
+    """The exit status of a run stopped by ``signum``: 128 + the signal's number, as a shell reports a process
+    the signal ended (130 Ctrl-C, 143 SIGTERM, 138 SIGUSR1), so that a launcher or Slurm script sees which."""
+    return 128 + signum
+
+
 class Interrupted(Exception):
-    """Ctrl-C: the message is one line saying what was saved and the command that resumes."""
+    """Ctrl-C, SIGTERM or SIGUSR1: the message is one line saying what was saved and the command that resumes;
+    ``status`` the exit status (:func:`exit_status`)."""
+
+    def __init__(self, message: str, status: int = EXIT_INTERRUPTED):
+        super().__init__(message)
+        self.status = status
 
 
 class Interrupt:
-    """Ctrl-C (SIGINT) during training as a request: the step in progress finishes, a checkpoint is saved, and
-    the run stops with the command that resumes it. Before the first step, or a second Ctrl-C, stops at once."""
+    """Ctrl-C (SIGINT), SIGTERM or SIGUSR1 during training as a request: the step in progress finishes, a
+    checkpoint is saved, and the run stops with the command that resumes it. Before the first step, or a second
+    signal, stops at once."""
 
     def __init__(self, argv: list[str]):
         self.argv, self.requested, self.armed = argv, False, False
+        self.signum = signal.SIGINT
         self.out: Path | None = None
+        self.seed_dirs: list[Path] = []  # an ensemble run's folders (--seeds), once written
         self.processes, self.main = 1, True
-        self._previous = None
+        self._previous: dict[int, object] = {}
+        self.held = contextlib.ExitStack()  # what the run holds until it ends: its output folders' locks
 
     def __enter__(self) -> Interrupt:
         if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
-            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._previous = {s: signal.signal(s, self._handle) for s in STOP_SIGNALS}
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+        for s, previous in self._previous.items():
+            signal.signal(s, previous)
+        self.held.close()
+
+    @property
+    def name(self) -> str:
+        return "Ctrl-C" if self.signum == signal.SIGINT else signal.Signals(self.signum).name
+
+    @property
+    def status(self) -> int:
+        return exit_status(self.signum)
 
     def _handle(self, signum, frame) -> None:
+        if not self.requested:
+            self.signum = signum
         if not self.armed or self.requested:
             raise KeyboardInterrupt
         self.requested = True
-        log.warning("train.py: Ctrl-C: saving a checkpoint after this step (Ctrl-C again to stop without it)")
+        log.warning(f"train.py: {self.name}: saving a checkpoint after this step ({self.name} again to stop "
+                    "without it)")
 
     def stop_now(self, accelerator: Accelerator) -> bool:
         """Whether any process was interrupted (all processes agree, so that they save the same step)."""
@@ -499,15 +536,22 @@ class Interrupt:
         """What the main process prints (other processes print nothing: the empty string)."""
         if not self.main:
             return ""
+        stopped = "interrupted" if self.signum == signal.SIGINT else f"interrupted by {self.name}"
+        if self.seed_dirs:  # an ensemble run: its folders hold the steps logged so far, and no checkpoint
+            steps = [sum(1 for _ in (d / "metrics.jsonl").open()) if (d / "metrics.jsonl").is_file() else 0
+                     for d in self.seed_dirs]
+            parent = self.seed_dirs[0].parent
+            return (f"train.py: {stopped}; {parent}/seed_* hold {max(steps)} logged steps each and no checkpoint (an "
+                    "ensemble run does not resume: rerun it with --overwrite_output_dir)")
         if self.out is None:
-            return "train.py: interrupted before training started; nothing was written"
+            return f"train.py: {stopped} before training started; nothing was written"
         if saved is not None:
-            return f"train.py: interrupted; checkpoint saved in {saved}; resume with: {self.resume_command()}"
+            return f"train.py: {stopped}; checkpoint saved in {saved}; resume with: {self.resume_command()}"
         done = [d for d in (self.out / "checkpoints").glob("step_*") if (d / "data_state.json").is_file()]
         if not done:
-            return "train.py: interrupted before the first checkpoint; nothing to resume"
+            return f"train.py: {stopped} before the first checkpoint; nothing to resume"
         latest = max(done, key=lambda d: int(d.name.split("_")[1]))
-        return f"train.py: interrupted; the newest checkpoint is {latest}; resume with: {self.resume_command()}"
+        return f"train.py: {stopped}; the newest checkpoint is {latest}; resume with: {self.resume_command()}"
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -516,11 +560,70 @@ def main(argv: list[str] | None = None) -> Path:
     before anything is written; a failed --push_to_hub raises PushError once final/ is complete; Ctrl-C raises
     Interrupted once a checkpoint is saved."""
     interrupt = Interrupt(list(sys.argv[1:] if argv is None else argv))
-    with interrupt:
+    with interrupt:  # also releases what the run holds (its output folder's lock), however it ends
         try:
             return train(interrupt)
         except KeyboardInterrupt:
-            raise Interrupted(interrupt.message(None)) from None
+            raise Interrupted(interrupt.message(None), interrupt.status) from None
+
+
+def lock_output(out: Path, command: list[str], interrupt: Interrupt, world: int) -> None:
+    """One writer per run folder: the main process holds ``out``'s lock (ema_boundary.io.FolderLock) until the
+    run ends; if another process holds it, every process stops with one line naming the holder."""
+    error = None
+    if PartialState().is_main_process:
+        lock = FolderLock(out, train_config.TOOL, command)
+        try:
+            stale = lock.acquire()
+        except OutputError as e:
+            error = str(e)
+        else:
+            interrupt.held.callback(lock.release)
+            if stale:  # the OS released a killed holder's lock; its record is what is left of it
+                log.warning(f"train.py: {out}: the run of pid {stale.get('pid')} on {stale.get('host')} ended "
+                            "without releasing its lock (killed?); taken over")
+    if world > 1:
+        error = broadcast_object_list([error])[0]
+    if error:
+        raise ConfigError(error)
+
+
+def check_shared_documents(cfg: dict) -> int:
+    """Training documents with the text of a held-out one: refused (one line naming the first), or with
+    ``drop_shared_documents`` left out of training (corpus.documents) and their number returned."""
+    shared, first = corpus.shared_documents(cfg["data"], cfg["val_every"], cfg["test_every"])
+    if shared and not cfg["drop_shared_documents"]:
+        raise DataError(f"{first}: {shared} training document(s) have the text of a validation or test document; "
+                        "remove them, or set drop_shared_documents: true to leave them out of training")
+    if shared:
+        log.info(f"train.py: {shared} training document(s) left out: their text is held out ({first})")
+    return shared
+
+
+def check_model_config(ckpt: Path, state: dict, model_cfg: PreTrainedConfig, model_json: Path) -> None:
+    """Refuse a resume under another model than the checkpoint's (one line naming the field and both values)."""
+    if "model_config" not in state:  # a checkpoint saved before checkpoints kept their model's config
+        return
+    saved, now = state["model_config"], model_config_record(model_cfg)
+    for key in sorted(set(saved) | set(now)):
+        if saved.get(key) != now.get(key):
+            raise ConfigError(f"{model_json}: {key} is {json.dumps(now.get(key))}, the checkpoint {ckpt} was "
+                              f"trained with {json.dumps(saved.get(key))}; resume with the checkpoint's model config, "
+                              "or start over with --overwrite_output_dir")
+
+
+def model_config_record(model_cfg: PreTrainedConfig) -> dict:
+    """The model's settings as a checkpoint keeps them: config.json's fields, without the library's bookkeeping."""
+    fields = json.loads(model_cfg.to_json_string(use_diff=False))
+    return {k: v for k, v in fields.items() if not k.startswith("_") and k != "transformers_version"}
+
+
+def check_positions(cfg: dict, model_cfg: PreTrainedConfig) -> None:
+    """A block longer than the model's positions fails in the first forward pass: refuse it up front."""
+    positions = getattr(model_cfg, "n_positions", None) or getattr(model_cfg, "max_position_embeddings", None)
+    if positions and cfg["block_size"] > positions:
+        raise ConfigError(f"block_size {cfg['block_size']} is more than the {positions} positions of the model "
+                          f"({Path(cfg['model_name_or_path']) / 'config.json'}); lower block_size")
 
 
 def train(interrupt: Interrupt) -> Path:
@@ -531,22 +634,34 @@ def train(interrupt: Interrupt) -> Path:
     if args.seeds is not None:  # several seeds as one ensemble in this process: ensemble.py
         import ensemble
 
-        return ensemble.train_seeds(args, argv, args.seeds, args.ensemble_engine)
+        return ensemble.train_seeds(args, argv, args.seeds, args.ensemble_engine, interrupt)
     cfg = train_config.load_config(args)
     out = Path(cfg["output_dir"])
     earlier = train_config.check_output(out, args.overwrite_output_dir)
     repo_id = train_config.hub_repo_id(args, out)
     cpu, world, accum = join_processes(cfg)
     configure_console(args.log_level, PartialState().is_main_process)
+    lock_output(out, ["train.py", *argv], interrupt, world)  # before anything is read from or written to `out`
 
     # Everything that can fail on bad input, before the first write to `out`.
-    ckpt = train_config.find_checkpoint(out, args.resume_from_checkpoint, earlier, args.overwrite_output_dir)
+    ckpt = train_config.find_checkpoint(out, args.resume_from_checkpoint, earlier, args.overwrite_output_dir,
+                                        warn=log.warning)
     # Starting over replaces the earlier run, whatever it was trained from: nothing of it is resumed or checked.
     run_dir, saved = (out, None) if args.overwrite_output_dir else train_config.check_resume(ckpt, out, cfg)
+    start = json.loads((ckpt / "data_state.json").read_text()) if ckpt else {"step": 0, "pos": [0, 0, 0]}
+    changes = saved["changes"] if saved else []  # settings changed on resume, with their steps
+    for c in changes:
+        if c["step"] == start["step"]:
+            log.info(f"train.py: {c['setting']} changed from {c['from']} to {c['to']} at step {c['step']}")
+    metrics_text = None if args.overwrite_output_dir else train_config.kept_metrics(out, start["step"], log.warning)
     n_docs = corpus.check_data(cfg["data"], cfg["val_every"], cfg["test_every"])
+    dropped = check_shared_documents(cfg)
     import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
 
     model_cfg = AutoConfig.from_pretrained(cfg["model_name_or_path"])
+    check_positions(cfg, model_cfg)
+    if ckpt:
+        check_model_config(ckpt, start, model_cfg, Path(cfg["model_name_or_path"]) / "config.json")
     tokenizer, tokenizer_name = tokenizer_for_run(cfg, model_cfg.vocab_size, run_dir, saved)
     val = corpus.validation_blocks(cfg["data"], cfg["val_every"], tokenizer, cfg["block_size"],
                                        cfg["max_eval_samples"])
@@ -559,8 +674,7 @@ def train(interrupt: Interrupt) -> Path:
 
     accelerator = make_accelerator(cfg, out, accum, cpu)
     interrupt.out, interrupt.processes, interrupt.main = out, world, accelerator.is_main_process
-    start = json.loads((ckpt / "data_state.json").read_text()) if ckpt else {"step": 0, "pos": [0, 0, 0]}
-    prepare_output(accelerator, out, cfg, tokenizer, tokenizer_name, start["step"], args.overwrite_output_dir,
+    prepare_output(accelerator, out, cfg, tokenizer, tokenizer_name, metrics_text, changes, args.overwrite_output_dir,
                    ["train.py", *argv])
     accelerator.init_trackers("train", config={k: str(v) for k, v in cfg.items()})
 
@@ -594,10 +708,18 @@ def train(interrupt: Interrupt) -> Path:
         test_loader = accelerator.prepare(torch.utils.data.DataLoader(
             torch.utils.data.TensorDataset(test.blocks), batch_size=cfg["per_device_train_batch_size"]))
     if ckpt:
-        accelerator.load_state(str(ckpt))  # model, optimizer, scheduler, RNG
+        try:
+            accelerator.load_state(str(ckpt))  # model, optimizer, scheduler, RNG
+        except Exception as e:  # whatever torch or safetensors raise for a checkpoint they cannot read
+            raise ConfigError(f"{ckpt}: the checkpoint does not load ({first_line(e)}); resume from an earlier "
+                              "one with --resume_from_checkpoint DIR") from None
         log.info(f"train.py: resumed from {ckpt} at step {start['step']}")
 
     tokens_per_step = cfg["total_train_batch_size"] * cfg["block_size"]
+    # What each checkpoint keeps beside its data position: the settings it was trained with (and their changes)
+    # and the model's config, which a resume must match (train_config.check_resume, check_model_config).
+    record = {"config": {**cfg, "tokenizer_used": tokenizer_name, "changes": changes},
+              "model_config": model_config_record(model_cfg)}
     weight = prediction_loss_weight(model)  # SPEN's predictor trains on CE + weight * P; GPT-2: 0
     batches = iter(train_loader)
     step, last, pos = start["step"], cfg["max_steps"], start["pos"]
@@ -610,7 +732,7 @@ def train(interrupt: Interrupt) -> Path:
     # `loss` is their mean over the steps since the previous log (as transformers' Trainer logs it), so that
     # it reads beside `val_loss`; a resume at a multiple of log_every gives the same numbers as one run.
     window, window_steps = torch.zeros(2, device=accelerator.device), 0
-    interrupt.armed = True  # Ctrl-C now finishes the step and saves it
+    interrupt.armed = True  # Ctrl-C, SIGTERM, SIGUSR1 now finish the step and save it
     while step < last:
         step += 1
         log_now = step % cfg["logging_steps"] == 0 or step == last
@@ -663,15 +785,15 @@ def train(interrupt: Interrupt) -> Path:
         if metrics:
             accelerator.log(metrics, step=step)
         if save_now:
-            state = {"step": step, "pos": pos, "tokens": step * tokens_per_step}
+            state = {"step": step, "pos": pos, "tokens": step * tokens_per_step, **record}
             save_checkpoint(accelerator, out, step, state, cfg["save_total_limit"])
-        if interrupt.stop_now(accelerator):  # Ctrl-C: keep the finished step in a checkpoint and stop
+        if interrupt.stop_now(accelerator):  # a stop signal: keep the finished step in a checkpoint and stop
             if not save_now:
                 pos = accelerator.gather(batch["pos"])[-1].tolist()
-                state = {"step": step, "pos": pos, "tokens": step * tokens_per_step}
+                state = {"step": step, "pos": pos, "tokens": step * tokens_per_step, **record}
                 save_checkpoint(accelerator, out, step, state, cfg["save_total_limit"])
             bar.close()
-            raise Interrupted(interrupt.message(out / "checkpoints" / f"step_{step}"))
+            raise Interrupted(interrupt.message(out / "checkpoints" / f"step_{step}"), interrupt.status)
     interrupt.armed = False  # from here on, Ctrl-C stops at once: the last step's checkpoint is saved
     bar.close()
     _ConsoleHandler.bar = None
@@ -682,12 +804,12 @@ def train(interrupt: Interrupt) -> Path:
         test_loss = evaluate(model, test_loader, accelerator)
         accelerator.log(test.metrics(test_loss), step=step)
     command = "train.py " + shlex.join(argv)
-    train_docs = corpus.split_sizes(n_docs, cfg["val_every"], cfg["test_every"])["train"] if n_docs else 0
+    train_docs = corpus.split_sizes(n_docs, cfg["val_every"], cfg["test_every"])["train"] - dropped if n_docs else 0
     location = repo_id or str((out / "final").resolve())  # where the card's code loads the model from
     final = save_final(accelerator, model, tokenizer, out, model_card(
         cfg, model_cfg, counts, step, pos, train_docs, val_loss, command, tokenizer_name, repo_id or out.resolve().name,
         location, test=test.metrics(test_loss) if test is not None else None,
-        epoch_blocks=getattr(train_set, "blocks_per_epoch", 0)))
+        epoch_blocks=getattr(train_set, "blocks_per_epoch", 0), changes=changes))
     accelerator.end_training()  # closes the trackers and the process group
     elapsed = timedelta(seconds=round(time.perf_counter() - started))
     scored = f"; test loss {test_loss:.4f}, perplexity {math.exp(test_loss):.2f}" if test is not None else ""
@@ -713,7 +835,7 @@ def cli(argv: list[str] | None = None) -> int:
     except Interrupted as e:
         if str(e):  # the main process's line (the others stay silent)
             print(e, file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return e.status
     return 0
 
 

@@ -408,8 +408,62 @@ def documents(data: list[str], split: str, val_every: int, test_every: int = 0):
     # Local and embedded data have no validation or test split: held out by index, from the first document.
     if not test_every:  # the two-way split, as every run before the test split read it
         held_out = split == "validation"
-        return ds.filter(lambda _, i: (i % val_every == 0) == held_out, with_indices=True)
-    return ds.filter(lambda _, i: split_of(i, val_every, test_every) == split, with_indices=True)
+        ds = ds.filter(lambda _, i: (i % val_every == 0) == held_out, with_indices=True)
+    else:
+        ds = ds.filter(lambda _, i: split_of(i, val_every, test_every) == split, with_indices=True)
+    if split == "train" and data[0] not in EMBEDDED_SOURCES:
+        held = _held_out_digests(tuple(data), val_every, test_every, _stamp(data))
+        if shared_documents(data, val_every, test_every)[0]:  # never train on a held-out document's text
+            ds = ds.filter(lambda ex: _digest(ex["text"]) not in held)
+    return ds
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _stamp(data: list[str]) -> tuple:
+    """What the cached reading of local files depends on: their paths, sizes and times."""
+    return tuple((d, *((st := os.stat(d)).st_size, st.st_mtime_ns)) for d in data)
+
+
+@functools.lru_cache(maxsize=8)
+def _split_digests(data: tuple[str, ...], val_every: int, test_every: int, stamp: tuple) -> tuple[list, set]:
+    """The local files' documents as (index, file, digest, split), and the digests of the held-out ones."""
+    rows, held = [], set()
+    index = 0
+    for path in data:
+        for text in file_documents(Path(path)):
+            digest, split = _digest(text), split_of(index, val_every, test_every)
+            rows.append((index, path, digest, split))
+            if split != "train":
+                held.add(digest)
+            index += 1
+    return rows, held
+
+
+def _held_out_digests(data: tuple[str, ...], val_every: int, test_every: int, stamp: tuple) -> set:
+    return _split_digests(data, val_every, test_every, stamp)[1]
+
+
+def shared_documents(data: list[str], val_every: int, test_every: int = 0) -> tuple[int, str | None]:
+    """How many training documents of local files have the text of a validation or test document (a file passed
+    twice, a paragraph copied), and the first of them ("FILE: document N, also document M (validation)").
+    Training never reads them (:func:`documents` drops them from the training split); train.py refuses such
+    data unless told to drop them. C4 and the embedded corpus: (0, None), not checked."""
+    if data == [C4] or data[0] in EMBEDDED_SOURCES:
+        return 0, None
+    rows, held = _split_digests(tuple(data), val_every, test_every, _stamp(data))
+    first_held = {}
+    for index, _, digest, split in rows:
+        if split != "train":
+            first_held.setdefault(digest, (index, split))
+    shared = [(index, path, first_held[digest]) for index, path, digest, split in rows
+              if split == "train" and digest in held]
+    if not shared:
+        return 0, None
+    index, path, (other, split) = shared[0]
+    return len(shared), f"{path}: document {index}, also document {other} ({split})"
 
 
 # --------------------------------------------------------------------------------------------- tokenizer
