@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from huggingface_hub.utils import HFValidationError, validate_repo_id
+from safetensors import safe_open
 
 from ema_boundary import corpus
 from ema_boundary.cli import EXIT_INTERRUPTED, EXIT_UPLOAD_FAILED, EXIT_USAGE, HelpFormatter, UsageError, UsageParser
@@ -467,8 +468,6 @@ def checkpoint_problem(ckpt: Path) -> str | None:
         return f"data_state.json is not readable ({e})"
     files = state.get("files") if isinstance(state, dict) else None
     if files is None:  # an older checkpoint: at least its weights must be whole
-        from safetensors import safe_open
-
         for path in sorted(ckpt.glob("*.safetensors")):
             try:
                 with safe_open(str(path), "pt"):

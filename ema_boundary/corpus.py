@@ -60,9 +60,14 @@ import tokenize
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from pydoc_data.topics import topics
 
+import datasets
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from ema_boundary.cli import first_line
@@ -141,9 +146,6 @@ def _json_texts(path: Path) -> Iterator[list[str]]:
 
 
 def _parquet_texts(path: Path) -> Iterator[list[str]]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     def unreadable(e: Exception) -> DataError:
         return DataError(f"{path}: not a readable parquet file ({first_line(e)})")
 
@@ -233,8 +235,6 @@ def embedded_documents(name: str = EMBEDDED) -> list[str]:
         raise DataError(f"{name}: not an embedded corpus (choose one of {', '.join(EMBEDDED_SOURCES)})")
     docs: list[str] = []
     if name in (EMBEDDED, EMBEDDED_PYDOC):
-        from pydoc_data.topics import topics
-
         docs += [topics[k] for k in sorted(topics)]
     if name in (EMBEDDED, EMBEDDED_STDLIB):
         docs += stdlib_prose()
@@ -272,9 +272,7 @@ def stdlib_prose() -> tuple[str, ...]:
 
 
 def _cache_dir() -> Path:
-    from datasets import config
-
-    return Path(config.HF_DATASETS_CACHE) / "ema_boundary"
+    return Path(datasets.config.HF_DATASETS_CACHE) / "ema_boundary"
 
 
 def module_prose(source: bytes) -> str:
@@ -392,18 +390,18 @@ def documents(data: list[str], split: str, val_every: int, test_every: int = 0):
 
     C4 has its own validation split; with ``test_every`` > 0 its even documents are the validation split and
     its odd ones the test split. Local and embedded data are split by index (`split_of`)."""
-    from datasets import Dataset, Features, IterableDataset, Value, load_dataset
-
     _check_split(split, test_every)
     if data == [C4]:
         if split == "train" or not test_every:
-            return load_dataset("allenai/c4", "en", split=split, streaming=True).select_columns(["text"])
-        held_out = load_dataset("allenai/c4", "en", split="validation", streaming=True).select_columns(["text"])
+            return datasets.load_dataset("allenai/c4", "en", split=split, streaming=True).select_columns(["text"])
+        held_out = datasets.load_dataset("allenai/c4", "en", split="validation", streaming=True)
+        held_out = held_out.select_columns(["text"])
         return held_out.filter(lambda _, i: i % 2 == (split == "test"), with_indices=True)
     if data[0] in EMBEDDED_SOURCES:
-        ds = Dataset.from_dict({"text": embedded_documents(data[0])}).to_iterable_dataset()
+        ds = datasets.Dataset.from_dict({"text": embedded_documents(data[0])}).to_iterable_dataset()
     else:  # the list of files is the shards, as `datasets` shards file lists
-        ds = IterableDataset.from_generator(_local_records, features=Features({"text": Value("string")}),
+        ds = datasets.IterableDataset.from_generator(
+            _local_records, features=datasets.Features({"text": datasets.Value("string")}),
                                             gen_kwargs={"paths": list(data)})
     # Local and embedded data have no validation or test split: held out by index, from the first document.
     if not test_every:  # the two-way split, as every run before the test split read it
@@ -494,8 +492,6 @@ def load_tokenizer(name: str | None, data: list[str], val_every: int, vocab_size
 
 def train_bpe(texts: Iterator[str], vocab_size: int) -> PreTrainedTokenizerFast:
     """Byte-level BPE as GPT-2's (every byte is a token, so no text is unknown), EOS is id 0."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
