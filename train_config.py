@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import re
 import shutil
@@ -28,12 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from huggingface_hub.utils import HFValidationError, validate_repo_id
+from safetensors import safe_open
 
 from ema_boundary import corpus
 from ema_boundary.cli import EXIT_INTERRUPTED, EXIT_UPLOAD_FAILED, EXIT_USAGE, HelpFormatter, UsageError, UsageParser
 from ema_boundary.io import MARKER, OutputError, check_output_dir, output_owner, write_json
+from ema_boundary.yamlio import YAMLFileError, load_yaml
 
 REPO = Path(__file__).resolve().parent
 TOOL = "train.py"  # the name in the output folder's marker file
@@ -88,6 +90,9 @@ SETTINGS: dict[str, Setting] = {
     "test_every": Setting(0, "held-out test documents: of the local/embedded documents not held out for validation, "
                              "every N-th (C4: the odd documents of its validation split); the final model is scored "
                              "on them (test_loss in the last metrics.jsonl record). 0: no test split"),
+    "drop_shared_documents": Setting(False, "local data: a training document with the text of a validation or test "
+                                            "document (a file given twice) is refused (false) or left out of "
+                                            "training and counted (true)"),
     "max_test_samples": Setting(None, "test sequences scored at the end (unset: every block of the test split)",
                                 (), int),
     "bpe_train_docs": Setting(100000, "documents used to train the BPE tokenizer when one is trained"),
@@ -100,7 +105,13 @@ SETTINGS: dict[str, Setting] = {
     "report_to": Setting("none", "extra tracker: 'tensorboard', 'wandb' or 'none' (metrics.jsonl always)"),
 }
 OLD_NAMES: dict[str, str] = {old: key for key, s in SETTINGS.items() for old in s.old}
-# Settings a resumed run must share with the run that wrote its checkpoint: they fix the data stream.
+# Settings a resume may change: how the run is watched, saved and computed, not what it trains on or how it
+# learns (max_steps moves the end of the cosine schedule from the resumed step on). A change is recorded with its
+# step in train_config.json and the model card. Every other setting must be the checkpoint's (check_resume).
+CHANGEABLE_ON_RESUME = ("max_steps", "logging_steps", "eval_steps", "max_eval_samples", "save_steps",
+                        "save_total_limit", "max_test_samples", "per_device_train_batch_size",
+                        "gradient_accumulation_steps", "mixed_precision", "torch_compile", "report_to", "output_dir")
+# The settings that fix the data stream (the rest of the settings a resume may not change fix the learning).
 RESUME_INVARIANTS = ("model_name_or_path", "data", "block_size", "total_train_batch_size", "val_every",
                      "test_every", "shuffle", "shuffle_buffer", "seed")
 # The value of a setting in a saved run that predates it, where that is not its default: runs before the
@@ -132,7 +143,8 @@ BOUNDS: dict[str, tuple[Callable[[Any], bool], str]] = {
 
 __all__ = ["SETTINGS", "OLD_NAMES", "EXIT_BAD_INPUT", "EXIT_PUSH_FAILED", "EXIT_INTERRUPTED", "ConfigError",
            "parse_args", "overrides", "load_config", "read_yaml", "resolve_model_config", "resolve_batch",
-           "hub_repo_id", "check_output", "find_checkpoint", "check_resume", "clear_run", "write_marker"]
+           "hub_repo_id", "check_output", "find_checkpoint", "check_resume", "checkpoint_problem", "checkpoint_files",
+           "kept_metrics", "clear_run", "write_marker"]
 
 # Exit statuses of train.py (ema_boundary.cli's, as every command of the project).
 EXIT_BAD_INPUT = EXIT_USAGE  # 2: bad command line, settings, data or output folder: nothing written
@@ -202,7 +214,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         epilog=f"Older names still accepted, as flags and YAML keys: {olds}.\n\n"
                f"Exit status: 0 done; {EXIT_BAD_INPUT} bad command line, settings, data or output folder (one "
                f"line, nothing written); {EXIT_PUSH_FAILED} trained and final/ saved, but --push_to_hub failed; "
-               f"{EXIT_INTERRUPTED} interrupted (Ctrl-C; a checkpoint is saved and the resume command printed).\n"
+               f"{EXIT_INTERRUPTED} interrupted by Ctrl-C, 143 by SIGTERM, 138 by SIGUSR1 (128 + the signal's number; "
+               "a checkpoint is saved and the resume command printed).\n"
                "Full-scale recipe and pushing to the hub: docs/training.md")
     run = p.add_argument_group("run")
     run.add_argument("--config", metavar="YAML", help="training YAML, e.g. hub_configs/spen-130m/train.yaml "
@@ -275,22 +288,15 @@ def resolve_model_config(name: str) -> str:
 
 
 def _read_mapping(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
-    """The YAML file's settings and the line of each key."""
-    if not path.is_file():
-        raise ConfigError(f"{path}: no such file")
+    """The YAML file's settings and the line of each key (a key given twice is refused with both lines)."""
     try:
-        text = path.read_text()
-        node = yaml.compose(text)
-        raw = yaml.safe_load(text) or {}
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{path}: not a UTF-8 text file ({e.reason})") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise ConfigError(f"{where}: invalid YAML ({getattr(e, 'problem', None) or e})") from None
+        raw, lines = load_yaml(path)
+    except YAMLFileError as e:
+        raise ConfigError(str(e)) from None
+    raw = raw or {}
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: expected a mapping of settings")
-    return raw, {k.value: k.start_mark.line + 1 for k, _ in node.value}
+    return raw, lines
 
 
 def _typed(key: str, value: Any) -> Any:
@@ -450,22 +456,79 @@ def check_output(out: Path, overwrite: bool) -> bool:
     return earlier
 
 
-def find_checkpoint(out: Path, resume: str | None, earlier: bool, overwrite: bool) -> Path | None:
+def checkpoint_problem(ckpt: Path) -> str | None:
+    """Why checkpoint folder ``ckpt`` cannot be resumed from, or None. A checkpoint lists the size and SHA-256
+    of its files in data_state.json (written last, then the folder is renamed into place); one saved before
+    that is checked by opening its safetensors files."""
+    try:
+        state = json.loads((ckpt / "data_state.json").read_text())
+    except FileNotFoundError:
+        return "not a complete checkpoint (no data_state.json)"
+    except (OSError, ValueError) as e:
+        return f"data_state.json is not readable ({e})"
+    files = state.get("files") if isinstance(state, dict) else None
+    if files is None:  # an older checkpoint: at least its weights must be whole
+        for path in sorted(ckpt.glob("*.safetensors")):
+            try:
+                with safe_open(str(path), "pt"):
+                    pass
+            except Exception as e:  # safetensors raises its own error type for every kind of damage
+                return f"{path.name} does not load ({str(e).splitlines()[0]})"
+        return None
+    for name, (size, digest) in files.items():
+        path = ckpt / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if path.stat().st_size != size:
+            return f"{name} has {path.stat().st_size:,} bytes, the checkpoint wrote {size:,}"
+        if file_digest(path) != digest:
+            return f"{name} does not match its SHA-256 checksum"
+    return None
+
+
+def file_digest(path: Path) -> str:
+    """The SHA-256 of a file, read in chunks."""
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def checkpoint_files(folder: Path) -> dict[str, list]:
+    """``{relative path: [size, sha256]}`` of every file in a checkpoint folder but data_state.json, which lists
+    them (checkpoint_problem checks them)."""
+    return {p.relative_to(folder).as_posix(): [p.stat().st_size, file_digest(p)]
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != "data_state.json"}
+
+
+def find_checkpoint(out: Path, resume: str | None, earlier: bool, overwrite: bool,
+                    warn: Callable[[str], None] | None = None) -> Path | None:
     """The checkpoint to resume from (None: a fresh start). Only renamed (complete) `step_N` folders count.
 
     As transformers' example scripts do, an earlier run in ``out`` resumes from its newest checkpoint unless
-    ``overwrite`` asks to start over; a finished run without checkpoints is not replaced without it.
+    ``overwrite`` asks to start over; a finished run without checkpoints is not replaced without it. A
+    checkpoint that is damaged (:func:`checkpoint_problem`) is passed over for the one before it, with one line
+    to ``warn``; one passed as ``resume`` is refused.
     """
     if overwrite:
         if resume is not None:
             raise ConfigError("--overwrite_output_dir starts over and --resume_from_checkpoint continues; pass one")
         return None
     if resume is not None and resume != "latest":
-        if not (Path(resume) / "data_state.json").is_file():
-            raise ConfigError(f"{resume}: not a complete checkpoint (no data_state.json)")
+        problem = checkpoint_problem(Path(resume))
+        if problem:
+            raise ConfigError(f"{resume}: cannot resume from this checkpoint: {problem}")
         return Path(resume)
     done = [d for d in (out / "checkpoints").glob("step_*") if (d / "data_state.json").is_file()]
-    latest = max(done, key=lambda d: int(d.name.split("_")[1]), default=None)
+    latest = None
+    for ckpt in sorted(done, key=lambda d: int(d.name.split("_")[1]), reverse=True):
+        problem = checkpoint_problem(ckpt)
+        if problem is None:
+            latest = ckpt
+            break
+        if warn is not None:
+            warn(f"train.py: warning: {ckpt}: cannot resume from it ({problem}); trying the checkpoint before it")
+    if latest is None and done:
+        raise ConfigError(f"{out}: no checkpoint of it can be resumed ({len(done)} damaged); pass "
+                          "--overwrite_output_dir to start over")
     if latest is None and earlier and (out / "final").exists():
         raise ConfigError(f"{out}: holds a finished train.py run without checkpoints; pass --overwrite_output_dir "
                           "to replace it, or choose another --output_dir")
@@ -473,20 +536,67 @@ def find_checkpoint(out: Path, resume: str | None, earlier: bool, overwrite: boo
 
 
 def check_resume(ckpt: Path | None, out: Path, cfg: dict[str, Any]) -> tuple[Path, dict[str, Any] | None]:
-    """The folder of the run to continue and its saved settings (None when it saved none yet).
+    """The folder of the run to continue and the settings its checkpoint was trained with (None: a fresh start).
 
-    Refused when the saved run read another data stream (:data:`RESUME_INVARIANTS`).
+    Without a checkpoint nothing was trained, so an earlier attempt's settings bind nothing (a run that failed
+    before its first checkpoint is rerun as corrected). With one, every setting must be the checkpoint's except
+    :data:`CHANGEABLE_ON_RESUME`: a difference is refused in one line naming the setting and both values. The
+    settings returned carry ``changes``: the changes of those (earlier resumes' included), each with its step.
     """
-    run_dir = ckpt.parent.parent if ckpt else out  # the run that wrote the checkpoint, if any
-    saved_path = run_dir / "train_config.json"
-    if not saved_path.is_file():
-        return run_dir, None
-    saved = {OLD_NAMES.get(k, k): v for k, v in json.loads(saved_path.read_text()).items()}  # older runs' names
-    # A setting the saved run predates had its default then (test_every: no test split), or PREDATED's value.
-    changed = [k for k in RESUME_INVARIANTS if saved.get(k, PREDATED.get(k, SETTINGS[k].default)) != cfg[k]]
-    if changed:
-        raise ConfigError(f"{saved_path}: the run to resume used another {', '.join(changed)}")
-    return run_dir, saved
+    if ckpt is None:
+        return out, None
+    run_dir = ckpt.parent.parent  # the run that wrote the checkpoint
+    state = json.loads((ckpt / "data_state.json").read_text())
+    if "config" in state:
+        saved, where = dict(state["config"]), f"{ckpt}"
+    else:  # a checkpoint saved before checkpoints kept their settings: the run's
+        saved_path = run_dir / "train_config.json"
+        if not saved_path.is_file():
+            return run_dir, None
+        saved, where = json.loads(saved_path.read_text()), f"{saved_path}"
+    saved = {OLD_NAMES.get(k, k): v for k, v in saved.items()}  # older runs' names
+    step = state.get("step", 0)
+    # The model's content is compared (train.py: config.json against the checkpoint's), not its folder's name,
+    # where the checkpoint kept it.
+    fixed = [k for k in SETTINGS if k not in CHANGEABLE_ON_RESUME
+             and not (k == "model_name_or_path" and "model_config" in state)]
+    checked = fixed if "config" in state else RESUME_INVARIANTS  # an older run's file: the data stream only
+    for key in checked:
+        # A setting the saved run predates had its default then (test_every: no test split), or PREDATED's value.
+        before = saved.get(key, PREDATED.get(key, SETTINGS[key].default))
+        if before != cfg[key]:
+            raise ConfigError(f"{where}: the run to resume used another {key} ({_shown(before)} in the checkpoint, "
+                              f"{_shown(cfg[key])} now); resume with the checkpoint's {key}, or start over with "
+                              "--overwrite_output_dir")
+    changes = [c for c in saved.get("changes", []) if c["step"] <= step]
+    changes += [{"step": step, "setting": k, "from": saved[k], "to": cfg[k]} for k in CHANGEABLE_ON_RESUME
+                if k != "output_dir" and k in saved and saved[k] != cfg[k]]
+    return run_dir, {**saved, "changes": changes}
+
+
+def kept_metrics(out: Path, start_step: int, warn: Callable[[str], None] | None = None) -> str | None:
+    """metrics.jsonl of the run in ``out`` up to ``start_step`` (the steps after it are redone), or None
+    without one. A last line torn by a kill mid-write is dropped with one line to ``warn``; a damaged line
+    before it is refused, naming the line."""
+    path = out / "metrics.jsonl"
+    if not path.is_file():
+        return None
+    lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    kept = []
+    for n, line in enumerate(lines, 1):
+        try:
+            record = json.loads(line)
+            step = record["step"]
+        except (ValueError, TypeError, KeyError):
+            if n == len(lines):
+                if warn is not None:
+                    warn(f"train.py: warning: {path}:{n}: dropped its last line, torn by an interrupted write")
+                break
+            raise ConfigError(f"{path}:{n}: not a metrics record ({line[:40]!r}); repair or remove the line, or "
+                              "start over with --overwrite_output_dir") from None
+        if step <= start_step:
+            kept.append(line)
+    return "".join(line + "\n" for line in kept)
 
 
 def clear_run(out: Path) -> None:

@@ -103,7 +103,7 @@ def step_flops(model: torch.nn.Module, blocks: torch.Tensor) -> int:
 
 def ensemble_step(arch: str, seeds: list[int], engine: str, repeats: int) -> dict[str, Any]:
     """One training step of ``len(seeds)`` models (ensemble.py's engine), timed; one seed is the bare step."""
-    from ensemble import make_ensemble
+    from training.ensemble import make_ensemble
 
     cfg = _settings(arch)
     ens = make_ensemble(_models(arch, seeds), cfg, engine)
@@ -178,7 +178,7 @@ def profile_step(arch: str, steps: int = 3, top: int = 8) -> list[dict[str, Any]
     """The operators of the bare step by self CPU time: the share of each in ``steps`` steps."""
     from torch.profiler import ProfilerActivity, profile
 
-    from ensemble import make_ensemble
+    from training.ensemble import make_ensemble
 
     cfg = _settings(arch)
     ens = make_ensemble(_models(arch, [0]), cfg, "sequential")

@@ -60,9 +60,14 @@ import tokenize
 import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from pydoc_data.topics import topics
 
+import datasets
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from ema_boundary.cli import first_line
@@ -141,9 +146,6 @@ def _json_texts(path: Path) -> Iterator[list[str]]:
 
 
 def _parquet_texts(path: Path) -> Iterator[list[str]]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
     def unreadable(e: Exception) -> DataError:
         return DataError(f"{path}: not a readable parquet file ({first_line(e)})")
 
@@ -233,8 +235,6 @@ def embedded_documents(name: str = EMBEDDED) -> list[str]:
         raise DataError(f"{name}: not an embedded corpus (choose one of {', '.join(EMBEDDED_SOURCES)})")
     docs: list[str] = []
     if name in (EMBEDDED, EMBEDDED_PYDOC):
-        from pydoc_data.topics import topics
-
         docs += [topics[k] for k in sorted(topics)]
     if name in (EMBEDDED, EMBEDDED_STDLIB):
         docs += stdlib_prose()
@@ -272,9 +272,7 @@ def stdlib_prose() -> tuple[str, ...]:
 
 
 def _cache_dir() -> Path:
-    from datasets import config
-
-    return Path(config.HF_DATASETS_CACHE) / "ema_boundary"
+    return Path(datasets.config.HF_DATASETS_CACHE) / "ema_boundary"
 
 
 def module_prose(source: bytes) -> str:
@@ -392,24 +390,78 @@ def documents(data: list[str], split: str, val_every: int, test_every: int = 0):
 
     C4 has its own validation split; with ``test_every`` > 0 its even documents are the validation split and
     its odd ones the test split. Local and embedded data are split by index (`split_of`)."""
-    from datasets import Dataset, Features, IterableDataset, Value, load_dataset
-
     _check_split(split, test_every)
     if data == [C4]:
         if split == "train" or not test_every:
-            return load_dataset("allenai/c4", "en", split=split, streaming=True).select_columns(["text"])
-        held_out = load_dataset("allenai/c4", "en", split="validation", streaming=True).select_columns(["text"])
+            return datasets.load_dataset("allenai/c4", "en", split=split, streaming=True).select_columns(["text"])
+        held_out = datasets.load_dataset("allenai/c4", "en", split="validation", streaming=True)
+        held_out = held_out.select_columns(["text"])
         return held_out.filter(lambda _, i: i % 2 == (split == "test"), with_indices=True)
     if data[0] in EMBEDDED_SOURCES:
-        ds = Dataset.from_dict({"text": embedded_documents(data[0])}).to_iterable_dataset()
+        ds = datasets.Dataset.from_dict({"text": embedded_documents(data[0])}).to_iterable_dataset()
     else:  # the list of files is the shards, as `datasets` shards file lists
-        ds = IterableDataset.from_generator(_local_records, features=Features({"text": Value("string")}),
+        ds = datasets.IterableDataset.from_generator(
+            _local_records, features=datasets.Features({"text": datasets.Value("string")}),
                                             gen_kwargs={"paths": list(data)})
     # Local and embedded data have no validation or test split: held out by index, from the first document.
     if not test_every:  # the two-way split, as every run before the test split read it
         held_out = split == "validation"
-        return ds.filter(lambda _, i: (i % val_every == 0) == held_out, with_indices=True)
-    return ds.filter(lambda _, i: split_of(i, val_every, test_every) == split, with_indices=True)
+        ds = ds.filter(lambda _, i: (i % val_every == 0) == held_out, with_indices=True)
+    else:
+        ds = ds.filter(lambda _, i: split_of(i, val_every, test_every) == split, with_indices=True)
+    if split == "train" and data[0] not in EMBEDDED_SOURCES:
+        held = _held_out_digests(tuple(data), val_every, test_every, _stamp(data))
+        if shared_documents(data, val_every, test_every)[0]:  # never train on a held-out document's text
+            ds = ds.filter(lambda ex: _digest(ex["text"]) not in held)
+    return ds
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _stamp(data: list[str]) -> tuple:
+    """What the cached reading of local files depends on: their paths, sizes and times."""
+    return tuple((d, *((st := os.stat(d)).st_size, st.st_mtime_ns)) for d in data)
+
+
+@functools.lru_cache(maxsize=8)
+def _split_digests(data: tuple[str, ...], val_every: int, test_every: int, stamp: tuple) -> tuple[list, set]:
+    """The local files' documents as (index, file, digest, split), and the digests of the held-out ones."""
+    rows, held = [], set()
+    index = 0
+    for path in data:
+        for text in file_documents(Path(path)):
+            digest, split = _digest(text), split_of(index, val_every, test_every)
+            rows.append((index, path, digest, split))
+            if split != "train":
+                held.add(digest)
+            index += 1
+    return rows, held
+
+
+def _held_out_digests(data: tuple[str, ...], val_every: int, test_every: int, stamp: tuple) -> set:
+    return _split_digests(data, val_every, test_every, stamp)[1]
+
+
+def shared_documents(data: list[str], val_every: int, test_every: int = 0) -> tuple[int, str | None]:
+    """How many training documents of local files have the text of a validation or test document (a file passed
+    twice, a paragraph copied), and the first of them ("FILE: document N, also document M (validation)").
+    Training never reads them (:func:`documents` drops them from the training split); train.py refuses such
+    data unless told to drop them. C4 and the embedded corpus: (0, None), not checked."""
+    if data == [C4] or data[0] in EMBEDDED_SOURCES:
+        return 0, None
+    rows, held = _split_digests(tuple(data), val_every, test_every, _stamp(data))
+    first_held = {}
+    for index, _, digest, split in rows:
+        if split != "train":
+            first_held.setdefault(digest, (index, split))
+    shared = [(index, path, first_held[digest]) for index, path, digest, split in rows
+              if split == "train" and digest in held]
+    if not shared:
+        return 0, None
+    index, path, (other, split) = shared[0]
+    return len(shared), f"{path}: document {index}, also document {other} ({split})"
 
 
 # --------------------------------------------------------------------------------------------- tokenizer
@@ -440,8 +492,6 @@ def load_tokenizer(name: str | None, data: list[str], val_every: int, vocab_size
 
 def train_bpe(texts: Iterator[str], vocab_size: int) -> PreTrainedTokenizerFast:
     """Byte-level BPE as GPT-2's (every byte is a token, so no text is unknown), EOS is id 0."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()

@@ -8,6 +8,11 @@ A tool's output folder carries a marker file (``MARKER``) naming the tool that w
 that exists and is not empty is only ever replaced when it carries the same tool's marker *and* the
 user asked for it (``--overwrite_output_dir``): a foreign folder is refused whatever the flags say,
 and so are the working folder, its parents and the repository root, before any work starts.
+
+A folder that a long job writes for a long time (a training run) is held by one process at a time:
+:class:`FolderLock`, an OS file lock (``filelock``) on ``LOCK`` inside it, with who holds it in ``LOCK_INFO``.
+The operating system releases the lock when its process dies (even by kill -9), so a lock left behind by a
+killed process is recognised as stale and taken over.
 """
 
 from __future__ import annotations
@@ -18,18 +23,24 @@ import itertools
 import json
 import os
 import shutil
+import socket
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock, Timeout
+
 from ema_boundary.cli import UsageError
 
-__all__ = ["MARKER", "OutputError", "atomic_dir", "atomic_file", "check_output_dir", "earlier_attempt", "output_owner",
-           "publish_dir", "read_json", "write_json", "write_jsonl", "write_text"]
+__all__ = ["LOCK", "LOCK_INFO", "MARKER", "FolderLock", "OutputError", "atomic_dir", "atomic_file", "check_output_dir",
+           "earlier_attempt", "output_owner", "publish_dir", "read_json", "write_json", "write_jsonl", "write_text"]
 
 MARKER = ".ema-boundary-output.json"  # {"tool": ..., "command": ..., "written": ...}: whose output this folder is
+LOCK = ".ema-boundary.lock"  # the file FolderLock locks
+LOCK_INFO = ".ema-boundary.lock.json"  # {"tool", "pid", "host", "since", "command"}: who holds the lock
+LOCK_FILES = (LOCK, LOCK_INFO)  # not content: a folder holding only these is empty
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -58,7 +69,7 @@ def _protected(target: Path) -> str | None:
 
 def _check_owner(target: Path, tool: str, overwrite: bool) -> None:
     """Refuse a non-empty ``target`` unless it is ``tool``'s own earlier output and ``overwrite`` is set."""
-    if not target.is_dir() or not any(target.iterdir()):
+    if not target.is_dir() or all(p.name in LOCK_FILES for p in target.iterdir()):
         return
     owner = output_owner(target)
     if owner is None:
@@ -239,3 +250,68 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
 def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
     """Write one JSON object per line, atomically."""
     write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+
+
+class FolderLock:
+    """One writer per folder: ``acquire`` takes an OS lock on ``folder/LOCK`` (created with the folder if need
+    be) and records the holder in ``LOCK_INFO``; a second process is refused with :class:`OutputError` in one
+    line naming the holder. The lock dies with its process, so after a kill the next ``acquire`` takes it over
+    and returns the dead holder's record (``stale``). ``release`` removes the record, and the folder too if
+    ``acquire`` created it and nothing else was written there."""
+
+    def __init__(self, folder: str | os.PathLike, tool: str, command: list[str] | None = None):
+        self.folder, self.tool = Path(folder), tool
+        self.command = command if command is not None else [Path(sys.argv[0]).name, *sys.argv[1:]]
+        self._lock: FileLock | None = None
+        self._created = False
+
+    def holder(self) -> dict | None:
+        """The record of the process that holds (or, after a kill, held) the lock, or None."""
+        try:
+            info = json.loads((self.folder / LOCK_INFO).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return info if isinstance(info, dict) else None
+
+    def acquire(self) -> dict | None:
+        """Take the lock; return the record of a killed holder whose lock was taken over (else None)."""
+        self._created = not self.folder.exists()
+        self.folder.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(self.folder / LOCK, timeout=0, thread_local=False)
+        try:
+            lock.acquire()
+        except Timeout:
+            h = self.holder() or {}
+            who = (f"pid {h.get('pid', '?')} on {h.get('host', '?')}, since {h.get('since', '?')}: "
+                   f"{' '.join(map(str, h.get('command', [])))}".rstrip(": "))
+            raise OutputError(f"{self.folder}: another {h.get('tool', self.tool)} is writing this folder ({who}); "
+                              "wait for it to finish or stop it, or choose another --output_dir") from None
+        self._lock = lock
+        stale = self.holder()
+        write_json(self.folder / LOCK_INFO, {"tool": self.tool, "pid": os.getpid(), "host": socket.gethostname(),
+                                             "since": _now(), "command": self.command})
+        return stale
+
+    def release(self) -> None:
+        if self._lock is None:
+            return
+        (self.folder / LOCK_INFO).unlink(missing_ok=True)
+        empty = self._created and all(p.name == LOCK for p in self.folder.iterdir())
+        if empty:
+            (self.folder / LOCK).unlink(missing_ok=True)
+        self._lock.release()
+        self._lock = None
+        if empty:
+            with contextlib.suppress(OSError):
+                self.folder.rmdir()
+
+    def __enter__(self) -> FolderLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()

@@ -26,19 +26,18 @@ LAYERS: dict[str, set[str]] = {
     "ema_boundary": {"ema_boundary"},
     "grammar_probe": {"grammar_probe", "ema_boundary", "modeling_spen"},
     "train_config": {"ema_boundary"},
-    "train": {"train_config", "ensemble", "ema_boundary", "modeling_spen"},
-    # train.py --seeds: the training layer's second half (it reuses the single run's pieces, and train dispatches to it)
-    "ensemble": {"train", "train_config", "ema_boundary", "modeling_spen"},
+    # the pieces of training (data, loss, optimizer, checkpoints, card, the --seeds ensemble); never train itself
+    "training": {"training", "train_config", "ema_boundary", "modeling_spen"},
+    "train": {"train_config", "training", "ema_boundary", "modeling_spen"},
     "eval": {"eval", "train_config", "train", "ema_boundary", "modeling_spen", "grammar_probe"},
     # benchmarks time every layer's pieces, the training loop's included
-    "benchmarks": {"benchmarks", "ema_boundary", "modeling_spen", "grammar_probe", "train", "train_config", "ensemble",
+    "benchmarks": {"benchmarks", "ema_boundary", "modeling_spen", "grammar_probe", "train", "train_config", "training",
                    "eval"},
 }
 SCRIPTS = {"train"}  # modules that are run as scripts; so is every __main__ module
 PUBLIC_OF_A_SCRIPT = {"main"}
-# Layers that may use train.py's pieces: the ensemble is train.py's second half (train.py --seeds), and the
-# benchmarks time those pieces.
-SCRIPT_PARTNERS = {"ensemble", "benchmarks"}
+# Layers that may use train.py's names: the benchmarks time the loop's pieces (training's own layer holds them).
+SCRIPT_PARTNERS = {"benchmarks"}
 
 
 def project_files(root: Path = ROOT) -> Iterator[tuple[str, Path]]:

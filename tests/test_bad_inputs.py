@@ -97,6 +97,17 @@ ROWS: dict[str, Row] = {
                                        "config.json: not a model config", 2),
     "train: output path is a file": Row(lambda t: _train(t, "--output_dir", str(_text(t / "f", "x"))),
                                         "exists and is not a folder", 2, out="f/final"),
+    "train: duplicated YAML key": Row(
+        lambda t: _train(t, config=_text(t / "c.yaml", f"model_name_or_path: {ROOT}/hub_configs/gpt2-tiny\nlr: 3e-3\n"
+                                                        "max_steps: 2\nlr: 3e+3\n")),
+        "c.yaml:4: duplicate key 'lr' (first at line 2, again at line 4)", 2),
+    "train: block beyond the model's positions": Row(lambda t: _train(t, "--block_size", "512"),
+                                                     "block_size 512 is more than the 256 positions", 2),
+    "train: data file given twice": Row(
+        lambda t: _train(t, "--data", str(_text(t / "e.txt", "\n\n".join(f"Paragraph {i}." for i in range(31)))),
+                         str(t / "e.txt"), "--val_every", "5"),
+        "e.txt: document 4, also document 35 (validation): 13 training document(s) have the text of a validation",
+        2),
     "train: unwritable folder": Row(lambda t: _train(t, "--output_dir", str(UNWRITABLE)), "cannot write in /proc", 2,
                                     out=str(UNWRITABLE)),
     # python -m grammar_probe build | run

@@ -105,6 +105,21 @@ def test_shuffled_blocks_resume_from_any_position_across_epochs(tmp_path, tokeni
             assert block["pos"].tolist() == blocks[j]["pos"].tolist()
 
 
+def test_documents_shared_with_the_held_out_splits_are_found_and_never_trained_on(tmp_path):
+    path = _write(tmp_path, "txt")
+    assert corpus.shared_documents([path], 5) == (0, None)
+    # The same file twice: each copy's validation documents are training documents of the other.
+    doubled = DOCS + DOCS
+    held = {d for i, d in enumerate(doubled) if i % 5 == 0}
+    count, first = corpus.shared_documents([path, path], 5)
+    assert count == sum(1 for i, d in enumerate(doubled) if i % 5 and d in held) == 10
+    assert first == f"{path}: document 2, also document 25 (validation)"
+    train = [ex["text"] for ex in corpus.documents([path, path], "train", 5)]
+    assert not held & set(train)
+    assert len(train) == sum(1 for i in range(46) if i % 5) - count
+    assert corpus.shared_documents(["embedded"], 10) == (0, None)  # not checked: the corpus as Python ships it
+
+
 def test_embedded_corpus_is_pythons_help_topics():
     docs = corpus.embedded_documents()
     assert len(docs) > 50 and sum(map(len, docs)) > 300_000

@@ -94,7 +94,7 @@ def test_stacked_clipping_is_per_seed():
     from transformers import AutoConfig, AutoModelForCausalLM
 
     import train_config
-    from ensemble import StackedEnsemble
+    from training.ensemble import StackedEnsemble
 
     cfg = train_config.read_yaml(None, {"model_name_or_path": str(ROOT / "hub_configs/gpt2-tiny")})
     models = []

@@ -130,3 +130,28 @@ def test_only_an_attempt_at_the_same_target_can_be_resumed(tmp_path, name):
     assert folder.is_dir() and not (tmp_path / "out").exists()
     with pytest.raises(OutputError, match="not an earlier attempt"):
         earlier_attempt(tmp_path / "out", tmp_path / "sub" / "out.failed")
+
+
+def test_a_folder_lock_admits_one_writer_and_leaves_nothing_when_nothing_was_written(tmp_path):
+    from ema_boundary.io import LOCK, LOCK_INFO, FolderLock, OutputError, check_output_dir
+
+    folder = tmp_path / "run"
+    first = FolderLock(folder, "train.py", ["train.py", "--max_steps", "3"])
+    assert first.acquire() is None
+    holder = json.loads((folder / LOCK_INFO).read_text())
+    assert holder["pid"] == os.getpid() and holder["command"] == ["train.py", "--max_steps", "3"]
+    check_output_dir(folder, tool="train.py")  # the lock files are not content
+    with pytest.raises(OutputError, match=rf"^{folder}: another train.py is writing this folder \(pid {os.getpid()} "
+                                          r"on .*: train.py --max_steps 3\)"):
+        FolderLock(folder, "train.py").acquire()
+    first.release()
+    assert not folder.exists()  # it created the folder and nothing else was written: gone again
+
+    with FolderLock(folder, "train.py") as lock:
+        (folder / "metrics.jsonl").write_text("")
+        assert lock.holder()["tool"] == "train.py"
+    assert sorted(p.name for p in folder.iterdir()) == [LOCK, "metrics.jsonl"]  # kept: the run wrote something
+    (folder / LOCK_INFO).write_text(json.dumps({"pid": 1, "host": "gone"}))  # as a killed holder leaves it
+    again = FolderLock(folder, "train.py")
+    assert again.acquire() == {"pid": 1, "host": "gone"}  # the stale record, taken over
+    again.release()

@@ -22,6 +22,7 @@ import torch
 import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
 import train
 import train_config
+import training.hub
 from tests.train_testkit import ENV, ROOT, run_cmd, tokenizer_dir, write_config
 from train_config import EXIT_BAD_INPUT, EXIT_PUSH_FAILED
 
@@ -130,7 +131,7 @@ def test_failed_final_upload_is_one_line_and_final_stays_complete(tmp_path, monk
     cfg = _two_step_config(tmp_path)
     out = tmp_path / "out"
     FakeHfApi.calls = []
-    monkeypatch.setattr(train, "HfApi", UploadFails)
+    monkeypatch.setattr(training.hub, "HfApi", UploadFails)
     assert train.cli(["--config", str(cfg), "--output_dir", str(out), "--push_to_hub", "--hub_model_id", "me/x"]) == 3
     err = capsys.readouterr().err
     assert err == (f"train.py: error: pushing {out}/final to the hub as me/x failed: connection reset by peer "
@@ -143,7 +144,7 @@ def test_uploaded_folder_is_complete_and_loads_in_a_fresh_process(tmp_path, monk
     cfg = _two_step_config(tmp_path)
     out = tmp_path / "spen-push-test"
     FakeHfApi.calls, FakeHfApi.uploaded = [], tmp_path / "uploaded"
-    monkeypatch.setattr(train, "HfApi", FakeHfApi)
+    monkeypatch.setattr(training.hub, "HfApi", FakeHfApi)
     assert train.cli(["--config", str(cfg), "--output_dir", str(out), "--push_to_hub"]) == 0
 
     # The hub is asked first (token, repository); the repo id is the output folder's name; the whole, finished
@@ -171,7 +172,8 @@ def test_uploaded_folder_is_complete_and_loads_in_a_fresh_process(tmp_path, monk
                  f"train.py --config {cfg} --output_dir {out} --push_to_hub", "trust_remote_code=True",
                  'path = "tester/spen-push-test"'):
         assert fact in card, fact
-    assert re.search(r"- epochs: [\d.]+ \(passes over the [\d,]+ training documents\)", card), card
+    epochs = r"- epochs: [\d.]+ \(passes over the [\d,]+ training documents, as [\d,]+ blocks shuffled each epoch\)"
+    assert re.search(epochs, card), card
 
     # Self-contained: a process outside the repository, with nothing of the project importable, loads and generates.
     script = textwrap.dedent("""
@@ -201,6 +203,7 @@ def test_two_processes_push_once_from_the_main_process(tmp_path):
         import json, os, shutil, sys
         sys.path.insert(0, {str(ROOT)!r})
         import train
+        import training.hub
         from huggingface_hub import RepoUrl
 
         class Api:
@@ -216,7 +219,7 @@ def test_two_processes_push_once_from_the_main_process(tmp_path):
             def upload_folder(self, repo_id, folder_path, **kwargs):
                 self._log("upload_folder", complete=os.path.isfile(os.path.join(folder_path, "model.safetensors")))
 
-        train.HfApi = Api
+        training.hub.HfApi = Api
         sys.exit(train.cli())
     """))
     torchrun = shutil.which("torchrun") or f"{sys.executable} -m torch.distributed.run"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 
 import pyarrow as pa
@@ -12,7 +13,7 @@ import pytest
 import train
 import train_config
 from ema_boundary import corpus
-from ema_boundary.io import MARKER
+from ema_boundary.io import LOCK, MARKER
 from tests.train_testkit import ROOT, run_cmd, write_config
 
 
@@ -110,10 +111,19 @@ def test_resume_with_other_data_settings_is_refused(tmp_path, capsys, monkeypatc
     cfg = write_config(tmp_path / "train.yaml")
     saved = train_config.load_config(train_config.parse_args(["--config", str(cfg)])) | {"block_size": 32}
     (out / "train_config.json").write_text(json.dumps(saved))
-    train_config.write_marker(out, ["train.py"])  # an earlier run of train.py, killed before its first checkpoint
+    train_config.write_marker(out, ["train.py"])  # an earlier run of train.py with a checkpoint (of an older
+    (out / "checkpoints" / "step_3").mkdir(parents=True)  # train.py: its settings are the run's)
+    (out / "checkpoints" / "step_3" / "data_state.json").write_text(json.dumps({"step": 3, "pos": [0, 0, 0]}))
     monkeypatch.setattr(sys, "argv", ["train.py", "--config", str(cfg), "--output_dir", str(out),
                                       "--resume_from_checkpoint", "latest"])
     assert train.cli() == 2
-    assert capsys.readouterr().err == (f"train.py: error: {out}/train_config.json: the run to resume used "
-                                       "another block_size\n")
-    assert sorted(p.name for p in out.iterdir()) == [MARKER, "train_config.json"]
+    assert capsys.readouterr().err == (f"train.py: error: {out}/train_config.json: the run to resume used another "
+                                       "block_size (32 in the checkpoint, 64 now); resume with the checkpoint's "
+                                       "block_size, or start over with --overwrite_output_dir\n")
+    # Nothing written but the (empty) lock file, which stays: removing it could let two writers in.
+    assert sorted(p.name for p in out.iterdir()) == [MARKER, LOCK, "checkpoints", "train_config.json"]
+    # Without a checkpoint nothing was trained: the run starts fresh under its corrected settings.
+    shutil.rmtree(out / "checkpoints")
+    monkeypatch.setattr(sys, "argv", ["train.py", "--config", str(cfg), "--output_dir", str(out), "--max_steps", "1"])
+    assert train.cli() == 0
+    assert json.loads((out / "train_config.json").read_text())["block_size"] == 64

@@ -96,6 +96,7 @@ def test_flags_alone_describe_a_run() -> None:
     ("lr: -0.001\n", ":2: lr must be a positive number, got -0.001"),
     ("learning_rate: 0\n", ":2: learning_rate must be a positive number"),
     ("lr: 0.1\nlearning_rate: 0.2\n", ":3: learning_rate sets learning_rate again (already set at"),
+    ("lr: 0.1\nmax_steps: 2\nlr: 3e+3\n", ":4: duplicate key 'lr' (first at line 2, again at line 4)"),
     ("block_size: 0\n", ":2: block_size must be a positive integer"),
     ("betas: [0.9, 1.5]\n", ":2: betas must be a number in [0, 1), got 1.5"),
     ("betas: 0.9\n", ":2: betas must be two numbers in [0, 1)"),
@@ -162,31 +163,102 @@ def test_batch_that_does_not_add_up_is_refused(tmp_path, yaml_text, processes, m
         train_config.resolve_batch(cfg, processes)
 
 
-def test_resume_refuses_another_data_stream(tmp_path) -> None:
+def _checkpoint(out, step: int, **state):
+    ckpt = out / "checkpoints" / f"step_{step}"
+    ckpt.mkdir(parents=True)
+    (ckpt / "data_state.json").write_text(json.dumps({"step": step, "pos": [0, 0, 0], **state}))
+    return ckpt
+
+
+def test_resume_checks_every_setting_against_the_checkpoint(tmp_path) -> None:
     cfg = train_config.read_yaml(_yaml(tmp_path, ""))
     out = tmp_path / "run"
-    out.mkdir()
+    ckpt = _checkpoint(out, 4, config={**cfg, "changes": []})
+    assert train_config.check_resume(ckpt, out, cfg) == (out, {**cfg, "changes": []})
+    # Without a checkpoint nothing was trained: an earlier attempt's settings bind nothing.
+    (out / "train_config.json").write_text(json.dumps({**cfg, "val_every": 3}))
+    assert train_config.check_resume(None, out, cfg) == (out, None)
+    # What the run trains on or how it learns: refused, naming the setting and both values.
+    for key, value in (("val_every", 3), ("learning_rate", 0.1), ("warmup_steps", 7), ("seed", 1), ("shuffle", False),
+                       ("weight_decay", 0.0), ("tokenizer_name", "gpt2")):
+        with pytest.raises(train_config.ConfigError) as e:
+            train_config.check_resume(ckpt, out, {**cfg, key: value})
+        assert str(e.value).startswith(f"{ckpt}: the run to resume used another {key} ({train_config._shown(cfg[key])} "
+                                       f"in the checkpoint, {value} now)"), str(e.value)
+    # What changes how the run is watched or saved, or when it ends: accepted, recorded with its step.
+    _, saved = train_config.check_resume(ckpt, out, {**cfg, "max_steps": 9, "eval_steps": 2, "output_dir": "elsewhere"})
+    assert saved["changes"] == [{"step": 4, "setting": "max_steps", "from": cfg["max_steps"], "to": 9},
+                                {"step": 4, "setting": "eval_steps", "from": cfg["eval_steps"], "to": 2}]
+    # A later resume keeps the earlier changes (those before its checkpoint's step).
+    later = _checkpoint(out, 6, config={**cfg, "max_steps": 9, "eval_steps": 2, "changes": saved["changes"] + [
+        {"step": 7, "setting": "eval_steps", "from": 2, "to": 3}]})  # step 7: after the checkpoint, redone
+    assert train_config.check_resume(later, out, {**cfg, "max_steps": 9})[1]["changes"] == saved["changes"] + [
+        {"step": 6, "setting": "eval_steps", "from": 2, "to": cfg["eval_steps"]}]
+
+
+def test_resume_of_a_checkpoint_without_its_settings_checks_the_data_stream(tmp_path) -> None:
+    cfg = train_config.read_yaml(_yaml(tmp_path, ""))
+    out = tmp_path / "run"
+    ckpt = _checkpoint(out, 3)  # saved before checkpoints kept their settings: the run's train_config.json
     (out / "train_config.json").write_text(json.dumps({**cfg, "val_every": 3}))
     with pytest.raises(train_config.ConfigError, match="the run to resume used another val_every"):
-        train_config.check_resume(None, out, cfg)
-    assert train_config.check_resume(None, tmp_path / "fresh", cfg) == (tmp_path / "fresh", None)
+        train_config.check_resume(ckpt, out, cfg)
     # A run saved under the older names is read under the current ones.
     old = {"model_config": cfg["model_name_or_path"], "data": cfg["data"], "block_size": cfg["block_size"],
            "batch_size": cfg["total_train_batch_size"], "val_every": cfg["val_every"], "lr": 1.0}
     (out / "train_config.json").write_text(json.dumps({**old, "seed": cfg["seed"]}))
     # A run saved before the shuffle setting read its data in order: resumed only unshuffled.
     with pytest.raises(train_config.ConfigError, match="the run to resume used another shuffle"):
-        train_config.check_resume(None, out, cfg)
-    assert train_config.check_resume(None, out, {**cfg, "shuffle": False})[1]["learning_rate"] == 1.0
+        train_config.check_resume(ckpt, out, cfg)
+    assert train_config.check_resume(ckpt, out, {**cfg, "shuffle": False})[1]["learning_rate"] == 1.0
     # A test split changes the training stream; a run saved before test_every existed had none.
     with pytest.raises(train_config.ConfigError, match="the run to resume used another test_every"):
-        train_config.check_resume(None, out, {**cfg, "shuffle": False, "test_every": 3})
-    # The seed draws the order of the shuffled data.
-    (out / "train_config.json").write_text(json.dumps(cfg))
-    with pytest.raises(train_config.ConfigError, match="the run to resume used another seed"):
-        train_config.check_resume(None, out, {**cfg, "seed": 1})
+        train_config.check_resume(ckpt, out, {**cfg, "shuffle": False, "test_every": 3})
     (out / "train_config.json").write_text(json.dumps({**cfg, "test_every": 3}))
-    assert train_config.check_resume(None, out, {**cfg, "test_every": 3})[1]["test_every"] == 3
+    assert train_config.check_resume(ckpt, out, {**cfg, "test_every": 3})[1]["test_every"] == 3
+
+
+def test_a_damaged_checkpoint_is_named_and_the_one_before_it_used(tmp_path) -> None:
+    out = tmp_path / "run"
+    for step in (3, 6):
+        ckpt = _checkpoint(out, step)
+        (ckpt / "model.safetensors").write_bytes(b"x" * 100)
+        state = json.loads((ckpt / "data_state.json").read_text())
+        (ckpt / "data_state.json").write_text(json.dumps({**state, "files": train_config.checkpoint_files(ckpt)}))
+    newest = out / "checkpoints/step_6"
+    assert train_config.checkpoint_problem(newest) is None
+    (newest / "model.safetensors").write_bytes(b"x" * 50)  # truncated
+    warnings: list[str] = []
+    assert train_config.find_checkpoint(out, "latest", True, False, warn=warnings.append) == out / "checkpoints/step_3"
+    assert warnings == [f"train.py: warning: {newest}: cannot resume from it (model.safetensors has 50 bytes, the "
+                        "checkpoint wrote 100); trying the checkpoint before it"]
+    with pytest.raises(train_config.ConfigError, match=f"^{newest}: cannot resume from this checkpoint: "
+                                                       "model.safetensors has 50 bytes"):
+        train_config.find_checkpoint(out, str(newest), True, False)
+    (newest / "model.safetensors").write_bytes(b"y" * 100)  # the same size, other bytes
+    assert train_config.checkpoint_problem(newest) == "model.safetensors does not match its SHA-256 checksum"
+    (out / "checkpoints/step_3/model.safetensors").unlink()
+    with pytest.raises(train_config.ConfigError, match=f"^{out}: no checkpoint of it can be resumed"):
+        train_config.find_checkpoint(out, "latest", True, False)
+    # A checkpoint saved before checksums: its safetensors files must open.
+    old = _checkpoint(tmp_path / "old", 2)
+    (old / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{}")
+    assert "model.safetensors does not load" in train_config.checkpoint_problem(old)
+
+
+def test_a_torn_last_metrics_line_is_dropped_with_a_warning(tmp_path) -> None:
+    out = tmp_path / "run"
+    out.mkdir()
+    assert train_config.kept_metrics(out, 3) is None
+    lines = [json.dumps({"step": s, "loss": 1.0}) for s in (1, 2, 3, 4)]
+    (out / "metrics.jsonl").write_text("\n".join(lines) + "\n" + '{"step": 5, "lo')
+    warnings: list[str] = []
+    assert train_config.kept_metrics(out, 3, warnings.append) == "".join(ln + "\n" for ln in lines[:3])
+    assert warnings == [f"train.py: warning: {out}/metrics.jsonl:5: dropped its last line, torn by an interrupted "
+                        "write"]
+    (out / "metrics.jsonl").write_text(lines[0] + "\nxx\n" + lines[1] + "\n")  # damage before the end: refused
+    with pytest.raises(train_config.ConfigError, match=f"^{out}/metrics.jsonl:2: not a metrics record"):
+        train_config.kept_metrics(out, 3)
 
 
 def _run_folder(out, marker: bool = True, step: int | None = 3):

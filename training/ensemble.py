@@ -45,13 +45,20 @@ import torch
 import torch.nn.functional as F
 from accelerate.utils import set_seed
 from torch.func import functional_call, stack_module_state, vmap
-from transformers import AutoConfig, AutoModelForCausalLM, get_scheduler
+from transformers import AutoConfig, AutoModelForCausalLM
 
+import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
 import train_config
 from ema_boundary import corpus
-from ema_boundary.io import atomic_dir, write_json, write_text
+from ema_boundary.io import FolderLock, OutputError, atomic_dir, write_json, write_text
 from ema_boundary.params import parameter_counts
 from train_config import ConfigError
+from training.card import model_card
+from training.console import SUMMARY, configure_console, log
+from training.data import check_shared_documents, held_out_test, tokenizer_for_run, training_stream
+from training.interrupt import Interrupt
+from training.loss import objective, prediction_loss_weight
+from training.optim import adamw, build_optimizer, build_scheduler
 
 ENGINES = ("auto", "stacked", "sequential")
 
@@ -62,11 +69,6 @@ __all__ = ["ENGINES", "SeedEnsemble", "StackedEnsemble", "SequentialEnsemble", "
 def seed_dir(output_dir: str | Path, seed: int) -> Path:
     """The folder of one seed of an ensemble run: ``<output_dir>/seed_<seed>``."""
     return Path(output_dir) / f"seed_{seed}"
-
-
-def prediction_weight(model: torch.nn.Module) -> float:
-    """The model config's ``prediction_loss_weight`` (0 for models without one, e.g. GPT-2)."""
-    return float(getattr(model.config, "prediction_loss_weight", 0.0) or 0.0)
 
 
 # ------------------------------------------------------------------------------------------ engines
@@ -84,7 +86,7 @@ class SeedEnsemble:
             raise ValueError("an ensemble needs at least one model")
         self.models = list(models)
         self.cfg = cfg
-        self.weight = prediction_weight(self.models[0])
+        self.weight = prediction_loss_weight(self.models[0])
         self.autocast = autocast
 
     def __len__(self) -> int:
@@ -118,19 +120,13 @@ class SeedEnsemble:
         return self.models
 
 
-def _per_seed_objective(ce: torch.Tensor, prediction: torch.Tensor | None, weight: float) -> torch.Tensor:
-    return ce if prediction is None or not weight else ce + weight * prediction
-
-
 class SequentialEnsemble(SeedEnsemble):
     """The K models one after another on each batch, each with its own AdamW: a single run's operations."""
 
     def __init__(self, models: Sequence[torch.nn.Module], cfg: dict, autocast: torch.autocast | None = None):
         super().__init__(models, cfg, autocast)
-        import train  # the single run's optimizer: the same parameter groups and settings
-
         fused = self.models[0].device.type == "cuda"
-        self.optimizers = [train.build_optimizer(m, cfg, fused=fused) for m in self.models]
+        self.optimizers = [build_optimizer(m, cfg, fused=fused) for m in self.models]  # the single run's
 
     def forward_backward(self, blocks: torch.Tensor, scale: float = 1.0) -> tuple[torch.Tensor, torch.Tensor | None]:
         ces, preds = [], []
@@ -140,7 +136,7 @@ class SequentialEnsemble(SeedEnsemble):
                 out = model(input_ids=rows[:, :-1])
                 ce = F.cross_entropy(out.logits.float().flatten(0, 1), rows[:, 1:].flatten())
             pred = getattr(out, "prediction_loss", None)
-            (_per_seed_objective(ce, pred, self.weight) * scale).backward()
+            (objective(ce, pred, self.weight) * scale).backward()
             ces.append(ce.detach())
             preds.append(pred.detach().float() if pred is not None else None)
         return torch.stack(ces), (torch.stack(preds) if preds[0] is not None else None)
@@ -185,14 +181,9 @@ class StackedEnsemble(SeedEnsemble):
         params, _ = stack_module_state(self.models)
         self.params = {name: p.detach().requires_grad_() for name, p in params.items()}
         self.template = copy.deepcopy(self.models[0])  # the module functional_call runs with the stacked weights
-        # The single run's groups (train.build_optimizer): matrices and embeddings decay, biases and norm gains
-        # (1-D per model, 2-D stacked) do not.
-        decay = [p for p in self.params.values() if p.dim() - 1 >= 2]
-        no_decay = [p for p in self.params.values() if p.dim() - 1 < 2]
-        self.optimizers = [torch.optim.AdamW(
-            [{"params": decay, "weight_decay": cfg["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
-            lr=cfg["learning_rate"], betas=(cfg["adam_beta1"], cfg["adam_beta2"]),
-            fused=self.models[0].device.type == "cuda")]
+        # The single run's groups (training.optim): a tensor's rank in one model is its stacked rank - 1.
+        self.optimizers = [adamw(list(self.params.values()), cfg, fused=self.models[0].device.type == "cuda",
+                                 model_rank=lambda p: p.dim() - 1)]
         self._train_losses = vmap(self._member_losses, in_dims=(0, None, None))
         self._own_batch_losses = vmap(self._member_own_losses, in_dims=(0, None, 0))  # (K, B, T+1): a batch each
         embedding = self.template.get_input_embeddings().weight
@@ -227,7 +218,7 @@ class StackedEnsemble(SeedEnsemble):
             ce, pred = losses(self.params, self.buffers, blocks)
         has_pred = self._has_prediction
         # The sum over seeds: each seed's parameters get the gradient of its own objective only.
-        (_per_seed_objective(ce, pred if has_pred else None, self.weight).sum() * scale).backward()
+        (objective(ce, pred if has_pred else None, self.weight).sum() * scale).backward()
         return ce.detach(), (pred.detach() if has_pred else None)
 
     def clip_(self, max_norm: float) -> torch.Tensor:
@@ -316,29 +307,35 @@ def _single_run_argv(argv: Sequence[str], seed: int, folder: Path) -> list[str]:
     return [*kept, "--seed", str(seed), "--output_dir", str(folder)]
 
 
-def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "auto") -> Path:
+def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "auto",
+                interrupt: Interrupt | None = None) -> Path:
     """Train ``seeds`` as one ensemble as ``args`` (train.py's parsed command line) says; return the output folder.
 
     Writes ``<output_dir>/seed_<n>/`` for each seed. Bad input raises ConfigError or DataError before anything
-    is written.
+    is written. ``interrupt`` learns the folders once they are written (for its message) and holds their locks.
     """
-    import train  # the single run's pieces: loss, model card, tokenizer choice
-
     cfg = train_config.load_config(args)
-    train.configure_console(args.log_level, True)
+    configure_console(args.log_level, True)
     train_config.resolve_batch(cfg, 1)
     accum = cfg["gradient_accumulation_steps"]
     _check(cfg, seeds, args)
     out = Path(cfg["output_dir"])
     dirs = _prepare_seed_folders(out, seeds, args.overwrite_output_dir)
+    if interrupt is not None:  # one writer per folder until the run ends (as training.checkpoint.lock_output)
+        for d in dirs:
+            lock = FolderLock(d, train_config.TOOL, ["train.py", *argv])
+            try:
+                lock.acquire()
+            except OutputError as e:
+                raise ConfigError(str(e)) from None
+            interrupt.held.callback(lock.release)
     n_docs = corpus.check_data(cfg["data"], cfg["val_every"], cfg["test_every"])
-    import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
-
+    dropped = check_shared_documents(cfg)
     model_cfg = AutoConfig.from_pretrained(cfg["model_name_or_path"])
-    tokenizer, tokenizer_name = train.tokenizer_for_run(cfg, model_cfg.vocab_size, out, None)
+    tokenizer, tokenizer_name = tokenizer_for_run(cfg, model_cfg.vocab_size, out, None)
     val = corpus.validation_blocks(cfg["data"], cfg["val_every"], tokenizer, cfg["block_size"],
                                        cfg["max_eval_samples"])
-    test = train.held_out_test(cfg, tokenizer)  # None without a test split
+    test = held_out_test(cfg, tokenizer)  # None without a test split
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     autocast = (torch.autocast(device.type, dtype=torch.bfloat16) if cfg["mixed_precision"] == "bf16" else None)
 
@@ -354,8 +351,10 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
         seed_cfg = {**cfg, "seed": seed, "output_dir": str(d)}
         seed_cfgs.append(seed_cfg)
         tokenizer.save_pretrained(d / "tokenizer")
-        write_json(d / "train_config.json", {**seed_cfg, "tokenizer_used": tokenizer_name})
+        write_json(d / "train_config.json", {**seed_cfg, "tokenizer_used": tokenizer_name, "changes": []})
         write_text(d / "metrics.jsonl", "")
+        if interrupt is not None:  # from now on a stop says what the folders hold (Interrupt.message)
+            interrupt.seed_dirs.append(d)
 
     models = []
     for seed in seeds:
@@ -363,20 +362,17 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
         models.append(AutoModelForCausalLM.from_config(model_cfg).to(device))
     counts = parameter_counts(models[0])
     ensemble = make_ensemble(models, cfg, engine, autocast)
-    schedulers = [get_scheduler("cosine_with_min_lr", opt, num_warmup_steps=cfg["warmup_steps"],
-                                num_training_steps=cfg["max_steps"],
-                                scheduler_specific_kwargs={"min_lr_rate": cfg["min_lr_ratio"]})
-                  for opt in ensemble.optimizers]
+    schedulers = [build_scheduler(opt, cfg) for opt in ensemble.optimizers]
     micro = cfg["per_device_train_batch_size"]
     # Each seed's single-run stream; unshuffled, those are all one stream, read once.
     streams = [seeds[0]] if not cfg["shuffle"] else seeds
     tokens = (corpus.SplitTokens(cfg["data"], "train", cfg["val_every"], tokenizer, cfg["test_every"])
               if cfg["shuffle"] and cfg["data"] != [corpus.C4] else None)  # tokenized once for every seed
-    train_sets = [train.training_stream(cfg, tokenizer, seed=s, tokens=tokens) for s in streams]
+    train_sets = [training_stream(cfg, tokenizer, seed=s, tokens=tokens) for s in streams]
     loaders = [iter(torch.utils.data.DataLoader(ts, batch_size=micro)) for ts in train_sets]
     val_batches = [b.to(device) for b in val.split(micro)]  # train.py's validation batches
 
-    train.log.info(f"train.py: {Path(cfg['model_name_or_path']).name}, {counts.total:,} parameters, seeds "
+    log.info(f"train.py: {Path(cfg['model_name_or_path']).name}, {counts.total:,} parameters, seeds "
                    f"{','.join(map(str, seeds))} as one ensemble ({type(ensemble).__name__}), {device}, "
                    f"{cfg['max_steps']} steps; output in {out}/seed_*")
     tokens_per_step = cfg["total_train_batch_size"] * cfg["block_size"]
@@ -420,7 +416,7 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
             val_losses = ensemble.val_losses(val_batches).tolist()
             for k, row in enumerate(rows):
                 row |= {"val_loss": val_losses[k], "val_ppl": math.exp(val_losses[k]), "tokens": step * tokens_per_step}
-            train.log.info(f"step {step}/{last}: validation loss " + " ".join(f"{v:.4f}" for v in val_losses))
+            log.info(f"step {step}/{last}: validation loss " + " ".join(f"{v:.4f}" for v in val_losses))
         if step == last and test is not None:  # train.py's test score, once, on the final models
             for row, loss in zip(rows, ensemble.val_losses([b.to(device) for b in test.blocks.split(micro)]).tolist(),
                                  strict=True):
@@ -431,17 +427,17 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
                     f.write(json.dumps({"step": step, **row}) + "\n")
     seconds = time.perf_counter() - t_start
 
-    train_docs = corpus.split_sizes(n_docs, cfg["val_every"], cfg["test_every"])["train"] if n_docs else 0
+    train_docs = corpus.split_sizes(n_docs, cfg["val_every"], cfg["test_every"])["train"] - dropped if n_docs else 0
     epoch_blocks = getattr(train_sets[0], "blocks_per_epoch", 0)
     for model, d, seed_cfg, v, p in zip(ensemble.trained_models(), dirs, seed_cfgs, val_losses, pos, strict=True):
         seed_command = "train.py " + shlex.join(_single_run_argv(command, seed_cfg["seed"], d))
-        card = train.model_card(seed_cfg, model_cfg, counts, last, p, train_docs, v, seed_command, tokenizer_name,
+        card = model_card(seed_cfg, model_cfg, counts, last, p, train_docs, v, seed_command, tokenizer_name,
                                 d.resolve().name, str((d / "final").resolve()), epoch_blocks=epoch_blocks)
         with atomic_dir(d / "final") as tmp:
             model.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)
             card.save(tmp / "README.md")
-    train.log.log(train.SUMMARY, f"train.py: done in {seconds:.0f} s: {K} seeds x {last} steps, "
+    log.log(SUMMARY, f"train.py: done in {seconds:.0f} s: {K} seeds x {last} steps, "
                                  f"{K * last * tokens_per_step / seconds:,.0f} tokens/s summed; validation loss "
                                  + " ".join(f"{v:.4f}" for v in val_losses) + f"; models in {out}/seed_*/final")
     return out
