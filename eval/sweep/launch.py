@@ -15,7 +15,10 @@ a run that fails is reported with its log, and the others go on.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import os
+import signal
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -62,11 +65,21 @@ class LocalLauncher:
                     yield run, e
             return
         ctx = multiprocessing.get_context("spawn")  # no fork after torch started its threads
-        with ProcessPoolExecutor(max_workers=min(self.workers, len(runs)), mp_context=ctx,
-                                 initializer=_worker_init) as pool:
+        pool = ProcessPoolExecutor(max_workers=min(self.workers, len(runs)), mp_context=ctx, initializer=_worker_init)
+        try:
             futures = {pool.submit(_execute, str(sweep), run): run for run in runs}
             for fut in as_completed(futures):
                 yield futures[fut], fut.exception()
+        except BaseException:
+            # Ctrl-C or a preemption signal in the sweep process: pass it on to the workers, whose train.py saves
+            # a checkpoint after its step and stops (a run without checkpoints, e.g. MQAR, is simply stopped),
+            # and wait for them, so that --resume_from continues where they were.
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGTERM)
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
 
 
 class RunJob(submitit.helpers.Checkpointable):
