@@ -188,7 +188,7 @@ def test_render_attaches_a_committed_ablation_to_an_existing_report(tmp_path, ca
     assert after["ablation_budgets"]["attached_by"].startswith("ema-boundary render")
     assert _row(after, "readers_identical_budgets")["verdict"] == "met"
     assert _row(after, "selection_escapes_budgets")["verdict"] == "refuted"
-    changed = ("claims", "ablation_budgets", "figures")
+    changed = ("claims", "ablation_budgets", "figures", "sweeps")  # sweeps: re-read on --upgrade (attached_by)
     unchanged = {k: v for k, v in after.items() if k not in changed}
     assert unchanged == {k: v for k, v in copy.deepcopy(before).items() if k not in changed}
     # The committed figures travel with the report: copied in, embedded in the section, the others kept.
