@@ -141,6 +141,35 @@ def test_changed_plan_refused_on_resume(tmp_path: Path, corpus_file: str, capsys
     assert json.loads((out / "results.json").read_text())["complete"]
 
 
+def test_a_plan_with_arms_added_grows_the_sweep(tmp_path: Path, corpus_file: str, capsys) -> None:
+    """The recorded plan plus new arms continues the sweep (finished runs reused, the plan copy and identity
+    updated, the invocation naming the added arms); an added arm beside a changed one is still refused."""
+    plan = tiny_plan(tmp_path, corpus_file, seeds=[0], rate={"lr_grid": [1.0e-3]})
+    out = tmp_path / "out"
+    assert sweep_main([str(plan), "--output_dir", str(out)]) == 0
+    before = scores(out)
+    run_json = next(out.glob("runs/linear/*/seed_0/steps_4/result.json"))
+    stamp = run_json.stat().st_mtime_ns
+    extra = {"arms": {"linear": {"config": {"model": "hub_configs/spen-tiny"}},
+                      "wide": {"config": {"model": "hub_configs/spen-tiny"}, "seeds": [1]}}}
+    grown = tiny_plan(tmp_path, corpus_file, "grown.yaml", seeds=[0], rate={"lr_grid": [1.0e-3]}, **extra)
+    changed = tiny_plan(tmp_path, corpus_file, "changed.yaml", seeds=[0], rate={"lr_grid": [1.0e-3]},
+                        arms={"linear": {"seeds": [0, 1]}, "wide": extra["arms"]["wide"]})
+    capsys.readouterr()
+    assert sweep_main([str(changed), "--resume_from", str(out)]) == 2
+    assert "arms.linear.seeds" in capsys.readouterr().err
+    assert sweep_main([str(grown), "--resume_from", str(out)]) == 0
+    after = scores(out)
+    assert after["linear"] == before["linear"] and set(after["wide"]["4"]) == {"1"}
+    assert run_json.stat().st_mtime_ns == stamp  # the finished run was reused, not retrained
+    identity = json.loads((out / "sweep.json").read_text())
+    assert identity["invocations"][-1]["added_arms"] == ["wide"]
+    assert "wide:" in (out / "sweep.yaml").read_text()
+    # The grown sweep now resumes as itself, with or without its plan.
+    assert sweep_main(["--resume_from", str(out)]) == 0
+    assert sweep_main([str(grown), "--resume_from", str(out)]) == 0
+
+
 def test_killed_sweep_resumes_to_the_uninterrupted_results(tmp_path: Path, corpus_file: str) -> None:
     """kill -9 in the middle of a sweep (a run half-trained, with a checkpoint), then --resume_from: the same
     scores as a sweep that was never interrupted."""

@@ -24,7 +24,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                                            "(repository-relative paths work from any folder)")
     p.add_argument("--output_dir", metavar="DIR", help="a new (or empty) folder for the sweep")
     p.add_argument("--resume_from", metavar="DIR", help="continue the sweep in DIR: finished runs are reused, an "
-                   "unfinished one continues from its checkpoint; a PLAN given too must be the one DIR ran")
+                   "unfinished one continues from its checkpoint; a PLAN given too must be the one DIR ran, or it with "
+                   "arms added (the sweep grows; its finished runs stay)")
     p.add_argument("--summarize", metavar="DIR", help="rebuild DIR's results.json and results.md from its finished "
                    "runs, without training")
     p.add_argument("--launcher", choices=LAUNCHERS, default="local",

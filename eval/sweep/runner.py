@@ -84,6 +84,16 @@ def _first_difference(a: Any, b: Any, path: str = "") -> str | None:
     return None if a == b else f"{path}: {a!r} here, {b!r} now"
 
 
+def _added_arms(recorded: dict, identity: dict) -> list[str]:
+    """The arms ``identity`` adds to ``recorded`` when that is its only difference (every recorded arm and every
+    other field unchanged), else []: a sweep may grow, never change what its finished runs ran."""
+    old_arms, new_arms = recorded.get("arms", {}), identity.get("arms", {})
+    same_rest = {k: v for k, v in recorded.items() if k != "arms"} == {k: v for k, v in identity.items() if k != "arms"}
+    if not same_rest or any(new_arms.get(name) != spec for name, spec in old_arms.items()):
+        return []
+    return [name for name in new_arms if name not in old_arms]
+
+
 def open_folder(plan: SweepPlan, folder: Path, command: str, resume: bool) -> None:
     """A new sweep folder (refused if it holds anything not a sweep's), or the sweep being resumed (refused if
     its recorded plan differs from ``plan``)."""
@@ -93,11 +103,17 @@ def open_folder(plan: SweepPlan, folder: Path, command: str, resume: bool) -> No
         if output_owner(folder) != TOOL:
             raise SweepError(f"--resume_from {folder}: not a sweep folder (no {MARKER} of {TOOL})")
         recorded = json.loads((folder / IDENTITY).read_text())
+        invocation: dict[str, Any] = {"command": command, "started": now}
         diff = _first_difference(recorded["identity"], identity)
-        if diff:
+        added = _added_arms(recorded["identity"], identity) if diff else []
+        if diff and not added:
             raise SweepError(f"--resume_from {folder}: the plan differs from the one this sweep ran ({diff}); "
                              "resume with the recorded plan (its sweep.yaml), or start a new --output_dir")
-        recorded["invocations"].append({"command": command, "started": now})
+        if added:  # the same plan with arms added: the sweep grows; every finished run stays valid
+            recorded.update(plan=relative(plan.path), identity=identity)
+            invocation["added_arms"] = added
+            write_text(folder / PLAN_COPY, f"# the plan of this sweep, as declared ({plan.path})\n" + dump(plan))
+        recorded["invocations"].append(invocation)
         write_json(folder / IDENTITY, recorded)
         return
     if output_owner(folder) == TOOL:
