@@ -31,7 +31,8 @@ scope) can invert fixed-rate traces, ``u_t = (h_t - (1 - a) h_{t-1}) / a``, and 
 :func:`recall_map` measures both, beside the positive control and chance.
 
 The map has two axes (issue 22): each arm's **write rule** (fixed rates, learned time-invariant rates,
-input-gated diagonal rates, input-dependent outer-product / SSM writes, attention over tokens:
+input-gated diagonal rates, input-dependent outer-product / SSM writes, linear attention's outer-product sums,
+attention over tokens:
 :func:`write_rule`) and its **state numbers per layer** (what one layer keeps to continue a sequence:
 :func:`state_numbers`), so that "input-dependent selection" and "more state" (Zoology: recall capacity grows
 with the state) can be told apart. :func:`escape_comparison` sets a selective state of N numbers per channel
@@ -589,12 +590,15 @@ def default_map_configs(width: int = 64, layers: int = 2, heads: int = 4) -> dic
 # ---------------------------------------------------------------------------------------------
 
 # Write rules, from the least to the most input-dependent (issue 22). Zoology: recall capacity grows with
-# the state; the map asks whether the rule matters at equal state.
+# the state; the map asks whether the rule matters at equal state. S6 and linear attention both write an
+# input-dependent outer product, but S6 decays its state by an input-dependent step while linear attention
+# sums without forgetting: two rules on the map (Zoology tells them apart too).
 WRITE_RULES: dict[str, str] = {
     "fixed": "fixed (EMA rates)",
     "learned_lti": "learned LTI (learned rates)",
     "input_gated_diagonal": "input-gated diagonal",
     "input_dependent_outer_product": "input-dependent outer-product / SSM",
+    "linear_attention": "input-dependent outer-product sums (linear attention)",
     "attention": "attention over tokens",
 }
 _TRACE_RULES = {"ema": "fixed", "learned": "learned_lti", "selective": "input_gated_diagonal",
@@ -608,7 +612,7 @@ def write_rule(config: PretrainedConfig) -> str | None:
     GPT-2 attends over every past token. Mamba writes ``B_t x_t`` (an input-dependent outer product) into
     its state. A SPEN arm is its reader's rule where the reader keeps its own memory of every past position
     (``sequence`` scope: linear attention sums ``phi(k_t) v_t^T`` with input-dependent keys, an outer-product
-    state; softmax attention keeps every past state), and its trace's rule otherwise.
+    state that never decays; softmax attention keeps every past state), and its trace's rule otherwise.
     """
     kind = getattr(config, "model_type", None)
     if kind == "gpt2":
@@ -618,7 +622,7 @@ def write_rule(config: PretrainedConfig) -> str | None:
     if kind != "spen":
         return None
     if config.predictor_scope == "sequence" and config.predictor == "linear_attention":
-        return "input_dependent_outer_product"
+        return "linear_attention"
     if config.predictor_scope == "sequence" and config.predictor == "softmax_attention":
         return "attention"
     return _TRACE_RULES[config.trace]

@@ -161,7 +161,7 @@ SPEN_ARMS = [("linear", "fixed"), ("linear-learned", "learned_lti"), ("linear-se
              ("linear-selective_ssm", "input_dependent_outer_product"),
              ("linear-selective_ssm3", "input_dependent_outer_product"), ("linear-ema16", "fixed"),
              ("linear_attention-state", "fixed"), ("softmax_attention-state", "fixed"), ("none", "fixed"),
-             ("linear_attention-sequence", "input_dependent_outer_product"),
+             ("linear_attention-sequence", "linear_attention"),
              ("softmax_attention-sequence", "attention")]
 
 

@@ -131,7 +131,8 @@ def _structure(ax: Any, report: dict, rows: dict[str, dict]) -> None:
 
 RULE_STYLE = {"fixed": ("fixed EMA rates", "o", "#c0392b"), "learned_lti": ("learned rates", "s", "#e67e22"),
               "input_gated_diagonal": ("input-gated rates", "D", "#b7950b"),
-              "input_dependent_outer_product": ("input-dependent binding", "^", "#2e86c1"),
+              "input_dependent_outer_product": ("input-dependent binding (S6)", "^", "#2e86c1"),
+              "linear_attention": ("linear attention sums", "v", "#8e44ad"),
               "attention": ("attention over tokens", "*", "#1a7f37")}
 
 

@@ -16,6 +16,7 @@ from ema_boundary.figures import pyplot, save
 # One colour and marker per write rule (eval.recall.WRITE_RULES), from the least to the most input-dependent.
 RULE_STYLE = {"fixed": ("tab:gray", "o"), "learned_lti": ("tab:brown", "v"),
               "input_gated_diagonal": ("tab:olive", "D"), "input_dependent_outer_product": ("tab:blue", "s"),
+              "linear_attention": ("tab:purple", "P"),
               "attention": ("tab:red", "^")}
 
 
