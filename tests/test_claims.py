@@ -48,7 +48,8 @@ def test_the_table_is_consistent(committed: dict) -> None:
         assert claim.side in ("structure", "content") and claim.sentence and claim.rule_text
         assert _in_schema(claim.measurement), claim.key  # every measurement is a key of report.json's schema
         # ... and of the committed run, unless its experiment came after that run (then the row says "not run")
-        later = ("selection_escapes_recall", "hebbian_learning", "depth_selection_recovers", "gap_on_recall")
+        later = ("selection_escapes_recall", "hebbian_learning", "depth_selection_recovers", "depth_selection_loss",
+                 "gap_on_recall")
         assert get(committed, claim.measurement) is not None or claim.id in later, claim.key
         for e in claim.explanations:
             assert e.experiment in EXPERIMENTS, (claim.id, e.experiment)
@@ -246,21 +247,30 @@ def test_structure_rows_carry_their_conditions_across_the_committed_arms() -> No
     assert "| conditions | met in 1 of 3 arms" in lines
 
 
-def test_the_depth_row_reads_eval_depths_verdict_behind_its_gate(committed: dict) -> None:
+def test_the_depth_rows_split_the_probe_part_from_the_loss_behind_its_gate(committed: dict) -> None:
+    """Issue 34 item 5: token identity and the stream's growth need no language-model gate; the loss does."""
     from tests.test_depth import experiment_result
 
-    # No depth section in the plan: no depth block, the row is "not run".
-    assert _row(committed, "depth_selection_recovers")["verdict"] == Verdict.NOT_RUN.value
+    # No depth section in the plan: no depth block, both rows are "not run".
+    for claim in ("depth_selection_recovers", "depth_selection_loss"):
+        assert _row(committed, claim)["verdict"] == Verdict.NOT_RUN.value
     met = _row({**committed, "depth": experiment_result()}, "depth_selection_recovers")
-    assert met["verdict"] == "met" and met["preconditions"][0]["holds"] is True
+    assert met["verdict"] == "met" and not met.get("preconditions")
     assert "token identity at the last layer, attention − add: +10.1 points" in met["ours"]
     assert "majority token 10.0%" in met["ours"] and "attention 1.4x" in met["ours"]
+    loss = _row({**committed, "depth": experiment_result()}, "depth_selection_loss")
+    assert loss["verdict"] == "met" and loss["preconditions"][0]["holds"] is True
+    assert "attention − add -0.099 [-0.105, -0.094] nats (add 3.520, attention 3.421" in loss["ours"]
     refuted = _row({**committed, "depth": experiment_result(gain=-0.1)}, "depth_selection_recovers")
     assert refuted["verdict"] == "refuted" and Verdict(refuted["verdict"]).disagrees
-    # Both arms above the bigram line: the numbers stay, the verdict is not drawn.
-    above = _row({**committed, "depth": experiment_result(val_loss=4.5)}, "depth_selection_recovers")
-    assert above["verdict"] == Verdict.NOT_TESTABLE.value and "bigram 4.000 nats" in above["detail"]
-    assert "+10.1 points" in above["ours"]
+    worse = _row({**committed, "depth": experiment_result(loss_gap=0.1)}, "depth_selection_loss")
+    assert worse["verdict"] == "refuted" and "attention's loss higher" in worse["detail"]
+    # Both arms above the bigram line: the loss row is not read; the probe row still is.
+    above = {**committed, "depth": experiment_result(val_loss=4.5)}
+    assert _row(above, "depth_selection_recovers")["verdict"] == "met"
+    row = _row(above, "depth_selection_loss")
+    assert row["verdict"] == Verdict.NOT_TESTABLE.value and "bigram 4.000 nats" in row["detail"]
+    assert "attention − add -0.099" in row["ours"]
 
 
 def _with_gap(report: dict, value: float, ci: list[float]) -> dict:

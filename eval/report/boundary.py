@@ -316,7 +316,7 @@ def _depth(ax: Any, report: dict, rows: dict[str, dict]) -> None:
     acc = ((depth or {}).get("table") or {}).get("token_accuracy")
     if not acc:
         _not_run(ax, "the plan has no depth section")
-        _title(ax, "Depth: residual sum vs selection", rows, ("depth_selection_recovers",))
+        _title(ax, "Depth: residual sum vs selection", rows, ("depth_selection_recovers", "depth_selection_loss"))
         return
     bars = [("residual sum", acc["add"], "#c0392b"), ("Attention Residuals", acc["attention"], "#1a7f37")]
     ax.bar([b[0] for b in bars], [100 * b[1] for b in bars], color=[b[2] for b in bars], width=0.55)
@@ -325,7 +325,7 @@ def _depth(ax: Any, report: dict, rows: dict[str, dict]) -> None:
     ax.set_ylim(0, 125)
     ax.set_ylabel("token identity at the last layer (%)", fontsize=8)
     ax.tick_params(axis="x", labelsize=8)
-    _title(ax, "Depth: residual sum vs selection", rows, ("depth_selection_recovers",))
+    _title(ax, "Depth: residual sum vs selection", rows, ("depth_selection_recovers", "depth_selection_loss"))
 
 
 def boundary_figure(report: dict, path: Path) -> Path:

@@ -674,7 +674,7 @@ def _depth_gate(report: Report) -> Check:
 
 DEPTH_GATE = Precondition(
     "depth_below_bigram", "both residual arms of the depth experiment below the Kneser-Ney bigram loss on the same "
-    "tokens (for the loss part of the rule)", _depth_gate)
+    "tokens", _depth_gate)
 
 
 def _depth_ours(t: Mapping[str, Any], chance: float | None = None, loss_name: str = "validation loss") -> str:
@@ -704,11 +704,49 @@ def _depth_rule(report: Report, d: Mapping[str, Any]) -> Outcome:
 
     chance = [r["token_chance"] for r in (d.get("runs") or {}).get("add", {}).values()]
     ours = _depth_ours(t, sum(chance) / len(chance) if chance else None)
-    acc = t["token_accuracy"]
-    verdicts = {v.value: v for v in Verdict}
-    strength = (f"{len(acc['seeds'])} paired seeds, {d['num_layers']} blocks, {d['max_steps']} steps; "
-                f"margins ±{100 * d['margins']['token_accuracy']:g} points, ±{d['margins']['val_loss']:g} nats")
-    return Outcome(verdicts.get(d["verdict"], Verdict.NOT_RESOLVED), ours, "", strength)
+    verdict, detail = _depth_probe_verdict(t)
+    return Outcome(verdict, ours, detail, _depth_strength(d))
+
+
+def _depth_strength(d: Mapping[str, Any]) -> str:
+    return (f"{len(d['table']['token_accuracy']['seeds'])} paired seeds, {d['num_layers']} blocks, "
+            f"{d['max_steps']} steps; margins ±{100 * d['margins']['token_accuracy']:g} points, "
+            f"±{d['margins']['val_loss']:g} nats")
+
+
+def _depth_probe_verdict(t: Mapping[str, Any]) -> tuple[Verdict, str]:
+    """The part of eval.depth's rule that needs no language-model gate (issue 34 item 5): token identity recovered
+    at the last layer by a linear probe, and the stream's growth with depth (the dilution), attention − add."""
+    acc, growth = t["token_accuracy"], t["log_rms_growth"]
+    if acc["verdict"] in ("add higher", "equivalent"):
+        return Verdict.REFUTED, f"token identity at the last layer: {acc['verdict']}"
+    if acc["verdict"] != "attention higher":
+        return Verdict.NOT_RESOLVED, ""
+    if growth["verdict"] == "add higher":
+        return Verdict.MET, ""
+    return Verdict.PARTLY_MET, (f"attention recovers more token identity; the sum's stream is not shown to grow "
+                                f"more ({growth['verdict']})")
+
+
+def _depth_loss_verdict(t: Mapping[str, Any], loss_name: str) -> tuple[Verdict, str, str]:
+    """The loss part (behind the n-gram gate): attention's loss against the sum's, paired by seed."""
+    loss = t["val_loss"]
+    lo, hi = (x if x is not None else float("nan") for x in loss["ci95"])
+    ours = (f"{loss_name} attention − add {loss['difference']:+.3f} [{lo:+.3f}, {hi:+.3f}] nats (add "
+            f"{loss['add']:.3f}, attention {loss['attention']:.3f}; {loss['verdict']})")
+    verdict = {"add higher": Verdict.MET, "attention higher": Verdict.REFUTED,
+               "equivalent": Verdict.REFUTED}.get(loss["verdict"], Verdict.NOT_RESOLVED)
+    detail = {"attention higher": "attention's loss higher",
+              "equivalent": "equal within the declared margin"}.get(loss["verdict"], "")
+    return verdict, ours, detail
+
+
+def _depth_loss_rule(report: Report, d: Mapping[str, Any]) -> Outcome:
+    t = d.get("table") or {}
+    if "val_loss" not in t:
+        return Outcome(Verdict.NOT_RUN, "the depth experiment wrote no table")
+    verdict, ours, detail = _depth_loss_verdict(t, "validation loss")
+    return Outcome(verdict, ours, detail, _depth_strength(d))
 
 
 def _structure_value(row_id: str, row: Mapping[str, Any], value: Any) -> str:
@@ -888,25 +926,52 @@ def _sweep_ablation_value(selective_only: bool) -> Callable[[Mapping[str, Any]],
     return value
 
 
-def _sweep_depth_rule(report: Report, block: Mapping[str, Any]) -> Outcome:
-    """The depth sweep's verdict (eval.depth.claim_verdict on its paired table), with the table's rows."""
+def _sweep_depth_table(block: Mapping[str, Any]) -> tuple[Mapping[str, Any] | None, Outcome | None, str]:
+    """The depth sweep's paired table (or the "not run" outcome) and the strength both depth rows print."""
     a = block["analysis"]
     t = a.get("table") or {}
     if "token_accuracy" not in t:
-        return Outcome(Verdict.NOT_RUN, a.get("reason") or f"the committed sweep `{block['source']}` has no depth "
-                                                            "table yet")
-    ours = _depth_ours(t, loss_name=f"{a.get('scored_on') or 'test'} loss")
+        return None, Outcome(Verdict.NOT_RUN, a.get("reason") or f"the committed sweep `{block['source']}` has no "
+                                                                   "depth table yet"), ""
     ref = (block.get("settings") or {}).get("reference", "add")
     budgets = (block["arms"].get(ref) or {}).get("budgets") or {}
     steps = f", {max(int(b) for b in budgets):,} steps" if budgets else ""
-    strength = (f"{len(t['token_accuracy'].get('seeds') or [])} paired seeds{steps}; loss on the "
-                f"{a.get('scored_on') or 'test'} blocks")
-    return Outcome(_verdict_of(a.get("verdict")), ours, "", strength)
+    return t, None, (f"{len(t['token_accuracy'].get('seeds') or [])} paired seeds{steps}; loss on the "
+                     f"{a.get('scored_on') or 'test'} blocks")
+
+
+def _sweep_depth_rule(report: Report, block: Mapping[str, Any]) -> Outcome:
+    """The probe part of the depth sweep (no language-model gate), with every row of its table."""
+    t, not_run, strength = _sweep_depth_table(block)
+    if t is None:
+        return not_run
+    verdict, detail = _depth_probe_verdict(t)
+    return Outcome(verdict, _depth_ours(t, loss_name=f"{block['analysis'].get('scored_on') or 'test'} loss"),
+                   detail, strength)
+
+
+def _sweep_depth_loss_rule(report: Report, block: Mapping[str, Any]) -> Outcome:
+    """The loss part of the depth sweep, behind its n-gram gate."""
+    t, not_run, strength = _sweep_depth_table(block)
+    if t is None:
+        return not_run
+    verdict, ours, detail = _depth_loss_verdict(t, f"{block['analysis'].get('scored_on') or 'test'} loss")
+    return Outcome(verdict, ours, detail, strength)
 
 
 def _sweep_depth_gate(block: Mapping[str, Any]) -> tuple[bool | None, str]:
     gate = block["analysis"].get("gate") or {}
     return gate.get("holds"), gate.get("why") or "no n-gram gate in the sweep"
+
+
+def _sweep_probe_gate(block: Mapping[str, Any]) -> tuple[bool | None, str]:
+    """The probe part reads the final stream of trained models: no language-model gate applies."""
+    return True, "token identity and each block's output are read by a linear probe: no language-model gate"
+
+
+def _sweep_depth_loss_value(block: Mapping[str, Any]) -> str | None:
+    loss = ((block["analysis"].get("table") or {}).get("val_loss")) or {}
+    return _interval(loss["difference"], loss.get("ci95"), 1.0, 3, " nats") if "difference" in loss else None
 
 
 def _sweep_depth_value(block: Mapping[str, Any]) -> str | None:
@@ -946,8 +1011,12 @@ TRACE_SWEEP = SweepReader(
     _sweep_ablation_gate, sweeps.ablation_conditions, _sweep_ablation_value(True))
 DEPTH_SWEEP = SweepReader(
     "depth", "table", _sweep_depth_rule,
-    "both residual arms of the depth sweep below the declared Kneser-Ney line on the same tokens (for the loss "
-    "part of the rule)", _sweep_depth_gate, sweeps.depth_conditions, _sweep_depth_value)
+    "none: the probe part reads token identity and each block's output from the final stream (a linear probe on "
+    "held-out blocks)", _sweep_probe_gate, sweeps.depth_conditions, _sweep_depth_value)
+DEPTH_LOSS_SWEEP = SweepReader(
+    "depth", "table", _sweep_depth_loss_rule,
+    "both residual arms of the depth sweep below the declared Kneser-Ney line on the same tokens",
+    _sweep_depth_gate, sweeps.depth_conditions, _sweep_depth_loss_value)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1020,6 +1089,11 @@ def _v_escape(report: Report) -> str | None:
 def _v_depth(report: Report) -> str | None:
     acc = get(report, ("depth", "table", "token_accuracy")) or {}
     return _interval(acc["difference"], acc.get("ci95"), 100, 1, " pts") if "difference" in acc else None
+
+
+def _v_depth_loss(report: Report) -> str | None:
+    loss = get(report, ("depth", "table", "val_loss")) or {}
+    return _interval(loss["difference"], loss.get("ci95"), 1.0, 3, " nats") if "difference" in loss else None
 
 
 def _v_recall(report: Report) -> str | None:
@@ -1164,12 +1238,22 @@ CLAIMS: tuple[Claim, ...] = (
           _fixed("the residual sum dilutes each layer's contribution; Attention Residuals (selection over depth) "
                  "escape it (no number reported)"),
           ("depth",), _depth_rule,
-          "eval.depth's rule: refuted if attention residuals recover no more token identity at the last layer than "
-          "the residual sum (add higher, or equivalent within the declared margin); met if they recover more, the "
-          "sum's final stream grows more with depth and attention's loss is lower; partly met if they recover "
-          "more but the growth or the loss is not shown; otherwise not resolved (paired by seed, >= 5 seeds)",
-          (DEPTH_GATE,), short="Selection over depth recovers what the residual sum dilutes",
+          "the probe part of eval.depth's rule (no language-model gate): refuted if attention residuals recover no "
+          "more token identity at the last layer than the residual sum (add higher, or equivalent within the "
+          "declared margin); met if they recover more and the sum's final stream grows more with depth; partly "
+          "met if they recover more but the growth is not shown; otherwise not resolved (paired by seed, >= 5 "
+          "seeds)",
+          (), short="Selection over depth recovers what the residual sum dilutes",
           paper_short="AttnRes recovers it", value=_v_depth, sweep=DEPTH_SWEEP),
+    Claim("depth_selection_loss", "content",
+          "input-dependent depth selection lowers the loss the residual sum's dilution costs",
+          _fixed("Attention Residuals (selection over depth) improve on the residual sum (no number reported)"),
+          ("depth",), _depth_loss_rule,
+          "the loss part of eval.depth's rule, behind the n-gram gate: met if attention residuals' loss is lower "
+          "than the residual sum's (paired 95% interval below 0), refuted if higher or equivalent within the "
+          "declared margin, otherwise not resolved (paired by seed, >= 5 seeds)",
+          (DEPTH_GATE,), short="Selection over depth lowers the loss",
+          paper_short="AttnRes lowers it", value=_v_depth_loss, sweep=DEPTH_LOSS_SWEEP),
     Claim("recall_lost", "content",
           "no reader of fixed-rate EMA traces recovers token identity (associative recall)",
           _fixed("content is lost in the traces; no predictor recovers it"), ("probes", "recall"), _recall_rule,

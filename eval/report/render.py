@@ -522,7 +522,8 @@ def escape_routes_section(report: dict, figure_paths: dict[str, str]) -> list[st
     if not d:
         return lines + ["Not run in this plan: the plan has no `depth` section (`python -m eval.depth --config "
                         "hub_configs/spen-depth8/train.yaml` runs it alone).", "",
-                        _verdict_line(_claim_row(report, "depth_selection_recovers"))]
+                        _verdict_line(_claim_row(report, "depth_selection_recovers")),
+                        _verdict_line(_claim_row(report, "depth_selection_loss"))]
     lines += [f"A deep narrow SPEN, {d['num_layers']} blocks of width {d['hidden_size']} ({d['parameters']['add']:,} "
               f"parameters with the residual sum, {d['parameters']['attention']:,} with Attention Residuals), "
               f"{d['max_steps']} steps ({d['tokens']:,} tokens), lr {d['lr']:g}, seeds "
@@ -534,9 +535,10 @@ def escape_routes_section(report: dict, figure_paths: dict[str, str]) -> list[st
               f"±{100 * d['margins']['earlier_share']:g} points of share, ±{d['margins']['val_loss']:g} nats.", "",
               *_depth_table(d), "",
               f"Competence gate (the loss part): {'holds' if d['gate']['holds'] else '**fails**'} "
-              f"({d['gate']['numbers']}). The rule's outcome: **{d['verdict']}** ({d['reason']}); behind the gate: "
-              f"**{d['conclusion']}**.", "", f"Rule: {d['rule']}.", "",
-              _verdict_line(_claim_row(report, "depth_selection_recovers"))]
+              f"({d['gate']['numbers']}). The probe part (token identity, the blocks' shares, the stream's growth) "
+              "needs no language-model gate; the loss part is read only behind it: two claim rows.", "",
+              _verdict_line(_claim_row(report, "depth_selection_recovers")), "",
+              _verdict_line(_claim_row(report, "depth_selection_loss"))]
     if "depth" in figure_paths:
         lines += ["", f"![depth]({figure_paths['depth']})"]
     return lines
@@ -684,7 +686,7 @@ def _details(report: dict, ids: tuple[str, ...]) -> list[str]:
 
 CONTENT_CLAIMS = ("perplexity_gap", "perplexity_gap_ladder", "gap_on_recall", "readers_identical",
                   "readers_identical_budgets", "selection_escapes", "selection_escapes_budgets")
-ESCAPE_CLAIMS = ("selection_escapes_recall", "recall_lost", "depth_selection_recovers")
+ESCAPE_CLAIMS = ("selection_escapes_recall", "recall_lost", "depth_selection_recovers", "depth_selection_loss")
 
 
 def content_claims_section(report: dict) -> list[str]:
