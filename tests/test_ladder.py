@@ -164,7 +164,9 @@ def test_render_attaches_a_ladder_to_an_existing_report(tmp_path, capsys):
     after = json.loads((folder / "report.json").read_text())
     validate(after)
     assert after["scale_ladder"]["attached_by"].startswith("ema-boundary render")
-    assert _row(after, "perplexity_gap_ladder")["verdict"] == "opposite direction"  # the embedded corpus, not C4
+    # The default plan names the committed ladder sweep (committed.ladder): the sweep carries the row, the
+    # attached ladder is kept beside it (scale_ladder) as the older, unshuffled condition.
+    assert _row(after, "perplexity_gap_ladder")["measurement"] == "sweeps.ladder.analysis.sizes"
     # Nothing else moved: the other rows and every number are the report's own.
     moved = ("claims", "scale_ladder", "sweeps")  # sweeps: re-read from the plan's committed sweeps on --upgrade
     unchanged = {k: v for k, v in after.items() if k not in moved}

@@ -59,13 +59,15 @@ def ladder_figure(analysis: dict[str, Any], path: Path) -> Path | None:
         return None
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4))
+    at_x: dict[int, int] = {}  # sizes drawn at one x (the same width at two budgets): labels stacked, not overlaid
     for s in sizes:
         x = s["parameters"][analysis["a"]]["non_embedding"]
         g = s["gap"]
         err = None if not g["ci95"] else [[g["mean"] - g["ci95"][0]], [g["ci95"][1] - g["mean"]]]
         ax.errorbar([x], [g["mean"]], yerr=err, fmt="o", color="tab:purple", capsize=3,
                     mfc="tab:purple" if s["gate"] else "white")
-        ax.annotate(s["name"], (x, g["mean"]), xytext=(5, -10), textcoords="offset points", fontsize=8)
+        k = at_x[x] = at_x.get(x, -1) + 1
+        ax.annotate(s["name"], (x, g["mean"]), xytext=(5, -10 + 11 * k), textcoords="offset points", fontsize=8)
     paper = paper_point()
     ax.plot([paper["parameters"]], [paper["gap"]], "*", ms=14, color="tab:red",
             label=f"paper: 130M on C4, perplexity ratio {paper['perplexity_ratio']:.1f}x")
