@@ -200,6 +200,25 @@ def test_killed_sweep_resumes_to_the_uninterrupted_results(tmp_path: Path, corpu
     assert scores(killed) == scores(whole)
 
 
+def test_the_local_pool_asks_the_feed_after_every_finished_run(tmp_path: Path) -> None:
+    """A run that becomes ready (a rate extension, a seed at the chosen rate) starts as soon as a worker is free:
+    the launcher asks the feed once up front and once after each run, and never holds more than its workers."""
+    from eval.sweep.launch import LocalLauncher
+
+    batches = [["runs/a", "runs/b", "runs/c"], ["runs/d"], [], [], ["runs/e"]]
+    calls = []
+
+    def feed() -> list[str]:
+        calls.append(len(calls))
+        return batches.pop(0) if batches else []
+
+    # No run.json in these folders: each run fails at once and is reported with its error; the others go on.
+    outcomes = list(LocalLauncher(2).launch(tmp_path, feed))
+    assert sorted(run for run, _ in outcomes) == ["runs/a", "runs/b", "runs/c", "runs/d", "runs/e"]
+    assert all(error is not None for _, error in outcomes)
+    assert len(calls) == 1 + len(outcomes)
+
+
 def test_submitit_local_launcher_matches_local(tmp_path: Path, corpus_file: str) -> None:
     """The cluster path through submitit's local executor: the same runs, the same numbers."""
     plan = tiny_plan(tmp_path, corpus_file, seeds=[0], rate={"lr_grid": [3.0e-3]}, budgets=[2])

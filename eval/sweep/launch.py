@@ -9,8 +9,10 @@
 - ``submitit-local``: the same submission through submitit's local executor (processes on this machine):
   what the tests exercise of the cluster path.
 
-Every launcher executes :func:`eval.sweep.execute.execute` on a run folder and returns as each run finishes;
-a run that fails is reported with its log, and the others go on.
+Every launcher executes :func:`eval.sweep.execute.execute` on a run folder and yields as each run finishes;
+a run that fails is reported with its log, and the others go on. The runs come from a ``feed`` (a callable
+returning the runs that became ready), asked again after each run finishes: a rate extension or a seed at the
+chosen rate starts as soon as a worker is free, not after the slowest run of a wave.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ import contextlib
 import multiprocessing
 import os
 import signal
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +34,7 @@ from ema_boundary.cli import UsageError
 LAUNCHERS = ("local", "slurm", "submitit-local")
 
 Outcome = tuple[str, BaseException | None]  # (run folder, the error if it failed)
+Feed = Callable[[], Sequence[str]]  # the runs ready now (each returned once); asked again after every finished run
 
 
 def _worker_init() -> None:
@@ -53,9 +57,11 @@ class LocalLauncher:
     def __init__(self, workers: int) -> None:
         self.workers = workers
 
-    def launch(self, sweep: Path, runs: Sequence[str]) -> Iterator[Outcome]:
-        if self.workers == 1 or len(runs) == 1:
-            for run in runs:
+    def launch(self, sweep: Path, feed: Feed) -> Iterator[Outcome]:
+        queue = list(feed())
+        if self.workers == 1:
+            while queue:
+                run = queue.pop(0)
                 try:
                     _execute(str(sweep), run)
                     yield run, None
@@ -63,13 +69,22 @@ class LocalLauncher:
                     raise
                 except Exception as e:  # noqa: BLE001  reported with the run's log; the other runs go on
                     yield run, e
+                queue += feed()
+            return
+        if not queue:
             return
         ctx = multiprocessing.get_context("spawn")  # no fork after torch started its threads
-        pool = ProcessPoolExecutor(max_workers=min(self.workers, len(runs)), mp_context=ctx, initializer=_worker_init)
+        pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=ctx, initializer=_worker_init)
+        futures: dict[Future, str] = {}
         try:
-            futures = {pool.submit(_execute, str(sweep), run): run for run in runs}
-            for fut in as_completed(futures):
-                yield futures[fut], fut.exception()
+            while queue or futures:
+                while queue and len(futures) < self.workers:  # never more in flight than workers: a run that
+                    run = queue.pop(0)                         # becomes ready later is not stuck behind a queue
+                    futures[pool.submit(_execute, str(sweep), run)] = run
+                done, _ = wait(futures, return_when=FIRST_COMPLETED)
+                for fut in done:
+                    yield futures.pop(fut), fut.exception()
+                    queue += feed()
         except BaseException:
             # Ctrl-C or a preemption signal in the sweep process: pass it on to the workers, whose train.py saves
             # a checkpoint after its step and stops (a run without checkpoints, e.g. MQAR, is simply stopped),
@@ -104,18 +119,26 @@ class SubmititLauncher:
         self.cluster, self.parameters = cluster, parameters
         self.name = "slurm" if cluster == "slurm" else "submitit-local"
 
-    def launch(self, sweep: Path, runs: Sequence[str]) -> Iterator[Outcome]:
+    poll_seconds = 1.0  # how often finished jobs are looked for (submitit caches the cluster's state itself)
+
+    def launch(self, sweep: Path, feed: Feed) -> Iterator[Outcome]:
         executor = submitit.AutoExecutor(folder=sweep / "submitit" / "%j", cluster=self.cluster)
         executor.update_parameters(**{"timeout_min": 60, **self.parameters})
-        jobs = [(run, executor.submit(RunJob(str(sweep), run))) for run in runs]
-        for run, job in jobs:
-            try:
-                job.result()
-                yield run, None
-            except KeyboardInterrupt:
-                raise
-            except Exception as e:  # noqa: BLE001  reported with the run's log; the other runs go on
-                yield run, e
+        jobs = {run: executor.submit(RunJob(str(sweep), run)) for run in feed()}
+        while jobs:
+            finished = [run for run, job in jobs.items() if job.done()]
+            if not finished:
+                time.sleep(self.poll_seconds)
+                continue
+            for run in finished:
+                try:
+                    jobs.pop(run).result()
+                    yield run, None
+                except KeyboardInterrupt:
+                    raise
+                except Exception as e:  # noqa: BLE001  reported with the run's log; the other runs go on
+                    yield run, e
+            jobs.update({run: executor.submit(RunJob(str(sweep), run)) for run in feed()})
 
 
 def parse_launcher_args(text: str | None) -> dict[str, Any]:

@@ -262,26 +262,32 @@ def run_sweep(plan: SweepPlan, folder: Path, launcher: Any, command: str, *, res
     failures: list[tuple[str, BaseException]] = []
     busy: set[str] = set()  # runs another invocation is training: left to it
     bar = tqdm(desc=f"sweep {plan.name}", unit="run", disable=None)
+    in_flight: set[str] = set()
+
+    def feed() -> list[str]:
+        """The runs the rate rule makes ready now (none once a run failed, or ``max_runs`` are launched)."""
+        nonlocal launched
+        if failures:
+            return []
+        todo = [r for r in sweep.pending(selected) if run_id(r[0].name, *r[1:]) not in busy | in_flight]
+        if max_runs is not None:
+            todo = todo[:max(0, max_runs - launched)]
+        rids = [sweep.declare(*r) for r in todo]
+        in_flight.update(rids)
+        launched += len(rids)
+        bar.total = (bar.total or 0) + len(rids)
+        bar.refresh()
+        return rids
+
     try:
-        while True:
-            todo = [r for r in sweep.pending(selected) if run_id(r[0].name, *r[1:]) not in busy]
-            if max_runs is not None:
-                todo = todo[:max(0, max_runs - launched)]
-            if not todo:
-                break
-            rids = [sweep.declare(*r) for r in todo]
-            bar.total = (bar.total or 0) + len(rids)
-            bar.refresh()
-            for rid, error in launcher.launch(folder, rids):
-                bar.update()
-                bar.set_postfix_str(rid.removeprefix("runs/"))
-                if isinstance(error, RunBusy):
-                    busy.add(rid)
-                elif error is not None:
-                    failures.append((rid, error))
-            launched += len(rids)
-            if failures:
-                break
+        for rid, error in launcher.launch(folder, feed):
+            in_flight.discard(rid)
+            bar.update()
+            bar.set_postfix_str(rid.removeprefix("runs/"))
+            if isinstance(error, RunBusy):
+                busy.add(rid)
+            elif error is not None:
+                failures.append((rid, error))
     finally:
         bar.close()
     results = summarize(folder, plan, seconds=time.perf_counter() - started)
