@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from eval.report.boundary import boundary_figure, draw
-from eval.report.claims import evaluate
+from eval.report.claims import evaluate, one_screen, short_name, short_verdict
 from eval.report.plan import REPO
 from eval.report.schema import migrate
 
@@ -33,11 +33,14 @@ def test_every_claim_is_marked_with_its_verdict(committed: dict) -> None:
     items = _texts(fig)
     texts = "\n".join(items)
     plt.close(fig)
-    assert "SPEN's perplexity is 7.9x GPT-2's: opposite direction" in texts
+    # Every content and escape row of the one-screen table is on the figure with its verdict, as committed.
+    for row, _ in one_screen(committed["claims"]):
+        if row["side"] != "structure":
+            assert f"{short_name(row)}: {short_verdict(row)}" in texts, row["id"]
     assert "Identical loss across readers of the same traces: met" in texts
     assert "No reader of fixed-rate traces recovers token identity: partly refuted" in texts
     assert "transfer to grammar B: met" in texts and "within A: SPCN/BiGRU (x100): refuted" in texts
-    assert items.count("not run") == 1  # depth: the committed plan has none
+    assert items.count("not run") == 0  # every panel has its data (depth from the committed sweep)
 
 
 def test_a_panel_without_its_data_says_not_run(committed: dict, tmp_path: Path) -> None:

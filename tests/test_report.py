@@ -515,7 +515,11 @@ def test_the_escape_routes_section_shows_both_maps_with_their_verdicts(tmp_path:
     from tests.test_depth import experiment_result
 
     report = json.loads((REPO / "docs/report/report.json").read_text())
-    report["claims"] = evaluate(report)  # today's table, with the depth row
+    report["claims"] = evaluate(report)  # today's table: the depth rows read the committed depth sweep
+    write_index(report, report["figures"], tmp_path / "sweep.md")
+    assert "Read on the committed sweep `docs/sweeps/depth`" in (tmp_path / "sweep.md").read_text()
+    (report.get("sweeps") or {}).pop("depth", None)
+    report["claims"] = evaluate(report)
     write_index(report, report["figures"], tmp_path / "without.md")
     without = (tmp_path / "without.md").read_text()
     assert "## Escape routes: selection in time and in depth" in without

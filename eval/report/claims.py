@@ -872,11 +872,17 @@ def _sweep_ladder_rule(report: Report, block: Mapping[str, Any]) -> Outcome:
 
 
 def _sweep_ladder_value(block: Mapping[str, Any]) -> str | None:
+    """The perplexity ratio at the deciding size; with none, at the largest size, marked as not read (the
+    one-screen table keeps a number, its section says which gate failed)."""
     e = sweeps.ladder_deciding(block)
+    unread = e is None
+    if unread:
+        e = next((x for x in reversed(block["analysis"].get("sizes") or []) if x.get("ratio") is not None), None)
     if e is None or e.get("ratio") is None:
         return None
     ci = e.get("ratio_ci95")
-    return f"{e['ratio']:.2f}x" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "") + f" ({e['name']})"
+    return (f"{e['ratio']:.2f}x" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
+            + f" ({e['name']}{'; a gate fails' if unread else ''})")
 
 
 def _sweep_ablation_view(block: Mapping[str, Any]) -> dict[str, Any] | None:

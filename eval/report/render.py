@@ -519,11 +519,18 @@ def escape_routes_section(report: dict, figure_paths: dict[str, str]) -> list[st
         lines += ["", f"![recall on two axes]({figure_paths['recall_state']})"]
     lines += ["", "### In depth: the residual sum against Attention Residuals", ""]
     d = report.get("depth")
+    verdicts = [_verdict_line(_claim_row(report, "depth_selection_recovers")), "",
+                _verdict_line(_claim_row(report, "depth_selection_loss"))]
+    sweep = (report.get("sweeps") or {}).get("depth")
+    if not d and sweep:  # the committed depth sweep the plan names carries both rows
+        return lines + [f"Read on the committed sweep `{sweep['source']}` (`{sweep.get('plan')}`, "
+                        f"{(sweep.get('commands') or {}).get('reproduce', 'ema-boundary sweep')}): the probe part "
+                        "(token identity at the last layer, each block's share, the stream's growth with depth) "
+                        "needs no language-model gate; the loss part is read behind the n-gram gate. Each row's "
+                        "numbers are in its claim section.", "", *verdicts]
     if not d:
         return lines + ["Not run in this plan: the plan has no `depth` section (`python -m eval.depth --config "
-                        "hub_configs/spen-depth8/train.yaml` runs it alone).", "",
-                        _verdict_line(_claim_row(report, "depth_selection_recovers")),
-                        _verdict_line(_claim_row(report, "depth_selection_loss"))]
+                        "hub_configs/spen-depth8/train.yaml` runs it alone).", "", *verdicts]
     lines += [f"A deep narrow SPEN, {d['num_layers']} blocks of width {d['hidden_size']} ({d['parameters']['add']:,} "
               f"parameters with the residual sum, {d['parameters']['attention']:,} with Attention Residuals), "
               f"{d['max_steps']} steps ({d['tokens']:,} tokens), lr {d['lr']:g}, seeds "
