@@ -86,6 +86,7 @@ from ema_boundary.figures import pyplot, save
 from ema_boundary.io import MARKER, atomic_dir, check_output_dir, output_owner, read_json, write_json
 from ema_boundary.params import parameter_counts
 from eval.runs import Run, param_count, read_metrics, read_spen_yaml, read_test, train_runs
+from eval.sweep.analyses import kneser_ney
 from modeling_spen.variants import PREDICTOR_VARIANTS, REFERENCE_VARIANT, SPEN_VARIANTS, TRACE_VARIANTS
 
 # The arms are named SPEN variants (modeling_spen.variants, one table for the ablations, the recall map and the
@@ -468,7 +469,7 @@ def _summary(results: dict[int, dict[str, Any]], root: Path, settings: dict[str,
     steps = sorted(results)
     longest = results[steps[-1]]
     ref, scored_on = longest["reference"], longest.get("scored_on", "validation")
-    ngram = _ngram(settings, tokenizer, longest["tokens"], scored_on)
+    ngram = kneser_ney(settings, tokenizer, longest["tokens"], scored_on)
     bigram_loss = math.log(ngram["bigram"])
     params = {arm: {"total": var["parameters"], "non_embedding": var["non_embedding_parameters"]}
               for arm, var in longest["variants"].items()}
@@ -498,19 +499,6 @@ def _summary(results: dict[int, dict[str, Any]], root: Path, settings: dict[str,
     if any("rates_moved" in b for b in budgets):
         summary["rates_moved_measure"] = RATES_MOVED
     return summary
-
-
-def _ngram(settings: dict[str, Any], tokenizer: Path, train_tokens: int, split: str) -> dict[str, Any]:
-    """Kneser-Ney perplexities (eval.ngram) on the blocks the arms are scored on, counted on the training stream
-    the runs read, at most the longest budget's ``train_tokens``."""
-    from transformers import AutoTokenizer
-
-    from eval.ngram import ngram_references
-
-    tok = AutoTokenizer.from_pretrained(tokenizer)
-    n_blocks = settings["max_test_samples"] if split == "test" else settings["max_eval_samples"]
-    return ngram_references(list(settings["data"]), settings["val_every"], tok, settings["block_size"], n_blocks,
-                            train_tokens, split, settings["test_every"])
 
 
 def _arm_rates_moved(folder: Path, var: dict[str, Any]) -> dict[str, Any] | None:

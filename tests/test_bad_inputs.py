@@ -43,7 +43,7 @@ def _binary(path: Path) -> Path:
 def _train(tmp: Path, *flags: str, config: Path | None = None) -> int:
     import train
 
-    cfg = config or write_config(tmp / "train.yaml", max_steps=2, tokenizer=tokenizer_dir())
+    cfg = config or write_config(tmp / "train.yaml", max_steps=2, tokenizer_name=tokenizer_dir())
     argv = ["train.py", "--config", str(cfg), *flags]
     if "--output_dir" not in flags:
         argv += ["--output_dir", str(tmp / "out")]
@@ -64,7 +64,7 @@ def _bad_model_config(tmp: Path) -> Path:
     folder = tmp / "model"
     folder.mkdir()
     (folder / "config.json").write_text('{"model_type": "spen", "hidden_size": ')  # truncated JSON
-    return write_config(tmp / "train.yaml", model_config=str(folder), max_steps=2)
+    return write_config(tmp / "train.yaml", model_name_or_path=str(folder), max_steps=2)
 
 
 def _corrupt_dataset(tmp: Path) -> Path:
@@ -87,7 +87,8 @@ ROWS: dict[str, Row] = {
     # train.py: settings, data, model config, output folder
     "train: missing YAML": Row(lambda t: _train(t, config=t / "none.yaml"), "none.yaml: no such file", 2),
     "train: binary YAML": Row(lambda t: _train(t, config=_binary(t / "bin.yaml")), "bin.yaml", 2),
-    "train: wrong type": Row(lambda t: _train(t, config=write_config(t / "c.yaml", lr="fast")), "lr must be float", 2),
+    "train: wrong type": Row(lambda t: _train(t, config=write_config(t / "c.yaml", learning_rate="fast")),
+                             "learning_rate must be float", 2),
     "train: out of range": Row(lambda t: _train(t, "--max_steps", "0"), "--max_steps: max_steps must be a positive", 2),
     "train: empty data file": Row(lambda t: _train(t, "--data", str(_text(t / "e.txt", ""))),
                                   "e.txt: file is empty", 2),

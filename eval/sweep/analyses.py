@@ -42,7 +42,8 @@ def _interval(values: list[float]) -> dict[str, Any]:
 
 def ngram_lines(plan: SweepPlan, folder: Path, train_tokens: int) -> dict[str, Any] | None:
     """Kneser-Ney lines on the blocks the sweep scores (train sweeps; None before the tokenizer exists), counted
-    on what a run of ``train_tokens`` read; cached in ``shared/ngram_<tokens>.json``."""
+    on what a run of ``train_tokens`` read, with each line's ``loss`` (nats); cached in
+    ``shared/ngram_<split>_<tokens>.json``."""
     import json
 
     from ema_boundary.io import write_json
@@ -56,18 +57,27 @@ def ngram_lines(plan: SweepPlan, folder: Path, train_tokens: int) -> dict[str, A
     cache = folder / "shared" / f"ngram_{plan.score}_{train_tokens}.json"
     if cache.is_file():
         return json.loads(cache.read_text())
+    s = _defaults(_settings({"config": plan.config_of(plan.arms[0])}))
+    s["data"] = _data_paths([s["data"]] if isinstance(s["data"], str) else list(s["data"]))
+    lines = kneser_ney(s, tok_dir, train_tokens, plan.score)
+    lines["loss"] = {k: math.log(lines[k]) for k in ("unigram", "bigram", "trigram")}
+    write_json(cache, lines)
+    return lines
+
+
+def kneser_ney(settings: dict[str, Any], tokenizer: str | Path, train_tokens: int, split: str) -> dict[str, Any]:
+    """eval.ngram's Kneser-Ney perplexities on the blocks the runs are scored on (``split``: the first
+    ``max_test_samples`` or ``max_eval_samples`` blocks), counted on the training stream the runs read (at most
+    ``train_tokens`` of it): ``settings`` are train.py's (``data`` a list of sources, the split settings of
+    :data:`eval.sweep.trainers.DATA_SETTINGS`), ``tokenizer`` the folder every run read."""
     from transformers import AutoTokenizer
 
     from eval.ngram import ngram_references
 
-    s = _defaults(_settings({"config": plan.config_of(plan.arms[0])}))
-    data = _data_paths([s["data"]] if isinstance(s["data"], str) else list(s["data"]))
-    n_blocks = s["max_test_samples"] if plan.score == "test" else s["max_eval_samples"]
-    lines = ngram_references(data, s["val_every"], AutoTokenizer.from_pretrained(tok_dir), s["block_size"], n_blocks,
-                             train_tokens, plan.score, s["test_every"] if plan.score == "test" else 0)
-    lines["loss"] = {k: math.log(lines[k]) for k in ("unigram", "bigram", "trigram")}
-    write_json(cache, lines)
-    return lines
+    tok = AutoTokenizer.from_pretrained(tokenizer)
+    n_blocks = settings["max_test_samples"] if split == "test" else settings["max_eval_samples"]
+    return ngram_references(list(settings["data"]), settings["val_every"], tok, settings["block_size"], n_blocks,
+                            train_tokens, split, settings["test_every"])
 
 
 def _tokens(results: dict[str, Any], arm: str, steps: str) -> int | None:
@@ -307,4 +317,4 @@ def depth(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, A
 ANALYSES: dict[str, Callable[[SweepPlan, dict[str, Any], Path], dict[str, Any]]] = {
     "none": none, "ablation": ablation, "ladder": ladder, "recall_map": recall_map, "depth": depth}
 
-__all__ = ["ANALYSES", "ablation", "depth", "ladder", "ngram_lines", "none", "recall_map"]
+__all__ = ["ANALYSES", "ablation", "depth", "kneser_ney", "ladder", "ngram_lines", "none", "recall_map"]

@@ -94,6 +94,8 @@ class TrainTrainer:
 
     def check(self, plan: SweepPlan) -> None:
         """One data design for every arm; the sweep owns the per-run settings."""
+        import train_config
+
         first = None
         for arm in plan.arms:
             cfg = plan.config_of(arm)
@@ -105,11 +107,12 @@ class TrainTrainer:
             # A base train.yaml's per-run settings are the sweep's (dropped); an arm or a base mapping may not set them.
             explicit = {**(plan.base if not isinstance(plan.declared.get("base"), str) else {}), **arm.config}
             for key in explicit:
-                if key in SWEEP_OWNED or _canonical(key) in SWEEP_OWNED:
+                if key in SWEEP_OWNED:
                     raise UsageError(f"{where}: {key} is set by the sweep (budgets, rate rule, seeds, its folders)")
             for key in _settings({"config": cfg}):
-                if _canonical(key) is None:
-                    raise UsageError(f"{where}: {key} is not a train.py setting")
+                if key not in train_config.SETTINGS:
+                    raise UsageError(f"{where}: {key} is not a train.py setting (a plan names each setting by its "
+                                     "name, as train.py's YAML)")
             data = {k: cfg.get(k) for k in DATA_SETTINGS}
             if first is not None and data != first:
                 diff = next(k for k in DATA_SETTINGS if data[k] != first[k])
@@ -194,20 +197,11 @@ class TrainTrainer:
         return result["test_loss" if split == "test" else "val_loss"]
 
 
-def _canonical(key: str) -> str | None:
-    """A train.py setting's name for ``key`` (its own, or the setting an old spelling stands for); None if none."""
-    import train_config
-
-    if key in train_config.SETTINGS:
-        return key
-    return next((name for name, s in train_config.SETTINGS.items() if key in s.old), None)
-
-
 def _defaults(settings: dict[str, Any]) -> dict[str, Any]:
+    """train.py's defaults with ``settings`` on top."""
     import train_config
 
-    return {**{k: s.default for k, s in train_config.SETTINGS.items()},
-            **{_canonical(k) or k: v for k, v in settings.items()}}
+    return {**{k: s.default for k, s in train_config.SETTINGS.items()}, **settings}
 
 
 def _data_paths(data: list[str], relative: bool = False) -> list[str]:
