@@ -245,7 +245,7 @@ def _deep_micro_yaml(tmp_path) -> str:
     config.update(num_hidden_layers=3, hidden_size=16, intermediate_size=32, vocab_size=512)
     (model / "config.json").write_text(json.dumps(config))
     path = tmp_path / "micro.yaml"
-    path.write_text(yaml.safe_dump({**MICRO_TRAIN, "model_config": str(model),
+    path.write_text(yaml.safe_dump({**MICRO_TRAIN, "model_name_or_path": str(model),
                                     "data": _local_corpus(tmp_path / "corpus.txt")}))
     return str(path)
 

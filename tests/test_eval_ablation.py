@@ -160,7 +160,7 @@ def test_verdicts_follow_the_equivalence_test():
 ])
 def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, argv, flag):
     micro = write_micro_config(tmp_path / "micro.yaml")
-    gpt2 = write_micro_config(tmp_path / "gpt2.yaml", model_config=str(REPO / "hub_configs" / "gpt2-tiny"))
+    gpt2 = write_micro_config(tmp_path / "gpt2.yaml", model_name_or_path=str(REPO / "hub_configs" / "gpt2-tiny"))
     argv = [a.format(micro=micro, gpt2=gpt2) for a in argv]
     out = tmp_path / "abl"
     assert main([*argv, "--output_dir", str(out)]) == 2
