@@ -94,6 +94,7 @@ from ema_boundary.io import MARKER, atomic_dir, check_output_dir, output_owner, 
 from ema_boundary.params import parameter_counts
 from eval.runs import Run, param_count, read_metrics, read_spen_yaml, read_test, train_runs
 from eval.sweep.analyses import kneser_ney
+from eval.sweep.trainers import DATA_SETTINGS
 from modeling_spen.variants import PREDICTOR_VARIANTS, REFERENCE_VARIANT, SPEN_VARIANTS, TRACE_VARIANTS
 
 # The arms are named SPEN variants (modeling_spen.variants, one table for the ablations, the recall map and the
@@ -374,8 +375,7 @@ def build_tokenizer(cfg: dict[str, Any], data: list[str], folder: Path) -> Path:
 BUDGET_FOLDER = re.compile(r"steps_([1-9][0-9]*)")  # one budget's ablation inside a budgets folder
 BUDGETS_JSON, BUDGETS_PNG = "budgets.json", "budgets.png"
 # The settings of the blocks the runs are scored on and of the training stream: the n-gram reference reads them.
-SPLIT_SETTINGS = ("data", "val_every", "test_every", "block_size", "max_eval_samples", "max_test_samples",
-                  "tokenizer_name", "bpe_train_docs")
+SPLIT_SETTINGS = DATA_SETTINGS  # the sweep's: one list of the settings that fix the blocks
 # Every ablation of one budgets folder must agree on these (ablation.json keys); only the steps differ.
 SHARED_DESIGN = ("axis", "config", "seeds", "reference", "equivalence_margin", "data", "scored_on", "lrs")
 LEARNED_TRACES = ("learned", "selective")  # trace kinds whose write rates train (from the fixed rates)
