@@ -1,7 +1,7 @@
 """The training configuration, apart from the loop (as nanoGPT keeps its configurator apart).
 
-Every setting lives in :data:`SETTINGS`, one table: its default, meaning and older names. The table is both
-the YAML schema (``hub_configs/*/train.yaml``) and the command line (every key is a flag of the same name,
+Every setting lives in :data:`SETTINGS`, one table: its default, meaning and older flag spellings. The table is
+both the YAML schema (``hub_configs/*/train.yaml``) and the command line (every key is a flag of the same name,
 in transformers' example-script spelling: ``--learning_rate``, ``--per_device_train_batch_size``...);
 ``train.py --help`` prints it. A run's settings are the defaults, then the YAML, then the flags;
 :func:`read_yaml` reads and checks them. :func:`check_output` and :func:`find_checkpoint` decide where a run
@@ -47,7 +47,7 @@ class Setting:
 
     default: Any
     help: str
-    old: tuple[str, ...] = ()  # earlier names, still accepted as YAML keys and flags
+    old: tuple[str, ...] = ()  # earlier names, still accepted as flags (a YAML names a setting by its name only)
     type: type | None = None  # when the default (None) does not tell
 
 
@@ -75,7 +75,7 @@ SETTINGS: dict[str, Setting] = {
     "min_lr_ratio": Setting(0.1, "final learning rate as a fraction of the peak (cosine decay)"),
     "warmup_steps": Setting(200, "linear warmup steps"),
     "weight_decay": Setting(0.1, "AdamW weight decay for matrices and embeddings (not biases, not norms)"),
-    "adam_beta1": Setting(0.9, "AdamW beta1 (YAML: also `betas: [beta1, beta2]`)"),
+    "adam_beta1": Setting(0.9, "AdamW beta1"),
     "adam_beta2": Setting(0.95, "AdamW beta2"),
     "max_grad_norm": Setting(1.0, "clip the global gradient norm to this (0: no clipping)", ("grad_clip",)),
     "mixed_precision": Setting("no", "'bf16', 'fp16' or 'no' (Accelerate mixed precision)"),
@@ -104,6 +104,7 @@ SETTINGS: dict[str, Setting] = {
     "seed": Setting(1337, "seed for initialisation and the order of the shuffled training data"),
     "report_to": Setting("none", "extra tracker: 'tensorboard', 'wandb' or 'none' (metrics.jsonl always)"),
 }
+# The older flag spellings (and the names older runs saved their settings under): old -> setting.
 OLD_NAMES: dict[str, str] = {old: key for key, s in SETTINGS.items() for old in s.old}
 # Settings a resume may change: how the run is watched, saved and computed, not what it trains on or how it
 # learns (max_steps moves the end of the cosine schedule from the resumed step on). A change is recorded with its
@@ -211,7 +212,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description="Train SPEN or the GPT-2 baseline (Accelerate; DDP/FSDP via `accelerate launch`).\n\n"
                     "Settings come from the defaults shown, then the --config YAML (whose keys are the setting "
                     "names below), then the flags.",
-        epilog=f"Older names still accepted, as flags and YAML keys: {olds}.\n\n"
+        epilog=f"Older names still accepted as flags (a YAML key is the setting's name): {olds}.\n\n"
                f"Exit status: 0 done; {EXIT_BAD_INPUT} bad command line, settings, data or output folder (one "
                f"line, nothing written); {EXIT_PUSH_FAILED} trained and final/ saved, but --push_to_hub failed; "
                f"{EXIT_INTERRUPTED} interrupted by Ctrl-C, 143 by SIGTERM, 138 by SIGUSR1 (128 + the signal's number; "
@@ -320,45 +321,44 @@ def _type_ok(key: str, value: Any) -> bool:
     return isinstance(value, kind) and (kind is bool or not isinstance(value, bool))
 
 
+def _unknown(key: str) -> str:
+    """Why a YAML key is refused, naming the setting an older spelling stands for."""
+    if key in OLD_NAMES:
+        return f"{key} is an older flag spelling; a YAML names the setting {OLD_NAMES[key]}"
+    if key == "betas":
+        return "betas is an older spelling; a YAML names adam_beta1 and adam_beta2"
+    return f"unknown setting {key!r} (see train.py --help)"
+
+
 def read_yaml(path: str | Path | None, flags: dict[str, Any] | None = None) -> dict[str, Any]:
     """Every setting: the defaults, then the YAML at ``path`` (if any), then ``flags`` (None: not given); checked.
 
-    YAML keys may use the older names (:data:`OLD_NAMES`; ``betas: [b1, b2]`` for the two Adam betas). Errors
-    name the file and line, or the flag. ``model_name_or_path`` is resolved (see :func:`resolve_model_config`)
-    and must hold a config.json; ``data`` becomes a list of sources.
+    Each YAML key is a setting's name (an older spelling is a flag only, :data:`OLD_NAMES`). Errors name the file
+    and line, or the flag. ``model_name_or_path`` is resolved (see :func:`resolve_model_config`) and must hold a
+    config.json; ``data`` becomes a list of sources.
     """
     cfg = {k: s.default for k, s in SETTINGS.items()}
     where: dict[str, str] = {}  # where each setting that is not a default was given: "file:line" or "--flag"
-    spelled: dict[str, str] = {}  # the name it was given under (an older one, in an older YAML)
     level: dict[str, int] = {}  # 1: the YAML, 2: a flag
     source = str(path) if path is not None else "the command line"
     if path is not None:
         path = Path(path)
         raw, lines = _read_mapping(path)
-        for name, value in raw.items():
-            at = f"{path}:{lines[name]}"
-            if name == "betas":  # the older spelling of the two Adam betas, one list
-                if not (isinstance(value, list) and len(value) == 2):
-                    raise ConfigError(f"{at}: betas must be two numbers in [0, 1), got {value!r}")
-                pairs = list(zip(("adam_beta1", "adam_beta2"), value, strict=True))
-            elif name in SETTINGS or name in OLD_NAMES:
-                pairs = [(OLD_NAMES.get(name, name), value)]
-            else:
-                raise ConfigError(f"{at}: unknown setting {name!r} (see train.py --help)")
-            for key, v in pairs:
-                if key in where:
-                    raise ConfigError(f"{at}: {name} sets {key} again (already set at {where[key]})")
-                v = _typed(key, v)
-                if not _type_ok(key, v):
-                    kind = (SETTINGS[key].type or type(SETTINGS[key].default)).__name__
-                    raise ConfigError(f"{at}: {name} must be {'str' if key == 'data' else kind}, got {v!r}")
-                cfg[key], where[key], spelled[key], level[key] = v, at, name, 1
+        for key, value in raw.items():
+            at = f"{path}:{lines.get(str(key), 1)}"
+            if key not in SETTINGS:
+                raise ConfigError(f"{at}: {_unknown(key)}")
+            value = _typed(key, value)
+            if not _type_ok(key, value):
+                kind = (SETTINGS[key].type or type(SETTINGS[key].default)).__name__
+                raise ConfigError(f"{at}: {key} must be {'str' if key == 'data' else kind}, got {value!r}")
+            cfg[key], where[key], level[key] = value, at, 1
     for key, value in (flags or {}).items():
         if value is not None:
-            cfg[key], where[key], spelled[key], level[key] = value, f"--{key}", key, 2
+            cfg[key], where[key], level[key] = value, f"--{key}", 2
     for key, (ok, allowed) in BOUNDS.items():
         if cfg[key] is not None and not ok(cfg[key]):
-            raise ConfigError(f"{where.get(key, source)}: {spelled.get(key, key)} must be {allowed}, got {cfg[key]!r}")
+            raise ConfigError(f"{where.get(key, source)}: {key} must be {allowed}, got {cfg[key]!r}")
 
     # The batch: the later of total and accumulation decides (see the module docstring); at one level, both.
     if cfg["gradient_accumulation_steps"] is not None:

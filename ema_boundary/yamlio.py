@@ -1,9 +1,14 @@
-"""YAML files that say what they mean: one reader for training configs and plans.
+"""YAML files that say what they mean: the one reader of the project's YAML (training configs and plans).
 
-``load_yaml(path) -> (data, lines)`` reads a YAML file with PyYAML's safe loader and refuses what the plain loader
-accepts silently: a key given twice in one mapping (the later value would win) is refused with both line numbers.
-``lines`` maps each mapping key to the line it is written on (1-based), by its dotted path from the top:
-``"learning_rate"``, ``"arms.spen.lr"``; list items count as keys ``"0"``, ``"1"``...: ``"arms.0.name"``.
+``read_yaml_text(text, name) -> (data, lines)`` reads YAML with PyYAML's safe loader and refuses what the plain
+loader accepts silently: a key given twice in one mapping (the later value would win) is a
+:class:`DuplicateKeyError` carrying both lines. ``lines`` maps each key path (a tuple; list items count as keys
+``"0"``, ``"1"``...) to the line it is written on (1-based): ``yaml.safe_load`` forgets where a value came from.
+Both the training configs (``load_yaml``, below) and the plan dialect (``eval.plans.read_yaml``) read through it;
+each words the duplicate in its own vocabulary.
+
+``load_yaml(path) -> (data, lines)`` reads a file, its ``lines`` keyed by dotted paths from the top:
+``"learning_rate"``, ``"arms.spen.lr"``, ``"arms.0.name"`` (list items themselves have no entry)::
 
     data, lines = load_yaml("plan.yaml")
     raise UsageError(f"plan.yaml:{lines['seeds']}: seeds must be a list")
@@ -21,53 +26,69 @@ import yaml
 
 from ema_boundary.cli import UsageError
 
-__all__ = ["YAMLFileError", "load_yaml"]
+__all__ = ["DuplicateKeyError", "Lines", "YAMLFileError", "error_line", "load_yaml", "read_yaml_text"]
+
+Lines = dict[tuple[str, ...], int]  # key path -> the YAML line (1-based) where it is written
+MERGE = "tag:yaml.org,2002:merge"  # `<<: *anchor`: its keys may be overridden, so it is no key of its own
 
 
 class YAMLFileError(UsageError):
     """A YAML file that cannot be read as meant: one line naming the file and line."""
 
 
-class _DuplicateKey(Exception):
-    def __init__(self, message: str, line: int):
-        super().__init__(message)
-        self.line = line
+class DuplicateKeyError(YAMLFileError):
+    """A key written twice in one mapping: ``path`` (the key path), ``first`` and ``line`` (both 1-based)."""
+
+    def __init__(self, name: str, path: tuple[str, ...], first: int, line: int) -> None:
+        super().__init__(f"{name}:{line}: duplicate key {path[-1]!r} (first at line {first}, again at line {line})")
+        self.name, self.path, self.first, self.line = name, path, first, line
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """The safe loader, refusing a key given twice in one mapping (both lines in the message)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        seen: dict[Any, int] = {}
-        for key_node, _ in node.value:  # the keys as written, before merge keys (<<) add theirs
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            key = self.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            try:
-                first = seen.get(key)
-            except TypeError:  # an unhashable key: the base class reports it
-                break
-            if first is not None:
-                raise _DuplicateKey(f"duplicate key {key!r} (first at line {first}, again at line {line})", line)
-            seen[key] = line
-        return super().construct_mapping(node, deep=deep)
+def read_yaml_text(text: str, name: str = "<yaml>", items: bool = True) -> tuple[Any, Lines]:
+    """The document in ``text`` and the line of every key path (see the module docstring); ``items``: list items
+    get a line of their own too. A key written twice raises :class:`DuplicateKeyError`; text that is not YAML
+    raises ``yaml.YAMLError`` (:func:`error_line` words it)."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        lines: Lines = {}
+        if node is not None:
+            _walk(node, (), lines, name, items)
+        return (loader.construct_document(node) if node is not None else None), lines
+    finally:
+        loader.dispose()
 
 
-def _key_lines(node: yaml.Node, prefix: str, lines: dict[str, int]) -> None:
+def _walk(node: yaml.Node, path: tuple[str, ...], lines: Lines, name: str, items: bool) -> None:
     if isinstance(node, yaml.MappingNode):
-        for key_node, value in node.value:
-            if isinstance(key_node, yaml.ScalarNode):
-                name = f"{prefix}{key_node.value}"
-                lines.setdefault(name, key_node.start_mark.line + 1)
-                _key_lines(value, name + ".", lines)
+        seen: dict[tuple[str, str], int] = {}
+        for key, value in node.value:
+            line = key.start_mark.line + 1
+            if key.tag != MERGE and isinstance(key, yaml.ScalarNode):
+                k = (key.tag, key.value)
+                if k in seen:
+                    raise DuplicateKeyError(name, (*path, str(key.value)), seen[k], line)
+                seen[k] = line
+            p = (*path, str(key.value))
+            lines.setdefault(p, line)
+            _walk(value, p, lines, name, items)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _key_lines(item, f"{prefix}{i}.", lines)
+            p = (*path, str(i))
+            if items:
+                lines[p] = item.start_mark.line + 1
+            _walk(item, p, lines, name, items)
+
+
+def error_line(e: yaml.YAMLError, name: str) -> tuple[str, str]:
+    """Where a YAML parse error is (``NAME:LINE``, or ``NAME``) and what it is, in one line."""
+    mark = getattr(e, "problem_mark", None)
+    return (f"{name}:{mark.line + 1}" if mark is not None else name,
+            getattr(e, "problem", None) or str(e).splitlines()[0])
 
 
 def load_yaml(path: str | os.PathLike) -> tuple[Any, dict[str, int]]:
-    """The YAML document at ``path`` and the line of each mapping key (see the module docstring).
+    """The YAML document at ``path`` and the line of each mapping key, by dotted path (see the module docstring).
 
     Raises :class:`YAMLFileError` in one line for a missing file, a file that is not UTF-8, invalid YAML and a
     key given twice in one mapping (``"PATH:LINE: duplicate key 'lr' (first at line 3, again at line 9)"``).
@@ -77,18 +98,10 @@ def load_yaml(path: str | os.PathLike) -> tuple[Any, dict[str, int]]:
     if not path.is_file():
         raise YAMLFileError(f"{path}: no such file")
     try:
-        text = path.read_text(encoding="utf-8")
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506  (a SafeLoader subclass)
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except _DuplicateKey as e:
-        raise YAMLFileError(f"{path}:{e.line}: {e}") from None
+        data, lines = read_yaml_text(path.read_text(encoding="utf-8"), str(path), items=False)
     except UnicodeDecodeError as e:
         raise YAMLFileError(f"{path}: not a UTF-8 text file ({e.reason})") from None
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise YAMLFileError(f"{where}: invalid YAML ({getattr(e, 'problem', None) or e})") from None
-    lines: dict[str, int] = {}
-    if node is not None:
-        _key_lines(node, "", lines)
-    return data, lines
+        where, what = error_line(e, str(path))
+        raise YAMLFileError(f"{where}: invalid YAML ({what})") from None
+    return data, {".".join(p): line for p, line in lines.items()}

@@ -1,21 +1,30 @@
 """The paper's central control as one command: swap the predictor (or the trace), keep everything else.
 
-    python -m eval.ablation --config hub_configs/spen-w32/train.yaml --seeds 5 --output_dir outputs/ablation
-    python -m eval.ablation --config hub_configs/spen-w32/train.yaml --seeds 5 --output_dir outputs/ablation-trace \\
-        --trace linear,linear-learned,linear-selective --workers 2
+    python -m eval.ablation --config hub_configs/spen-f64/train.yaml --trace linear,linear-learned,linear-selective \\
+        --seeds 5 --seed 0 --lr_grid 3e-3,1e-2,3e-2 --budgets 200,700,2000 --workers 2 --output_dir outputs/trace
 
-Every arm is trained by train.py (``train.main``) from the same YAML with the same learning rate, on the same
-data in the same order, with the same tokenizer (built once before the runs) and the same seeds; only the SPEN
-config fields of the arm differ. The design is **blocked by seed**: a seed fixes the initialisation stream and
-every arm reads the same batches in the same order, so arms are compared within seed (paired), never as
-independent samples. The arms are named SPEN variants (``modeling_spen.variants``). Each arm is compared with a
-reference arm (``linear``, the paper's static reader over EMA traces, for both ablations) through
-:func:`ema_boundary.stats.compare_arms`: the paired difference of the final validation loss with its 95%
-interval, an equivalence test (TOST) against a margin declared before the run, Holm-adjusted across arms, and a
-verdict (``equivalent`` / ``different`` / ``not resolved``). The overall question (does any arm differ?) is the
-seed-blocked F test (:func:`ema_boundary.stats.blocked_f_test`).
+The command is an alias of the experiment runner (``ema-boundary sweep``): its flags become a sweep plan
+(:func:`sweep_plan`; the line above is ``hub_configs/sweeps/ablation-trace.yaml`` exactly), run into one sweep
+folder (``DIR/runs/<arm>/lr_<rate>/seed_<s>/steps_<n>/``, ``DIR/results.json`` with the ``ablation`` analysis of
+:mod:`eval.sweep.analyses`); ``--resume_from DIR`` continues it and ``--summarize DIR`` rebuilds its results.
+``--overwrite_output_dir`` no longer applies (a sweep folder is continued, never replaced).
 
-The output folder gets
+Every arm trains from the same YAML on the same data in the same order, with the same tokenizer and the same
+seeds; only the SPEN config fields of the arm differ (named SPEN variants, ``modeling_spen.variants``). The design
+is **blocked by seed**: arms are compared within seed (paired), each against a reference arm (``linear``, the
+paper's static reader over EMA traces, for both ablations) through :func:`ema_boundary.stats.compare_arms`: the
+paired difference with its 95% interval, an equivalence test (TOST) against a margin declared before the run,
+Holm-adjusted across arms, and a verdict; the overall question (does any arm differ?) is the seed-blocked F test.
+
+What stays of the tool's own orchestration, for what still reads it:
+
+- :func:`run_ablation` and :func:`run_budgets`: the report's ablation stage (``eval/report/stages.py``) calls them
+  until it runs on the runner; their folders are described below;
+- ``--summarize DIR`` of a folder this tool wrote before it became an alias (the committed ``docs/ablation``):
+  :func:`summarize_budgets` rebuilds its budgets.json and budgets.png, which the report reads
+  (``eval/report/ablation_budgets.py``); :func:`rates_moved` (how far learned write rates moved).
+
+The folder of :func:`run_ablation` (one budget) gets
 
 - ``ablation.json``: the design, per arm and seed the final validation loss, its curve and the command of the
   run, the parameters and tokens per parameter of each arm, the comparisons and the overall test, the wall time
@@ -27,7 +36,7 @@ The output folder gets
 - ``configs/<arm>/``: the model config and train YAML each arm was trained with; ``tokenizer/``: the one every
   run read (a given ``--tokenizer`` is copied in, so the folder is whole wherever it is moved).
 
-**Budgets** (``--budgets 200,700,2000`` instead of ``--max_steps``, :func:`run_budgets`): the output folder holds
+**Budgets** (:func:`run_budgets`): the output folder holds
 ``steps_<N>/`` for each budget, each the folder above; the longest budget trains first (with ``--lr_grid``, each
 arm chooses its rate there), every shorter one with each arm at the rate the longest chose, all with one tokenizer.
 The verdict is the longest budget's, and counts only where its reference arm is below the Kneser-Ney bigram on the
@@ -54,10 +63,8 @@ reference's loss against the bigram line) and ``budgets.json``:
 (:func:`summarize_budgets`): ``DIR`` is this tool's own output, or a folder whose every child is a ``steps_<N>``
 output of this tool (moved in by hand) besides this tool's own budgets.json/png.
 
-The folder is built under a temporary name and renamed at the end: an interrupted ablation leaves
-nothing that looks like a result; a failed one leaves its partial folder, with every run's log, as
-``NAME.failed`` (named in the error). An existing folder is replaced only if it is this tool's own earlier
-output and ``--overwrite_output_dir`` is given.
+The folder of :func:`run_ablation` and :func:`run_budgets` is built under a temporary name and renamed at the end;
+a failed one is kept as ``NAME.failed`` (named in the error).
 """
 
 from __future__ import annotations
@@ -86,6 +93,8 @@ from ema_boundary.figures import pyplot, save
 from ema_boundary.io import MARKER, atomic_dir, check_output_dir, output_owner, read_json, write_json
 from ema_boundary.params import parameter_counts
 from eval.runs import Run, param_count, read_metrics, read_spen_yaml, read_test, train_runs
+from eval.sweep.analyses import kneser_ney
+from eval.sweep.trainers import DATA_SETTINGS
 from modeling_spen.variants import PREDICTOR_VARIANTS, REFERENCE_VARIANT, SPEN_VARIANTS, TRACE_VARIANTS
 
 # The arms are named SPEN variants (modeling_spen.variants, one table for the ablations, the recall map and the
@@ -366,8 +375,7 @@ def build_tokenizer(cfg: dict[str, Any], data: list[str], folder: Path) -> Path:
 BUDGET_FOLDER = re.compile(r"steps_([1-9][0-9]*)")  # one budget's ablation inside a budgets folder
 BUDGETS_JSON, BUDGETS_PNG = "budgets.json", "budgets.png"
 # The settings of the blocks the runs are scored on and of the training stream: the n-gram reference reads them.
-SPLIT_SETTINGS = ("data", "val_every", "test_every", "block_size", "max_eval_samples", "max_test_samples",
-                  "tokenizer_name", "bpe_train_docs")
+SPLIT_SETTINGS = DATA_SETTINGS  # the sweep's: one list of the settings that fix the blocks
 # Every ablation of one budgets folder must agree on these (ablation.json keys); only the steps differ.
 SHARED_DESIGN = ("axis", "config", "seeds", "reference", "equivalence_margin", "data", "scored_on", "lrs")
 LEARNED_TRACES = ("learned", "selective")  # trace kinds whose write rates train (from the fixed rates)
@@ -468,7 +476,7 @@ def _summary(results: dict[int, dict[str, Any]], root: Path, settings: dict[str,
     steps = sorted(results)
     longest = results[steps[-1]]
     ref, scored_on = longest["reference"], longest.get("scored_on", "validation")
-    ngram = _ngram(settings, tokenizer, longest["tokens"], scored_on)
+    ngram = kneser_ney(settings, tokenizer, longest["tokens"], scored_on)
     bigram_loss = math.log(ngram["bigram"])
     params = {arm: {"total": var["parameters"], "non_embedding": var["non_embedding_parameters"]}
               for arm, var in longest["variants"].items()}
@@ -498,19 +506,6 @@ def _summary(results: dict[int, dict[str, Any]], root: Path, settings: dict[str,
     if any("rates_moved" in b for b in budgets):
         summary["rates_moved_measure"] = RATES_MOVED
     return summary
-
-
-def _ngram(settings: dict[str, Any], tokenizer: Path, train_tokens: int, split: str) -> dict[str, Any]:
-    """Kneser-Ney perplexities (eval.ngram) on the blocks the arms are scored on, counted on the training stream
-    the runs read, at most the longest budget's ``train_tokens``."""
-    from transformers import AutoTokenizer
-
-    from eval.ngram import ngram_references
-
-    tok = AutoTokenizer.from_pretrained(tokenizer)
-    n_blocks = settings["max_test_samples"] if split == "test" else settings["max_eval_samples"]
-    return ngram_references(list(settings["data"]), settings["val_every"], tok, settings["block_size"], n_blocks,
-                            train_tokens, split, settings["test_every"])
 
 
 def _arm_rates_moved(folder: Path, var: dict[str, Any]) -> dict[str, Any] | None:
@@ -619,7 +614,8 @@ def summarize_budgets(folder: str | Path) -> dict[str, Any]:
         if m and child.is_dir():
             found[int(m.group(1))] = child
     if not found:
-        raise UsageError(f"--summarize {folder}: no steps_<N> folder (the ablation of each budget)")
+        raise UsageError(f"--summarize {folder}: neither a sweep folder nor a folder of steps_<N> ablations (the "
+                         "earlier output of this command)")
     _check_budgets_folder(folder, found.values())
     results: dict[int, dict[str, Any]] = {}
     for n, child in sorted(found.items()):
@@ -751,14 +747,70 @@ def _budgets(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected distinct positive step counts, got {text!r}") from None
 
 
+# ---------------------------------------------------------------------------------------------
+# The command line, as an alias of the sweep
+# ---------------------------------------------------------------------------------------------
+
+
+def sweep_plan(args: argparse.Namespace) -> Any:
+    """The sweep plan of an ``eval.ablation`` command line (the one hub_configs/sweeps/ablation-*.yaml declares for
+    the committed recipe): one arm per named variant over the YAML's model, every seed at every budget, each arm at
+    the given rate (one, or ``ARM=RATE``) or choosing its own from ``--lr_grid`` with the first seed at the longest
+    budget (a choice at the grid's edge trains one rate beyond it, as every sweep's rule), read by the runner's
+    ``ablation`` analysis behind the Kneser-Ney bigram. Bad flags: one UsageError."""
+    from eval.sweep.alias import build_plan, data_sources, repo_path
+
+    if args.budgets is not None and args.max_steps is not None:
+        raise UsageError("--max_steps and --budgets: give one (the budgets are the runs' steps)")
+    cfg, axis, chosen, reference = _design(
+        args.config, args.seeds, variants=flatten(args.variants), traces=flatten(args.trace), max_steps=args.max_steps,
+        lr=args.lr, lr_grid=args.lr_grid, workers=args.workers, reference=args.reference, margin=args.margin,
+        tokenizer=args.tokenizer, seed=args.seed)
+    first = cfg["seed"] if args.seed is None else args.seed
+    given = {name: float(args.lr[name] if isinstance(args.lr, Mapping) else args.lr or cfg["learning_rate"])
+             for name in chosen}
+    shared: dict[str, Any] = {}
+    if args.data or any(Path(d).exists() for d in cfg["data"]):  # files: named as the plan reads them
+        shared["data"] = data_sources(list(args.data or cfg["data"]))
+    if args.tokenizer:
+        shared["tokenizer_name"] = repo_path(args.tokenizer)
+    model = repo_path(cfg["model_name_or_path"])
+    arms = {name: {"config": {"model": {"from": model, "variant": name}, **shared},
+                   **({"lr_grid": [given[name]]} if isinstance(args.lr, Mapping) else {})} for name in chosen}
+    raw = {
+        "name": f"ablation-{axis}", "trainer": "train", "analysis": "ablation",
+        "seeds": [first + i for i in range(args.seeds)],
+        "budgets": sorted(args.budgets or [args.max_steps or cfg["max_steps"]]),
+        # The validation blocks choose the rates; the test blocks (when the YAML holds some out) score the arms.
+        "score": "test" if cfg["test_every"] else "validation", "workers": args.workers,
+        # The sweeps' rule: a choice at an edge of the grid trains one rate beyond it, then chooses again.
+        "rate": {"lr_grid": [float(r) for r in args.lr_grid], "choose": "first_seed",
+                 "extend": len(args.lr_grid) > 1, "max_extensions": 1} if args.lr_grid else
+                {"lr_grid": [given[reference]], "choose": "first_seed", "extend": False},
+        "base": repo_path(args.config), "arms": arms,
+        "settings": {"reference": reference, "equivalence_margin": args.margin, "gate_ngram": "bigram"},
+    }
+    return build_plan(raw, args.output_dir)
+
+
+def _is_sweep(folder: Path) -> bool:
+    """Whether ``folder`` is a sweep's (else ``--summarize`` reads it as a folder this command wrote before it
+    became an alias of the sweep: ``steps_<N>/ablation.json``)."""
+    from eval.sweep.runner import TOOL as SWEEP
+
+    return output_owner(folder) == SWEEP
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    from eval.sweep.alias import add_sweep_arguments, check_no_overwrite
+    from eval.sweep.alias import run as run_sweep
+
     p = UsageParser(prog="python -m eval.ablation", description=__doc__.split("\n\n")[0])
     p.add_argument("--config", help="train.py YAML of a SPEN model, e.g. hub_configs/spen-w32/train.yaml (required "
-                                    "unless --summarize)")
+                                    "unless --summarize or --resume_from)")
     p.add_argument("--seeds", type=_positive_int, default=5, help="seeds per arm: --seed + 0..N-1")
     p.add_argument("--seed", type=int, help="the first seed (default: the YAML's)")
-    add_output_dir(p, "output folder (written atomically when the ablation ends; a failed one is kept as "
-                      "NAME.failed with its logs; required unless --summarize)", required=False)
+    add_output_dir(p, "a new folder for the sweep (required unless --summarize or --resume_from)", required=False)
     p.add_argument("--variants", type=comma_list, nargs="+", metavar="NAME",
                    help=f"predictor arms, comma or space separated (default: all of {', '.join(PREDICTOR_VARIANTS)})")
     p.add_argument("--trace", type=comma_list, nargs="+", metavar="NAME",
@@ -768,57 +820,60 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="equivalence margin in nats, declared before the run")
     p.add_argument("--max_steps", type=_positive_int, help="optimizer steps per run (default: the YAML's)")
     p.add_argument("--budgets", type=_budgets, metavar="STEPS",
-                   help="the ablation at each of these step counts (comma separated) instead of --max_steps: "
-                        "OUTPUT_DIR/steps_N/ each, the longest first (with --lr_grid it chooses every arm's rate "
-                        "for all), then budgets.json and budgets.png (default: one budget)")
+                   help="the ablation at each of these step counts (comma separated) instead of --max_steps; the "
+                        "longest chooses each arm's rate (default: one budget)")
     p.add_argument("--summarize", metavar="DIR",
-                   help="rebuild DIR/budgets.json and budgets.png from DIR/steps_N/ablation.json, without "
-                        "training; no other flag")
+                   help="results.json of a sweep folder again, or budgets.json and budgets.png of a folder this "
+                        "command wrote before it became an alias of the sweep (DIR/steps_N/ablation.json), "
+                        "without training; no other flag")
     p.add_argument("--learning_rate", "--lr", dest="lr", type=_rates,
                    help="peak learning rate of every arm, or each arm's as ARM=RATE,ARM=RATE (default: the YAML's)")
     p.add_argument("--lr_grid", type=_grid, metavar="RATES",
                    help="each arm chooses its own rate from these (comma separated) on the first seed's final "
-                        "validation loss; the other seeds train at it (default: no grid)")
+                        "validation loss at the longest budget (a choice at an edge trains one rate beyond it); "
+                        "the other seeds train at it (default: no grid)")
     p.add_argument("--data", nargs="+", metavar="PATH", help="training data (default: the YAML's, as in train.py)")
     p.add_argument("--tokenizer", metavar="DIR", help="tokenizer folder for every run (default: the YAML's, or a "
                                                       "BPE trained on the data once)")
     p.add_argument("--workers", type=_positive_int, default=1,
-                   help="trainings at a time, in processes of one torch thread each (1: in this process)")
+                   help="trainings at a time, in processes of one torch thread each")
+    add_sweep_arguments(p)
     try:
         args = p.parse_args(argv)
     except SystemExit as e:  # a usage error (already printed in one line) or --help: its status, returned
         return int(e.code or 0)
+    command = shlex.join(["python", "-m", "eval.ablation", *(argv if argv is not None else sys.argv[1:])])
     try:
+        given = [a.option_strings[0] for a in p._actions
+                 if a.dest not in ("help", "summarize", "resume_from", "workers", "launcher", "launcher_args")
+                 and getattr(args, a.dest) != a.default]
         if args.summarize is not None:
-            given = [a.option_strings[0] for a in p._actions
-                     if a.dest not in ("help", "summarize") and getattr(args, a.dest) != a.default]
-            if given:
-                raise UsageError(f"--summarize reads a finished folder: give no other flag (got {', '.join(given)})")
-            summary = summarize_budgets(args.summarize)
+            if given or args.resume_from:
+                raise UsageError(f"--summarize reads a finished folder: give no other flag (got "
+                                 f"{', '.join(given or ['--resume_from'])})")
+            folder = Path(args.summarize)
+            if not folder.is_dir():
+                raise UsageError(f"--summarize {folder}: no such folder")
+            if _is_sweep(folder):
+                return run_sweep(p, args, command, summarize=args.summarize)
+            summary = summarize_budgets(folder)
             print(summary["budgets"][-1]["statement"])
-            print(f"wrote {Path(args.summarize) / BUDGETS_JSON} and {Path(args.summarize) / BUDGETS_PNG}")
+            print(f"wrote {folder / BUDGETS_JSON} and {folder / BUDGETS_PNG}")
             return 0
+        if args.resume_from is not None:
+            if given:
+                raise UsageError(f"--resume_from continues the sweep its folder recorded: give no other flag but "
+                                 f"--workers (got {', '.join(given)})")
+            return run_sweep(p, args, command)
+        check_no_overwrite(args)
         for flag, value in (("--config", args.config), ("--output_dir", args.output_dir)):
             if value is None:
-                raise UsageError(f"{flag} is required (unless --summarize)")
-        design = dict(variants=flatten(args.variants), traces=flatten(args.trace), data=args.data, lr=args.lr,
-                      lr_grid=args.lr_grid, workers=args.workers, reference=args.reference, margin=args.margin,
-                      tokenizer=args.tokenizer, seed=args.seed, overwrite=args.overwrite_output_dir)
-        if args.budgets is not None:
-            if args.max_steps is not None:
-                raise UsageError("--max_steps and --budgets: give one (the budgets are the runs' steps)")
-            summary = run_budgets(args.config, args.seeds, args.output_dir, args.budgets, **design)
-            print(summary["budgets"][-1]["statement"])
-            print(f"wrote {Path(args.output_dir) / BUDGETS_JSON}, {Path(args.output_dir) / BUDGETS_PNG} and "
-                  f"steps_N/ for N in {', '.join(str(b['max_steps']) for b in summary['budgets'])}")
-            return 0
-        result = run_ablation(args.config, args.seeds, args.output_dir, max_steps=args.max_steps, **design)
+                raise UsageError(f"{flag} is required (unless --summarize or --resume_from)")
+        plan = sweep_plan(args)
     except UsageError as e:
         print(f"{p.prog}: error: {first_line(e)}", file=sys.stderr)
         return EXIT_USAGE
-    print(result["statement"])
-    print(f"wrote {Path(args.output_dir) / 'ablation.json'} and {Path(args.output_dir) / 'loss_curves.png'}")
-    return 0
+    return run_sweep(p, args, command, plan=plan)
 
 
 if __name__ == "__main__":

@@ -24,22 +24,22 @@ folder with a tokenizer is probed on the embedded help-topics text; one without 
 
 **The experiment** (``--config`` instead of ``--model_name_or_path``) trains the models first and compares them:
 
-    python -m eval.depth --config hub_configs/spen-depth8/train.yaml --residuals add,attention --seeds 5 \
-        --max_steps 650 --output_dir outputs/depth --workers 2
+    python -m eval.depth --config hub_configs/spen-depth8/train.yaml --seeds 5 --seed 0 --max_steps 2000 \
+        --output_dir outputs/depth --workers 2
 
-Every residual arm is trained by train.py from the same YAML (only the model config's ``residual`` differs), with
-the same seeds, data order, tokenizer (built once) and schedule: the design is blocked by seed. Each trained model
-is measured on the first ``--num_sequences`` validation blocks (held-out text): (a) and (b) above, and (c) its
-final validation loss beside the Kneser-Ney bigram's on the same blocks, counted on the tokens the runs read (the
-competence gate: a model above the bigram line cannot speak to a loss difference). The paired table (attention
-minus add, per seed) holds: token identity recovered at the last layer, the share recovered of each earlier
-block's output (R^2 clipped to [0, 1]: a probe worse than the mean recovers nothing), the log of the final
-stream's RMS growth (final stream over embedding) and the validation loss, each with its 95% t interval (clipped
-to [-1, 1] for the bounded shares), an equivalence test against a margin declared before the run and a verdict
-from the interval (:func:`paired_row`). The claim "fixed accumulation across depth dilutes; input-dependent
-depth selection recovers it" gets a verdict by :data:`CLAIM_RULE` (:func:`claim_verdict`). Written:
-``depth.json`` (design, per run the measurements and the command, the table, the gate, the verdict),
-``depth.png``, ``runs/<residual>/seed_<n>/`` (train.py's folders), ``configs/``, ``tokenizer/``, ``logs/``.
+The command is an alias of the experiment runner (``ema-boundary sweep``): its flags become a sweep plan
+(:func:`sweep_plan`, the shape of ``hub_configs/sweeps/depth.yaml``) whose two arms are the YAML's model with
+``residual`` ``add`` and ``attention``, every seed of each (the design is blocked by seed), each final model
+measured as above on the first ``--num_sequences`` validation blocks (held-out text; the ``train`` trainer's
+``measure: [depth]``), read by the runner's ``depth`` analysis: the paired table (attention minus add, per seed:
+token identity recovered at the last layer, the share recovered of each earlier block's output, R^2 clipped to
+[0, 1], the log of the final stream's RMS growth and the loss), each row with its 95% t interval, an equivalence
+test against a margin declared before the run and a verdict from the interval (:func:`paired_row`), the loss
+behind the Kneser-Ney bigram on the same tokens (the competence gate), and the claim "fixed accumulation across
+depth dilutes; input-dependent depth selection recovers it" by :data:`CLAIM_RULE` (:func:`claim_verdict`). The
+sweep folder holds every run and ``results.json``; ``--resume_from DIR`` continues it, ``ema-boundary sweep
+--summarize DIR`` rebuilds its results. :func:`run_depth_experiment` (the tool's own orchestration, one
+``depth.json``) stays while the report's depth stage calls it.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import shlex
 import shutil
 import statistics
 import sys
@@ -79,6 +80,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json")
 
 __all__ = ["depth_dilution", "ridge_r2", "token_accuracy", "probe_ids", "render_depth_figure",
            "RESIDUALS", "REFERENCE", "MARGINS", "MIN_SEEDS", "CLAIM_RULE", "run_depth_experiment", "run_scalars",
+           "sweep_plan",
            "paired_row", "paired_table", "competence_gate", "claim_verdict", "render_experiment_figure", "main"]
 
 
@@ -500,16 +502,16 @@ def render_experiment_figure(result: Mapping[str, Any], path: Path | str) -> Non
     save(fig, path)
 
 
-def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+def _parser() -> UsageParser:
     p = UsageParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    mode = p.add_mutually_exclusive_group(required=True)
+    mode = p.add_mutually_exclusive_group()
     mode.add_argument("--model_name_or_path", nargs="+", metavar="FOLDER",
                       help="measure trained SPEN folders (save_pretrained); several are compared in one figure")
     mode.add_argument("--config", metavar="YAML",
                       help="train and measure: the train.py YAML of a SPEN model (e.g. "
                            "hub_configs/spen-depth8/train.yaml), trained once per residual arm and seed")
-    add_output_dir(p, "output folder (depth.json, depth.png; with --config also the runs, written when the "
-                      "experiment ends, a failed one kept as NAME.failed with its logs)", aliases=())
+    add_output_dir(p, "output folder (depth.json, depth.png; with --config a new folder for the sweep)",
+                   aliases=(), required=False)
     p.add_argument("--num_sequences", type=positive_int, default=64, help="sequences probed (80%% fit, 20%% held out)")
     p.add_argument("--seq_len", type=positive_int, default=128, help="tokens per sequence")
     p.add_argument("--seed", type=non_negative_int,
@@ -527,12 +529,15 @@ def _parse_args(argv: list[str] | None) -> argparse.Namespace:
     train.add_argument("--tokenizer", metavar="DIR",
                        help="tokenizer folder for every run (default: the YAML's, or a BPE trained on the data once)")
     train.add_argument("--workers", type=positive_int, default=1,
-                       help="trainings at a time, in processes of one torch thread each (1: in this process)")
+                       help="trainings at a time, in processes of one torch thread each")
     for key, value in MARGINS.items():
         unit = "nats" if key == "val_loss" else "a fraction: 0.02 = 2 points"
         train.add_argument(f"--{key}_margin", type=float, default=value,
                            help=f"equivalence margin of {key.replace('_', ' ')} ({unit}), declared before the run")
-    return p.parse_args(argv)
+    from eval.sweep.alias import add_sweep_arguments
+
+    add_sweep_arguments(train)
+    return p
 
 
 def _short_names(folders: list[str]) -> list[str]:
@@ -559,14 +564,46 @@ def _load(folder: str) -> torch.nn.Module:
         raise UsageError(f"--model_name_or_path {e}") from None
 
 
-def _experiment(args: argparse.Namespace) -> None:
-    result = run_depth_experiment(
-        args.config, args.seeds, args.output_dir, residuals=flatten(args.residuals) or RESIDUALS,
-        max_steps=args.max_steps, lr=args.learning_rate, data=args.data, tokenizer=args.tokenizer, seed=args.seed,
-        workers=args.workers,
-        margins={key: getattr(args, f"{key}_margin") for key in MARGINS}, num_sequences=args.num_sequences,
-        seq_len=args.seq_len, ridge=args.ridge, overwrite=args.overwrite_output_dir)
-    print(f"{CLAIM}: {result['conclusion']} ({result['reason']})")
+def sweep_plan(args: argparse.Namespace) -> Any:
+    """The sweep plan of an ``eval.depth --config`` command line (module docstring); bad flags: one UsageError."""
+    from eval.runs import read_spen_yaml
+    from eval.sweep.alias import build_plan, data_sources, repo_path
+
+    residuals = flatten(args.residuals) or list(RESIDUALS)
+    if sorted(residuals) != sorted(RESIDUALS) or len(residuals) != len(RESIDUALS):
+        raise UsageError(f"--residuals must name both of {', '.join(RESIDUALS)} (the comparison is paired), "
+                         f"got {','.join(residuals)}")
+    if args.learning_rate is not None and not 0 < args.learning_rate < 1:
+        raise UsageError(f"--learning_rate must be a rate in (0, 1), got {args.learning_rate!r}")
+    margins = {key: getattr(args, f"{key}_margin") for key in MARGINS}
+    for name, value in margins.items():
+        if not 0 < value < 1:
+            raise UsageError(f"--{name}_margin must lie in (0, 1), got {value!r}")
+    if args.num_sequences < 2:
+        raise UsageError("--num_sequences must be >= 2 (20% are held out)")
+    if args.tokenizer is not None and not (Path(args.tokenizer) / "tokenizer_config.json").is_file():
+        raise UsageError(f"--tokenizer {args.tokenizer}: not a tokenizer folder (no tokenizer_config.json)")
+    cfg = read_spen_yaml(Path(args.config), "the experiment swaps SPEN's residual")
+    first = cfg["seed"] if args.seed is None else args.seed
+    shared: dict[str, Any] = {"measure": ["depth"],
+                              "depth": {"num_sequences": args.num_sequences, "seq_len": args.seq_len,
+                                        "ridge": args.ridge}}
+    if args.data or any(Path(d).exists() for d in cfg["data"]):  # files: named as the plan reads them
+        shared["data"] = data_sources(list(args.data or cfg["data"]))
+    if args.tokenizer:
+        shared["tokenizer_name"] = repo_path(args.tokenizer)
+    model = repo_path(cfg["model_name_or_path"])
+    raw = {
+        "name": "depth", "trainer": "train", "analysis": "depth", "seeds": [first + i for i in range(args.seeds)],
+        "budgets": [args.max_steps or cfg["max_steps"]],
+        "score": "test" if cfg["test_every"] else "validation", "workers": args.workers,
+        "rate": {"lr_grid": [float(args.learning_rate or cfg["learning_rate"])], "choose": "first_seed"},
+        "base": repo_path(args.config),
+        "arms": {r: {"config": {"model": {"from": model, "set": {"residual": r}}, **shared}} for r in RESIDUALS},
+        "settings": {"selection": SELECTION, "reference": REFERENCE, "gate_ngram": "bigram", "min_seeds": MIN_SEEDS,
+                     "margins": margins},
+    }
+    return build_plan(raw, args.output_dir)
 
 
 def _measure(args: argparse.Namespace) -> None:
@@ -592,20 +629,37 @@ def _measure(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from eval.sweep.alias import check_no_overwrite
+    from eval.sweep.alias import run as run_sweep
+
+    parser = _parser()
     try:
-        args = _parse_args(argv)
+        args = parser.parse_args(argv)
     except SystemExit as e:  # a usage error (already printed in one line) or --help
         return int(e.code or 0)
+    command = shlex.join([*PROG.split(), *(argv if argv is not None else sys.argv[1:])])
     try:
+        if args.resume_from is not None:
+            if args.model_name_or_path or args.config or args.output_dir:
+                raise UsageError("--resume_from continues the sweep its folder recorded: give no --config, "
+                                 "--model_name_or_path or --output_dir")
+            return run_sweep(parser, args, command)
+        if not (args.model_name_or_path or args.config):
+            raise UsageError("give --model_name_or_path (measure trained models) or --config (the experiment)")
+        if args.output_dir is None:
+            raise UsageError("--output_dir is required")
         if not args.ridge >= 0:
             raise UsageError(f"--ridge must be >= 0, got {args.ridge}")
         if args.config is not None:
-            _experiment(args)
+            check_no_overwrite(args)
+            plan = sweep_plan(args)
         else:
             _measure(args)
     except UsageError as err:
         print(f"{PROG}: error: {first_line(err)}", file=sys.stderr)
         return EXIT_USAGE
+    if args.config is not None:
+        return run_sweep(parser, args, command, plan=plan)
     print(f"wrote {Path(args.output_dir) / 'depth.json'}")
     return 0
 

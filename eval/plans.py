@@ -24,11 +24,11 @@ from typing import Any
 import yaml
 
 from ema_boundary.cli import UsageError
+from ema_boundary.yamlio import DuplicateKeyError, Lines, error_line, read_yaml_text
 
 REPO = Path(__file__).resolve().parents[1]
 
 Rule = Callable[[Any], "str | None"]  # value -> None when it is fine, else what it must be
-Lines = dict[tuple[str, ...], int]  # key path -> the YAML line (1-based) where it is written
 
 
 class PlanError(UsageError, ValueError):
@@ -104,40 +104,20 @@ def read_plan_file(path: Path, what: str = "--plan") -> tuple[Any, Lines]:
     try:
         return read_yaml(text, str(path))
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise PlanError(f"{where}: not valid YAML ({getattr(e, 'problem', None) or str(e).splitlines()[0]})") \
-            from None
+        where, problem = error_line(e, str(path))
+        raise PlanError(f"{where}: not valid YAML ({problem})") from None
 
 
 def read_yaml(text: str, name: str = "<yaml>") -> tuple[Any, Lines]:
-    """The document and, for every key path, the line (1-based) where it is written (from the composed nodes'
-    marks: ``yaml.safe_load`` forgets where a value came from). A key written twice in one mapping is a
+    """The document and, for every key path, the line (1-based) where it is written (the project's one YAML
+    reader, :func:`ema_boundary.yamlio.read_yaml_text`). A key written twice in one mapping is a
     :class:`PlanError` with both lines."""
-    node = yaml.compose(text, Loader=yaml.SafeLoader)
-    lines: Lines = {}
-
-    def walk(n: yaml.Node, path: tuple[str, ...]) -> None:
-        if isinstance(n, yaml.MappingNode):
-            seen: dict[str, int] = {}
-            for key, value in n.value:
-                k, line = str(key.value), key.start_mark.line + 1
-                if k in seen:
-                    dotted = ".".join(p for p in (*path, k) if not p.isdigit())
-                    raise PlanError(f"{name}:{line}: {dotted} is written twice (lines {seen[k]} and {line}); "
-                                    "keep one")
-                seen[k] = line
-                p = (*path, k)
-                lines[p] = line
-                walk(value, p)
-        elif isinstance(n, yaml.SequenceNode):
-            for i, item in enumerate(n.value):
-                lines[(*path, str(i))] = item.start_mark.line + 1
-                walk(item, (*path, str(i)))
-
-    if node is not None:
-        walk(node, ())
-    return yaml.safe_load(text), lines
+    try:
+        return read_yaml_text(text, name)
+    except DuplicateKeyError as e:
+        dotted = ".".join(p for p in e.path if not p.isdigit())
+        raise PlanError(f"{name}:{e.line}: {dotted} is written twice (lines {e.first} and {e.line}); keep one") \
+            from None
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,6 +1,8 @@
 """``python -m grammar_probe build|run|arms``: build the grammar corpus and its ceilings; run the structure
-experiment; run it across labelled-data sizes and unseen-word protocols (``arms --summarize DIR`` rebuilds a
-finished arms folder's summary, report and figures from its arms' results, without training).
+experiment; run it across labelled-data sizes and unseen-word protocols (``arms``: a sweep of the experiment
+runner, ``hub_configs/sweeps/arms.yaml``'s shape, run by ``python -m eval.sweep.grammar_arms`` with the same
+flags; ``arms --summarize DIR`` rebuilds a sweep's results, or an earlier arms folder's summary, report and
+figures from its arms' results, without training).
 
 Output folders are never a folder the user made: a target that exists and is not empty is refused unless
 it holds this same command's earlier output, which ``--overwrite_output_dir`` replaces. Bad input ends
@@ -10,7 +12,6 @@ with one line on stderr naming the flag, field or file, and exit status 2.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from collections.abc import Sequence
 
@@ -23,6 +24,7 @@ from ema_boundary.cli import (
     non_negative_int,
     positive_int,
 )
+from grammar_probe.cli import add_run_options, option, protocol_of, run_size
 from grammar_probe.grammar import GrammarError
 
 
@@ -32,93 +34,41 @@ def _fail(message: str) -> int:
     return EXIT_USAGE
 
 
-def _option(parser: argparse.ArgumentParser, name: str, **kwargs) -> None:
-    """``--name_with_underscores``, with the older ``--name-with-hyphens`` spelling as a hidden alias."""
-    spellings = [f"--{name}"] + ([f"--{name.replace('_', '-')}"] if "_" in name else [])
-    parser.add_argument(*spellings, dest=name, **kwargs)
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = UsageParser(prog="python -m grammar_probe", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=UsageParser)
 
     build = sub.add_parser("build", help="write the grammar corpus (save_to_disk + parquet + card + ceilings)")
     add_output_dir(build, "output folder for the corpus, its ceilings.json and its card")
-    _option(build, "seed", type=non_negative_int, default=0, help="corpus seed (every split and the ceiling sample)")
-    _option(build, "train_size", type=positive_int, default=10000,
+    option(build, "seed", type=non_negative_int, default=0, help="corpus seed (every split and the ceiling sample)")
+    option(build, "train_size", type=positive_int, default=10000,
             help="train sentences (a run draws one disjoint subset per seed)")
-    _option(build, "validation_size", type=positive_int, default=1000, help="sentences per validation split")
-    _option(build, "test_size", type=positive_int, default=1000, help="sentences per test split")
-    _option(build, "max_depth", type=positive_int, default=2, help="clause-embedding cap of train")
-    _option(build, "deep_depth", type=positive_int, default=None, help="cap of test_deep (None: max_depth + 1)")
-    _option(build, "ceiling_sentences", type=positive_int, default=3000,
+    option(build, "validation_size", type=positive_int, default=1000, help="sentences per validation split")
+    option(build, "test_size", type=positive_int, default=1000, help="sentences per test split")
+    option(build, "max_depth", type=positive_int, default=2, help="clause-embedding cap of train")
+    option(build, "deep_depth", type=positive_int, default=None, help="cap of test_deep (None: max_depth + 1)")
+    option(build, "ceiling_sentences", type=positive_int, default=3000,
             help="fresh sentences for the exact ceilings and kinds")
-    _option(build, "window_sentences", type=positive_int, default=200_000,
+    option(build, "window_sentences", type=positive_int, default=200_000,
             help="fresh sentences for the window-tagger tables (k = 0..12; >= 200k for the stated sampling error)")
 
     run = sub.add_parser("run", help="fit SPCN, the probes, the window tagger and the GRUs; write results")
-    _add_run_options(run)
+    add_run_options(run)
 
     arms = sub.add_parser("arms", help="every paper row as a function of labelled training sentences and of the "
-                                       "unseen-word protocol (one `run` per arm); writes arms.json and figures")
-    _add_run_options(arms, arms=True)
+                                       "unseen-word protocol: a sweep, one `run` per arm; writes arms.json and "
+                                       "figures beside the sweep's results.json")
+    add_run_options(arms, arms=True)
     return parser
 
 
-def _add_run_options(p: argparse.ArgumentParser, arms: bool = False) -> None:
-    # arms: --dataset and --output_dir are required unless --summarize names a finished folder (checked in main)
-    p.add_argument("--dataset", "--dataset_dir", dest="dataset", required=not arms, metavar="DIR",
-                   help="folder written by `python -m grammar_probe build`" + (" (required unless --summarize)"
-                                                                               if arms else ""))
-    add_output_dir(p, "output folder (results.json, report.md, figures)" if not arms else
-                   "output folder (arms.json, arms.md, one figure per paper row, each arm's results.json; "
-                   "required unless --summarize)", required=not arms)
-    p.add_argument("--quick", action="store_true", help="the quick preset: fewer training sentences and "
-                   "evaluation sentences per split (a smoke test)")
-    _option(p, "seed", type=non_negative_int, default=0, help="base seed (seed s uses s*1000 + r for r < seeds)")
-    p.add_argument("--splits", nargs="+", default=None, help="evaluate these splits (None: every test_* split; "
-                   "validation_novel_words is the development one)")
-    _option(p, "threads", type=positive_int, default=1, help="torch intra-op threads per worker")
-    _option(p, "workers", type=positive_int, default=2, help="processes running seeds in parallel")
-    _option(p, "seeds", type=positive_int, default=None, help="seeds (None: the preset's, 5)")
-    _option(p, "train_sentences", type=positive_int, default=None,
-            help="training sentences per seed (None: the preset's)")
-    _option(p, "eval_sentences", type=positive_int, default=None,
-            help="sentences per evaluated split (None: the preset's)")
-    _option(p, "word_dropout", type=float, default=None,
-            help="rate at which every training token becomes <unk> (None: the protocol's, 0.15)")
-    _option(p, "unseen", choices=("unk", "random_codes"), default=None,
-            help="how a word never seen in training is read: <unk>, or a fresh random code per word "
-                 "(None: the protocol's, unk)")
-    if arms:
-        _option(p, "sizes", type=positive_int, nargs="+", default=[250, 500, 1000, 2000, 4000],
-                help="labelled training sentences per seed, one arm each (run with the protocol's settings)")
-        _option(p, "protocol_size", type=positive_int, default=None,
-                help="training sentences per seed of the 2x2 protocol arms (None: the run preset's)")
-        p.add_argument("--summarize", metavar="DIR", default=None,
-                       help="train nothing: rebuild arms.json, arms.md and the figures of the finished arms folder "
-                            "DIR from its arms/*/results.json, keeping the run's record (sizes, seeds, seconds)")
+def _arms(argv: list[str]) -> int:
+    """``grammar_probe arms``: the sizes x protocol arms as a sweep of the experiment runner (``python -m
+    eval.sweep.grammar_arms``, which reads the same flags; grammar_probe imports nothing of eval, so it runs as a
+    child process); its exit status."""
+    import subprocess
 
-
-def _run_size(args: argparse.Namespace):
-    from grammar_probe.protocol import FULL, QUICK
-
-    overrides = {k: getattr(args, k) for k in ("seeds", "train_sentences", "eval_sentences")
-                 if getattr(args, k) is not None}
-    return dataclasses.replace(QUICK if args.quick else FULL, **overrides)
-
-
-def _protocol(args: argparse.Namespace):
-    from grammar_probe.protocol import PROTOCOL
-
-    changes = {}
-    if args.word_dropout is not None:
-        if not 0.0 <= args.word_dropout < 1.0:
-            raise UsageError(f"--word_dropout must be in [0, 1), got {args.word_dropout}")
-        changes["word_dropout"] = args.word_dropout
-    if args.unseen is not None:
-        changes["unseen"] = args.unseen
-    return dataclasses.replace(PROTOCOL, **changes)
+    return subprocess.call([sys.executable, "-m", "eval.sweep.grammar_arms", *argv])
 
 
 def _check_memory(args: argparse.Namespace) -> None:
@@ -142,6 +92,9 @@ def _check_memory(args: argparse.Namespace) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "arms":  # an alias of the experiment runner, which the eval layer holds: a child process
+        given = list(sys.argv[1:] if argv is None else argv)
+        return _arms(given[given.index("arms") + 1:])
     # Imported late so that `--help` and argument errors answer instantly.
     import datasets
 
@@ -172,31 +125,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"wrote {args.output_dir}: " + ", ".join(f"{k} {len(v)}" for k, v in dataset.items()))
             return 0
 
-        if args.command == "arms" and args.summarize is not None:
-            from grammar_probe.arms import summarize_arms
-
-            if args.dataset is not None or args.output_dir is not None:
-                raise UsageError("--summarize rebuilds DIR in place from its arms' results.json: give no --dataset "
-                                 "or --output_dir with it")
-            summary = summarize_arms(args.summarize)
-            print(f"rebuilt {args.summarize}: {len(summary['arms'])} arms (arms.json, arms.md, figures)")
-            return 0
-        if args.command == "arms":
-            for flag in ("dataset", "output_dir"):
-                if getattr(args, flag) is None:
-                    raise UsageError(f"--{flag} is required (or --summarize DIR to rebuild a finished arms folder)")
-
-        size, protocol = _run_size(args), _protocol(args)
-        if args.command == "arms":
-            from grammar_probe.arms import ARMS_TOOL, run_arms
-
-            check_output_dir(args.output_dir, tool=ARMS_TOOL, overwrite=args.overwrite_output_dir)
-            summary = run_arms(args.dataset, args.output_dir, sizes=args.sizes, size=size, protocol=protocol,
-                               protocol_size=args.protocol_size, seed=args.seed, splits=args.splits,
-                               threads=args.threads, workers=args.workers, overwrite=args.overwrite_output_dir)
-            print(f"wrote {args.output_dir}: {len(summary['arms'])} arms in {summary['seconds']:.0f} s")
-            return 0
-
+        size, protocol = run_size(args), protocol_of(args)
         from grammar_probe.experiment import RUN_TOOL, run_experiment
 
         check_output_dir(args.output_dir, tool=RUN_TOOL, overwrite=args.overwrite_output_dir)

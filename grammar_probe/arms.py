@@ -9,39 +9,38 @@ Two families of arms, each one full ``run`` (all models, all seeds, all test spl
 - **protocol arms**: the 2 x 2 {word dropout on (the protocol's rate), off} x {never-seen words read as
   ``<unk>``, as fresh random codes}, at one size.
 
-``arms.json`` holds, for every paper row and every arm, SPCN's value with its interval and verdict, the
-same measure for the window tagger and the plain EMA (the row's shortcuts) and for the BiGRU's causal twin
-where ``results.json`` holds it (the within-A ratio and the accuracy rows: it has no paired causal GRU minus
-BiGRU difference), and the row's causal cap; ``conditions`` lists, per row, the arms where the row is *met*,
-*refuted*, not resolved or not reachable. ``arms.md`` renders it; one figure per paper row
+The arms run as a sweep of the experiment runner (``hub_configs/sweeps/arms.yaml``: trainer ``arms``, one run per
+arm, base seed and size; analysis ``arms``, which reads each run's ``results.json`` through this module). This
+module holds what turns those results into ``arms.json``: for every paper row and every arm, SPCN's value with its
+interval and verdict, the same measure for the window tagger and the plain EMA (the row's shortcuts) and for the
+BiGRU's causal twin where ``results.json`` holds it (the within-A ratio and the accuracy rows: it has no paired
+causal GRU minus BiGRU difference), and the row's causal cap; ``conditions`` lists, per row, the arms where the
+row is *met*, *refuted*, not resolved or not reachable. ``arms.md`` renders it; one figure per paper row
 (``arms_<row>.png``): the measure against the training size (left) and across the protocol 2 x 2 (right).
-Each arm's own ``results.json`` and report are kept under ``arms/<arm>/``.
 
-Everything per row is read back from those ``results.json`` files (:func:`summarize_arms`), so a finished
-folder can be summarized again, without training (``python -m grammar_probe arms --summarize DIR``).
+A folder written before the arms ran as a sweep (``docs/structure/arms_seed21``: ``arms.json`` beside
+``arms/<arm>/results.json``) is summarized again, without training, by :func:`summarize_arms`
+(``python -m grammar_probe arms --summarize DIR``).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import math
 import os
 import tempfile
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 
 from ema_boundary import stats
-from ema_boundary.io import atomic_dir, read_json, write_json, write_text
-from grammar_probe.experiment import SHORTCUTS, run_experiment
-from grammar_probe.protocol import FULL, PROTOCOL, Protocol, RunSize
+from ema_boundary.io import read_json, write_json, write_text
+from grammar_probe.cli import DEFAULT_SIZES
+from grammar_probe.experiment import SHORTCUTS
 
-__all__ = ["ARMS_SCHEMA", "ARMS_TOOL", "DEFAULT_SIZES", "PROTOCOL_ARMS", "ArmsFolderError", "run_arms",
-           "summarize_arms"]
+__all__ = ["ARMS_SCHEMA", "ARMS_TOOL", "COMPARED", "DEFAULT_SIZES", "PROTOCOL_ARMS", "ArmsFolderError",
+           "conditions_of", "dataset_config", "row_values", "summarize_arms", "summary_of", "write_summary"]
 
 ARMS_TOOL = "grammar_probe arms"  # the output-folder marker's tool name (ema_boundary.io)
-DEFAULT_SIZES: tuple[int, ...] = (250, 500, 1000, 2000, 4000)
 PROTOCOL_ARMS: dict[str, dict] = {  # name: changes to the protocol
     "dropout_unk": {},
     "dropout_random_codes": {"unseen": "random_codes"},
@@ -75,7 +74,7 @@ def _measure(results: dict, row: str, model: str) -> dict | None:
     return lookup(results, model)
 
 
-def _row_values(results: dict) -> dict:
+def row_values(results: dict) -> dict:
     """Per paper row: SPCN's value, verdict, the causal cap, and the same measure for the compared models."""
     out = {}
     for name, row in results["paper"].items():
@@ -92,66 +91,6 @@ def _row_values(results: dict) -> dict:
     if results.get("ratios"):
         out["ratios"] = {k: v for k, v in results["ratios"].items() if isinstance(v, dict)}
     return out
-
-
-def run_arms(
-    dataset: str | os.PathLike,
-    output_dir: str | os.PathLike,
-    sizes: Sequence[int] = DEFAULT_SIZES,
-    size: RunSize = FULL,
-    protocol: Protocol = PROTOCOL,
-    protocol_size: int | None = None,
-    seed: int = 0,
-    splits: Sequence[str] | None = None,
-    threads: int = 1,
-    workers: int = 2,
-    overwrite: bool = False,
-    progress: bool = True,
-    **run_kwargs,
-) -> dict:
-    """Run every arm, write ``output_dir`` (atomically; a failed run keeps its partial output beside it)
-    and return the ``arms.json`` content. ``size`` gives seeds, epochs and evaluation sentences for every
-    arm; ``protocol_size`` the training sentences of the protocol arms (default ``size.train_sentences``)."""
-    if not sizes:
-        raise ValueError("sizes must name at least one training size")
-    start = time.perf_counter()
-    arms: dict[str, dict] = {}
-    done: dict[tuple, tuple[str, dict]] = {}  # (size, protocol) -> (arm, results): an identical arm runs once
-    plan = [(f"size_{n}", "train_sentences", n, dataclasses.replace(size, train_sentences=n), protocol)
-            for n in sizes]
-    n_protocol = protocol_size or size.train_sentences
-    plan += [(f"protocol_{name}", "protocol", name, dataclasses.replace(size, train_sentences=n_protocol),
-              dataclasses.replace(protocol, **changes)) for name, changes in PROTOCOL_ARMS.items()]
-    with atomic_dir(output_dir, tool=ARMS_TOOL, overwrite=overwrite, keep_on_error=True) as tmp:
-        for name, axis, value, arm_size, arm_protocol in plan:
-            if progress:
-                print(f"arm {name}: {arm_size.train_sentences} training sentences per seed, "
-                      f"dropout {arm_protocol.word_dropout}, unseen words as {arm_protocol.unseen}", flush=True)
-            t = time.perf_counter()
-            same = done.get((arm_size, arm_protocol))  # the protocol arm at a size arm's size and protocol
-            if same is not None:
-                results = same[1]
-                (tmp / "arms" / name).mkdir(parents=True)
-                (tmp / "arms" / name / "SAME_AS.txt").write_text(f"the same run as arms/{same[0]}\n",
-                                                                 encoding="utf-8")
-            else:
-                results = run_experiment(dataset, tmp / "arms" / name, seed=seed, splits=splits, threads=threads,
-                                         workers=workers, size=arm_size, protocol=arm_protocol, progress=False,
-                                         **run_kwargs)
-                done[(arm_size, arm_protocol)] = (name, results)
-            arms[name] = {"axis": axis, "value": value, "train_sentences": arm_size.train_sentences,
-                          "protocol": dataclasses.asdict(arm_protocol), "seeds": results["seeds"],
-                          "train_subsets_disjoint": results["train_subsets_disjoint"],
-                          "seconds": time.perf_counter() - t, "same_run_as": same[0] if same is not None else None}
-        record = {
-            "schema": ARMS_SCHEMA,
-            "size": dataclasses.asdict(size), "sizes": list(sizes), "protocol_size": n_protocol,
-            "protocol_arms": PROTOCOL_ARMS, "base_protocol": dataclasses.asdict(protocol), "seed": seed,
-            "dataset": _dataset_config(dataset), "arms": arms, "seconds": time.perf_counter() - start,
-        }
-        summary = _summarize(Path(tmp), record)
-        _write_summary(Path(tmp), summary)
-    return summary
 
 
 class ArmsFolderError(ValueError):
@@ -176,28 +115,38 @@ def summarize_arms(folder: str | os.PathLike) -> dict:
     if not isinstance(record.get("arms"), dict) or not record["arms"]:
         raise ArmsFolderError(f"{path}: holds no arms")
     summary = _summarize(folder, record)
-    _write_summary(folder, summary)
+    write_summary(folder, summary)
     return summary
 
 
 def _summarize(folder: Path, record: dict) -> dict:
-    """``record`` (the run's facts per arm) with every arm's ``rows`` read from ``arms/<arm>/results.json``
-    (an arm that was the same run as another reads that one's) and the ``conditions`` they give."""
+    """``record`` (the run's facts per arm) with every arm's ``rows`` read from ``arms/<arm>/results.json`` (an arm
+    that was the same run as another reads that one's) and the ``conditions`` they give."""
+    results = {}
+    for name, arm in record["arms"].items():
+        path = folder / "arms" / ((arm.get("same_run_as") if isinstance(arm, dict) else None) or name) / "results.json"
+        results[name] = (path, read_json(path, "results.json", f"arm {name}'s results", error=ArmsFolderError))
+    return summary_of(record, results)
+
+
+def summary_of(record: dict, results: dict[str, tuple[object, dict]]) -> dict:
+    """``record`` (the facts of each arm: axis, value, train_sentences, protocol, seeds, ...) with every arm's
+    ``rows`` from its ``results.json`` content (``results``: arm -> (where it was read, content)) and the
+    ``conditions`` they give. An arm's results must be of its seeds, training sentences and protocol."""
     arms = {}
     for name, arm in record["arms"].items():
-        path = folder / "arms" / (arm.get("same_run_as") or name) / "results.json"
-        results = read_json(path, "results.json", f"arm {name}'s results", error=ArmsFolderError)
-        if not isinstance(results, dict) or not isinstance(results.get("paper"), dict):
+        path, res = results[name]
+        if not isinstance(res, dict) or not isinstance(res.get("paper"), dict):
             raise ArmsFolderError(f"{path}: not a `python -m grammar_probe run` results.json (no paper rows)")
-        ran = (results.get("seeds"), (results.get("size") or {}).get("train_sentences"), results.get("protocol"))
+        ran = (res.get("seeds"), (res.get("size") or {}).get("train_sentences"), res.get("protocol"))
         if not isinstance(arm, dict) or ran != (arm.get("seeds"), arm.get("train_sentences"), arm.get("protocol")):
             raise ArmsFolderError(f"{path}: its seeds, training sentences or protocol are not arm {name}'s "
                                   f"in arms.json")
-        arms[name] = {**arm, "rows": _row_values(results)}
-    return {**record, "arms": arms, "conditions": _conditions(arms)}
+        arms[name] = {**arm, "rows": row_values(res)}
+    return {**record, "arms": arms, "conditions": conditions_of(arms)}
 
 
-def _write_summary(folder: Path, summary: dict) -> None:
+def write_summary(folder: Path, summary: dict) -> None:
     """Write the figures, ``arms.md`` and ``arms.json`` into ``folder``, each file replaced atomically."""
     with tempfile.TemporaryDirectory(prefix=".arms-figures-", dir=folder) as tmp:
         for path in render_arms_figures(summary, Path(tmp)).values():
@@ -206,7 +155,7 @@ def _write_summary(folder: Path, summary: dict) -> None:
     write_json(folder / "arms.json", summary)
 
 
-def _dataset_config(dataset: object) -> dict | None:
+def dataset_config(dataset: object) -> dict | None:
     """The corpus the arms ran on, as ``grammar_probe build`` recorded it (its folder and grammar seed)."""
     if not isinstance(dataset, (str, os.PathLike)):
         return None
@@ -215,7 +164,7 @@ def _dataset_config(dataset: object) -> dict | None:
     return {"path": str(dataset), "config": config}
 
 
-def _conditions(arms: dict) -> dict:
+def conditions_of(arms: dict) -> dict:
     """Per paper row: the arms grouped by the row's verdict there."""
     rows = next(iter(arms.values()))["rows"]
     out = {}

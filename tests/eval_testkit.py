@@ -12,10 +12,10 @@ TEMPLATE = REPO / "eval" / "tasks" / "perplexity" / "_perplexity_template.yaml"
 
 # Seconds on a CPU: 32-token blocks, 4 per step, a BPE trained on 20 help topics.
 MICRO_TRAIN = {
-    "model_config": str(REPO / "hub_configs" / "spen-tiny"), "data": "embedded", "tokenizer": None,
-    "block_size": 32, "batch_size": 4, "micro_batch_size": 4, "max_steps": 3, "lr": 3.0e-3,
-    "warmup_steps": 1, "log_every": 1, "eval_every": 3, "eval_blocks": 2, "save_every": 3,
-    "val_every": 10, "bpe_train_docs": 20, "seed": 7,
+    "model_name_or_path": str(REPO / "hub_configs" / "spen-tiny"), "data": "embedded", "tokenizer_name": None,
+    "block_size": 32, "total_train_batch_size": 4, "per_device_train_batch_size": 4, "max_steps": 3,
+    "learning_rate": 3.0e-3, "warmup_steps": 1, "logging_steps": 1, "eval_steps": 3, "max_eval_samples": 2,
+    "save_steps": 3, "val_every": 10, "bpe_train_docs": 20, "seed": 7,
 }
 
 # Short English documents (each well under the tiny model's 256-token context, so lm-eval scores each

@@ -43,7 +43,7 @@ def _binary(path: Path) -> Path:
 def _train(tmp: Path, *flags: str, config: Path | None = None) -> int:
     import train
 
-    cfg = config or write_config(tmp / "train.yaml", max_steps=2, tokenizer=tokenizer_dir())
+    cfg = config or write_config(tmp / "train.yaml", max_steps=2, tokenizer_name=tokenizer_dir())
     argv = ["train.py", "--config", str(cfg), *flags]
     if "--output_dir" not in flags:
         argv += ["--output_dir", str(tmp / "out")]
@@ -64,7 +64,7 @@ def _bad_model_config(tmp: Path) -> Path:
     folder = tmp / "model"
     folder.mkdir()
     (folder / "config.json").write_text('{"model_type": "spen", "hidden_size": ')  # truncated JSON
-    return write_config(tmp / "train.yaml", model_config=str(folder), max_steps=2)
+    return write_config(tmp / "train.yaml", model_name_or_path=str(folder), max_steps=2)
 
 
 def _corrupt_dataset(tmp: Path) -> Path:
@@ -87,7 +87,8 @@ ROWS: dict[str, Row] = {
     # train.py: settings, data, model config, output folder
     "train: missing YAML": Row(lambda t: _train(t, config=t / "none.yaml"), "none.yaml: no such file", 2),
     "train: binary YAML": Row(lambda t: _train(t, config=_binary(t / "bin.yaml")), "bin.yaml", 2),
-    "train: wrong type": Row(lambda t: _train(t, config=write_config(t / "c.yaml", lr="fast")), "lr must be float", 2),
+    "train: wrong type": Row(lambda t: _train(t, config=write_config(t / "c.yaml", learning_rate="fast")),
+                             "learning_rate must be float", 2),
     "train: out of range": Row(lambda t: _train(t, "--max_steps", "0"), "--max_steps: max_steps must be a positive", 2),
     "train: empty data file": Row(lambda t: _train(t, "--data", str(_text(t / "e.txt", ""))),
                                   "e.txt: file is empty", 2),
@@ -221,7 +222,7 @@ OUTPUT_TOOLS: dict[str, tuple[str, Callable[[str], list[str]], str]] = {
     "eval.compare": ("eval.compare", lambda out: ["--model_name_or_path", "gpt2", "--tasks", "pydoc_val",
                                                   "--output_dir", out], "results.json"),
     "eval.ablation": ("eval.ablation", lambda out: ["--config", str(ROOT / "hub_configs/spen-w32/train.yaml"),
-                                                    "--output_dir", out], "ablation.json"),
+                                                    "--output_dir", out], "ablation.json"),  # writes a sweep
     "eval.probes": ("eval.probes.__main__", lambda out: ["--model_name_or_path", "gpt2", "--output_dir", out],
                     "content_probes.json"),
     "eval.make_data": ("eval.make_data", lambda out: ["pydoc", "--output_dir", out], "pydoc_validation.jsonl"),
@@ -229,7 +230,8 @@ OUTPUT_TOOLS: dict[str, tuple[str, Callable[[str], list[str]], str]] = {
     "eval.gap": ("eval.gap", lambda out: ["--model_name_or_path", "gpt2", "gpt2", "--text", "embedded",
                                           "--output_dir", out], "gap.json"),
     "eval.depth": ("eval.depth", lambda out: ["--model_name_or_path", "gpt2", "--output_dir", out], "depth.json"),
-    # The experiment runner (and its aliases, eval.scale): its own earlier sweep is continued, never replaced.
+    # The experiment runner (and its aliases: eval.scale, eval.ablation, eval.depth --config): its own earlier sweep
+    # is continued, never replaced.
     "ema-boundary sweep": ("eval.sweep.cli", lambda out: [str(ROOT / "hub_configs/sweeps/ladder.yaml"),
                                                           "--output_dir", out], "results.json"),
 }
@@ -258,6 +260,8 @@ def test_output_folders_are_never_taken_from_the_user(tool: str, case: str, tmp_
     expected = OUTPUT_CASES[case]
     if tool == "ema-boundary sweep" and case == "own output without the flag":
         expected = "continue it with --resume_from"
+    if tool == "eval.ablation" and case == "own output without the flag":  # an alias of the sweep since issue 32
+        expected = "holds an output of eval.ablation, not of ema-boundary sweep"
     assert status == 2 and len(lines) == 1 and expected in lines[0], (tool, case, lines)
     assert {p.name: p.read_bytes() for p in folder.iterdir()} == before, (tool, case)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"], (tool, case)  # nothing beside it either

@@ -245,43 +245,61 @@ def _deep_micro_yaml(tmp_path) -> str:
     config.update(num_hidden_layers=3, hidden_size=16, intermediate_size=32, vocab_size=512)
     (model / "config.json").write_text(json.dumps(config))
     path = tmp_path / "micro.yaml"
-    path.write_text(yaml.safe_dump({**MICRO_TRAIN, "model_config": str(model),
+    path.write_text(yaml.safe_dump({**MICRO_TRAIN, "model_name_or_path": str(model),
                                     "data": _local_corpus(tmp_path / "corpus.txt")}))
     return str(path)
 
 
-def test_experiment_trains_both_arms_with_the_same_seeds_and_writes_the_table(tmp_path) -> None:
+def test_the_experiment_runs_as_a_sweep_of_both_arms_with_the_same_seeds(tmp_path) -> None:
     out = tmp_path / "depth"
     argv = ["--config", _deep_micro_yaml(tmp_path), "--seeds", "2", "--max_steps", "2", "--num_sequences", "6",
             "--seq_len", "16", "--output_dir", str(out)]
     assert main(argv) == 0
-    result = json.loads((out / "depth.json").read_text())
-    assert ".tmp-" not in (out / "depth.json").read_text() and (out / "depth.png").stat().st_size > 1000
-    assert result["seeds"] == [7, 8] and result["residuals"] == ["add", "attention"] and result["num_layers"] == 3
+    results = json.loads((out / "results.json").read_text())
+    assert results["complete"] and results["name"] == "depth" and results["analysis"]["kind"] == "depth"
+    models = {}
     for residual in ("add", "attention"):
-        model = json.loads((out / "configs" / residual / "config.json").read_text())
-        assert model["residual"] == residual
-        for seed in ("7", "8"):
-            run = result["runs"][residual][seed]
-            assert f"--seed {seed}" in run["command"] and (out / run["run_dir"] / "final" / "config.json").is_file()
-            assert len(run["rms"]) == 4 and len(run["block_share"]) == 3 and math.isfinite(run["val_loss"])
-            assert not (out / run["run_dir"] / "checkpoints").exists()
-    # Both arms differ only in the residual: the configs agree elsewhere, the tokenizer is one.
-    add, att = (json.loads((out / "configs" / r / "config.json").read_text()) for r in ("add", "attention"))
-    assert {k: v for k, v in add.items() if k != "residual"} == {k: v for k, v in att.items() if k != "residual"}
-    tokenizers = {(out / r["run_dir"] / "tokenizer" / "tokenizer.json").read_text()
-                  for arm in result["runs"].values() for r in arm.values()}
-    assert len(tokenizers) == 1
-    table = result["table"]
+        seeds = results["arms"][residual]["budgets"]["2"]
+        assert set(seeds) == {"7", "8"}  # the same seeds in both arms: paired
+        for seed, run in seeds.items():
+            folder = out / run["run"]
+            models[residual, seed] = json.loads((folder / "model" / "config.json").read_text())
+            assert len(run["depth"]["rms"]) == 4 and len(run["depth"]["recovered"]["blocks"]) == 3
+            assert run["depth"]["probe"] == {"num_sequences": 6, "seq_len": 16, "ridge": 1e-3}
+            assert math.isfinite(run["score"])  # the micro YAML holds no test split: its validation loss
+    # Both arms differ only in the residual; every run read the sweep's one tokenizer.
+    add, att = models["add", "7"], models["attention", "7"]
+    assert (add.pop("residual"), att.pop("residual")) == ("add", "attention") and add == att
+    assert (out / "shared" / "tokenizer" / "tokenizer.json").is_file()
+    analysis = results["analysis"]
+    table = analysis["table"]
     assert set(table) == {"token_accuracy", "embedding_share", "earlier_share", "log_rms_growth", "val_loss",
                           "block_share"}
     assert len(table["block_share"]) == 3 and table["token_accuracy"]["seeds"] == ["7", "8"]
     # Two seeds: every row and the claim are "not resolved"; the gate's numbers are there either way.
     assert {row["verdict"] for row in [*table.values()][:5]} == {"not resolved"}
-    assert result["verdict"] == "not resolved at this budget"
-    assert result["gate"]["holds"] is False and result["conclusion"] == NOT_TESTABLE
-    assert result["ngram"]["train_tokens"] == result["tokens"] == 2 * 4 * 32
-    assert main(argv) == 2  # its own earlier output is replaced only when asked
+    assert analysis["verdict"] == "not resolved at this budget"
+    assert analysis["gate"]["holds"] is False and analysis["conclusion"] == NOT_TESTABLE
+    assert main(argv) == 2  # a sweep folder is continued (--resume_from), never started over
+    assert main(["--resume_from", str(out)]) == 0
+
+
+def test_the_shipped_pair_through_the_command_is_the_committed_sweeps(tmp_path, monkeypatch) -> None:
+    import eval.sweep.alias as alias
+    from eval.sweep.plan import load_plan
+    from eval.sweep.trainers import model_config
+
+    seen = {}
+    monkeypatch.setattr(alias, "run", lambda p, args, command, plan=None: seen.update(plan=plan) or 0)
+    assert main(["--config", "hub_configs/spen-depth8/train.yaml", "--seeds", "5", "--seed", "0", "--max_steps",
+                 "2000", "--workers", "2", "--output_dir", str(tmp_path / "o")]) == 0
+    plan, committed = seen["plan"], load_plan("hub_configs/sweeps/depth.yaml")
+    assert (plan.seeds, plan.budgets, plan.workers, plan.analysis) == (committed.seeds, committed.budgets, 2, "depth")
+    for arm in ("add", "attention"):
+        mine, theirs = plan.config_of(plan.arm(arm)), committed.config_of(committed.arm(arm))
+        assert model_config(mine["model"], arm) == model_config(theirs["model"], arm)
+        assert mine["measure"] == theirs["measure"] == ["depth"]
+    assert {k: plan.settings[k] for k in committed.settings} == committed.settings
 
 
 @pytest.mark.parametrize("extra, match", [
@@ -289,6 +307,7 @@ def test_experiment_trains_both_arms_with_the_same_seeds_and_writes_the_table(tm
     (["--val_loss_margin", "2"], "--val_loss_margin"),
     (["--model_name_or_path", "x"], "not allowed with argument"),
     (["--learning_rate", "-1"], "--learning_rate"),
+    (["--overwrite_output_dir"], "--overwrite_output_dir no longer applies"),
 ])
 def test_experiment_bad_input_is_one_line_and_status_2(tmp_path, capsys, extra, match) -> None:
     argv = ["--config", _deep_micro_yaml(tmp_path), "--output_dir", str(tmp_path / "o"), *extra]

@@ -1,4 +1,5 @@
-"""eval.ablation on a tiny config: every file and field, both axes, the seed-blocked verdicts, bad input."""
+"""eval.ablation on a tiny config: the command as an alias of the sweep; the library the report's stage still calls
+(every file and field, both axes, the seed-blocked verdicts); --summarize of its earlier folders; bad input."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 import train_config
 from ema_boundary.io import MARKER
-from eval.ablation import analyse, main, run_ablation
+from eval.ablation import analyse, main, run_ablation, run_budgets
 from modeling_spen.variants import SPEN_VARIANTS
 from tests.eval_testkit import REPO, write_micro_config
 
@@ -160,7 +161,7 @@ def test_verdicts_follow_the_equivalence_test():
 ])
 def test_bad_input_one_line_exit_2_nothing_written(tmp_path, capsys, argv, flag):
     micro = write_micro_config(tmp_path / "micro.yaml")
-    gpt2 = write_micro_config(tmp_path / "gpt2.yaml", model_config=str(REPO / "hub_configs" / "gpt2-tiny"))
+    gpt2 = write_micro_config(tmp_path / "gpt2.yaml", model_name_or_path=str(REPO / "hub_configs" / "gpt2-tiny"))
     argv = [a.format(micro=micro, gpt2=gpt2) for a in argv]
     out = tmp_path / "abl"
     assert main([*argv, "--output_dir", str(out)]) == 2
@@ -188,8 +189,7 @@ def budgets_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("budgets")
     config = write_micro_config(tmp / "micro.yaml")
     out = tmp / "D"
-    assert main(["--config", str(config), "--seeds", "2", "--trace", "linear,linear-learned", "--lr_grid",
-                 "1e-3,3e-2", "--budgets", "2,1", "--output_dir", str(out)]) == 0
+    run_budgets(config, 2, out, [2, 1], traces=["linear", "linear-learned"], lr_grid=[1e-3, 3e-2])
     return config, out
 
 
@@ -417,3 +417,74 @@ def test_rates_moved_reads_how_far_the_write_rates_moved(tmp_path, trace):
     moved = rates_moved(tmp_path / "moved")
     assert moved["max"] == pytest.approx(0.48, abs=1e-6)
     assert moved["mean"] == pytest.approx(0.48 / (S * D * config.num_hidden_layers), rel=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# The command: an alias of the sweep
+# ---------------------------------------------------------------------------------------------
+
+
+def _plan_of(argv: list[str], monkeypatch) -> object:
+    """The sweep plan the command builds from ``argv`` (the runner itself not called)."""
+    import eval.sweep.alias as alias
+
+    seen = {}
+    monkeypatch.setattr(alias, "run", lambda p, args, command, plan=None, summarize=None: seen.update(plan=plan) or 0)
+    assert main(argv) == 0
+    return seen["plan"]
+
+
+@pytest.mark.parametrize("axis, arms", [("trace", "linear,linear-learned,linear-selective"),
+                                        ("predictor", "linear,linear_attention-state,softmax_attention-state")])
+def test_the_committed_recipe_is_the_committed_sweep_plan(tmp_path, monkeypatch, axis, arms):
+    from eval.sweep.plan import load_plan
+
+    flag = "--trace" if axis == "trace" else "--variants"
+    plan = _plan_of(["--config", "hub_configs/spen-f64/train.yaml", flag, arms, "--seeds", "5", "--seed", "0",
+                     "--lr_grid", "3e-3,1e-2,3e-2", "--budgets", "200,700,2000", "--workers", "2",
+                     "--output_dir", str(tmp_path / "out")], monkeypatch)
+    committed = load_plan(f"hub_configs/sweeps/ablation-{axis}.yaml")
+    assert json.dumps(plan.identity()) == json.dumps(committed.identity())
+    assert plan.name == committed.name and plan.path == str(tmp_path / "out" / "sweep.yaml")
+
+
+def test_given_rates_and_files_become_the_plans(tmp_path, monkeypatch):
+    micro = write_micro_config(tmp_path / "micro.yaml")
+    (tmp_path / "text.txt").write_text("words\n\n" * 50)
+    monkeypatch.chdir(tmp_path)  # files given relative to the working folder are named so that a resume finds them
+    plan = _plan_of(["--config", "micro.yaml", "--trace", "linear,linear-selective", "--seeds", "2",
+                     "--learning_rate", "linear=1e-3,linear-selective=2e-3", "--data", "text.txt", "--max_steps", "4",
+                     "--output_dir", "out"], monkeypatch)
+    assert [a.name for a in plan.arms] == ["linear", "linear-selective"]
+    assert [plan.grid_of(a) for a in plan.arms] == [(1e-3,), (2e-3,)] and not plan.rate.extend
+    assert plan.seeds == (7, 8) and plan.budgets == (4,) and plan.score == "validation"  # micro: no test split
+    arm = plan.config_of(plan.arms[1])
+    assert arm["data"] == [str(tmp_path / "text.txt")] and arm["model"]["variant"] == "linear-selective"
+    assert plan.base["max_steps"] == 3 and plan.declared["base"] == str(micro)
+
+
+def test_the_command_runs_the_sweep_and_continues_it(tmp_path, capsys):
+    micro = write_micro_config(tmp_path / "micro.yaml")
+    out = tmp_path / "abl"
+    argv = ["--config", str(micro), "--trace", "linear,linear-learned", "--seeds", "2", "--max_steps", "2",
+            "--output_dir", str(out)]
+    assert main(argv) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["complete"] and results["name"] == "ablation-trace" and results["scored_on"] == "validation"
+    runs = sorted(str(p.parent.relative_to(out)) for p in out.glob("runs/**/result.json"))
+    assert runs == sorted(f"runs/{arm}/lr_0.003/seed_{s}/steps_2" for arm in ("linear", "linear-learned")
+                          for s in (7, 8))
+    analysis = results["analysis"]["budgets"]["2"]
+    assert analysis["comparisons"]["linear-learned"]["seeds"] == ["7", "8"]
+    assert set(analysis["arms"]) == {"linear", "linear-learned"} and "gate" in analysis  # the bigram line
+    assert (out / "sweep.yaml").is_file() and "python -m eval.ablation" in (out / "sweep.json").read_text()
+    # The sweep's own commands: continue (nothing left to train), summarise again.
+    assert main(["--resume_from", str(out)]) == 0
+    assert main(["--summarize", str(out)]) == 0
+    assert json.loads((out / "results.json").read_text())["arms"] == results["arms"]
+    # A flag that no longer applies: one line, nothing written.
+    capsys.readouterr()
+    assert main([*argv, "--overwrite_output_dir"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--overwrite_output_dir no longer applies" in err[0] and "--resume_from" in err[0]
+    assert main(["--resume_from", str(out), "--seeds", "3"]) == 2

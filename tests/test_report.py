@@ -328,6 +328,29 @@ def _tiny_plan(tmp: Path) -> Plan:
     return Plan.load(tmp / "plan.yaml", corpus=str(_corpus(tmp / "corpus.txt")))
 
 
+def _alias_plan(module, argv: list[str], tokenizer: Path, monkeypatch):
+    """The sweep plan a recorded ``python -m eval.ablation|eval.depth`` line declares (both are aliases of the
+    sweep since issue 32; the runner itself not called). ``tokenizer``: the stage's, made a tokenizer folder."""
+    import eval.sweep.alias as alias
+
+    tokenizer.mkdir(exist_ok=True)
+    (tokenizer / "tokenizer_config.json").write_text("{}")
+    seen = {}
+    monkeypatch.setattr(alias, "run", lambda p, args, command, plan=None, summarize=None: seen.update(plan=plan) or 0)
+    assert module.main(argv) == 0
+    return seen["plan"]
+
+
+def _declares_the_stages_call(plan, stage: dict) -> None:
+    """The plan a recorded line declares is the experiment the stage ran: its arms, seeds, steps, rates, data,
+    tokenizer and workers."""
+    from eval.sweep.alias import data_sources, repo_path
+
+    assert len(plan.seeds) == stage["seeds"] and plan.workers == stage["workers"]
+    arm = plan.config_of(plan.arms[0])
+    assert arm["data"] == data_sources(list(stage["data"])) and arm["tokenizer_name"] == repo_path(stage["tokenizer"])
+
+
 @pytest.mark.parametrize("axis", ["predictor", "trace"])
 def test_the_ablation_stage_records_the_command_of_its_call(tmp_path: Path, monkeypatch, axis: str) -> None:
     import shlex
@@ -344,10 +367,13 @@ def test_the_ablation_stage_records_the_command_of_its_call(tmp_path: Path, monk
     monkeypatch.setattr(ablation, "run_ablation", record)
     result = stages.ablation(tmp_path, _tiny_plan(tmp_path), axis, 3e-3, tmp_path / "tokenizer")
     prog, *argv = shlex.split(result["command"])[2:]
-    assert prog == "eval.ablation" and ablation.main(argv) == 0  # the recorded line, parsed by the tool itself
-    stage, replayed = calls
-    for key, value in stage.items():
-        assert _plain(replayed[key]) == _plain(value), key
+    assert prog == "eval.ablation"
+    plan = _alias_plan(ablation, argv, tmp_path / "tokenizer", monkeypatch)  # the recorded line, read by the tool
+    (stage,) = calls
+    _declares_the_stages_call(plan, stage)
+    assert [a.name for a in plan.arms] == list(stage["variants"] or stage["traces"])
+    assert plan.budgets == (stage["max_steps"],) and plan.settings["equivalence_margin"] == stage["margin"]
+    assert {plan.grid_of(a) for a in plan.arms} == {(stage["lr"],)}
 
 
 def test_the_probe_stage_records_the_command_of_its_call(tmp_path: Path, monkeypatch) -> None:
@@ -467,10 +493,11 @@ def test_the_ablation_stage_trains_every_budget_through_run_budgets(tmp_path: Pa
     assert list(result["budgets"]) == ["10", "20", "30"] and result["budgets"]["10"]["tokens"] == 70
     assert result["budgets_file"] == str(tmp_path / "ablation_trace" / "budgets.json")
     prog, *argv = shlex.split(result["command"])[2:]
-    assert prog == "eval.ablation" and ablation.main(argv) == 0  # the recorded line, parsed by the tool itself
-    _, replayed = calls
-    for key, value in stage.items():
-        assert _plain(replayed[key]) == _plain(value), key
+    assert prog == "eval.ablation"
+    plan = _alias_plan(ablation, argv, tmp_path / "tokenizer", monkeypatch)  # the recorded line, read by the tool
+    _declares_the_stages_call(plan, stage)
+    assert [a.name for a in plan.arms] == list(stage["traces"]) and plan.budgets == (10, 20, 30)
+    assert plan.rate.lr_grid == stage["lr_grid"] and plan.settings["equivalence_margin"] == stage["margin"]
 
 
 def test_a_plan_gives_budgets_or_max_steps(tmp_path: Path) -> None:
@@ -500,11 +527,14 @@ def test_the_depth_stage_records_the_command_of_its_call(tmp_path: Path, monkeyp
     plan = Plan.load(tmp_path / "depth.yaml", corpus=str(tmp_path / "corpus.txt"))
     result = stages.depth(tmp_path, plan, tmp_path / "tokenizer")
     prog, *argv = shlex.split(result["command"])[2:]
-    assert prog == "eval.depth" and depth.main(argv) == 0  # the recorded line, parsed by the tool itself
-    (config, seeds, out, kwargs), (config2, seeds2, out2, kwargs2) = calls
-    assert str(config) == str(config2) and seeds == seeds2 == 5 and str(out) == str(out2)
-    for key, value in kwargs.items():
-        assert _plain(kwargs2[key]) == _plain(value), key
+    assert prog == "eval.depth"
+    plan = _alias_plan(depth, argv, tmp_path / "tokenizer", monkeypatch)  # the recorded line, read by the tool
+    from eval.sweep.alias import repo_path
+
+    ((config, seeds, out, kwargs),) = calls
+    _declares_the_stages_call(plan, {"seeds": seeds, **kwargs})
+    assert [a.name for a in plan.arms] == ["add", "attention"] and plan.budgets == (kwargs["max_steps"],)
+    assert plan.settings["margins"] == kwargs["margins"] and plan.declared["base"] == repo_path(config)
     assert kwargs["margins"]["val_loss"] == 0.05 and kwargs["max_steps"] == 3
 
 

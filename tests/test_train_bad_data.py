@@ -69,7 +69,7 @@ def test_bad_input_one_line_nothing_written(tmp_path, case, big_tokenizer, capsy
     _files(tmp_path)
     (tmp_path / "big_tokenizer").symlink_to(big_tokenizer)
     cfg = write_config(tmp_path / "train.yaml")
-    (tmp_path / "typo.yaml").write_text(f"model_config: {ROOT}/hub_configs/gpt2-tiny\nmax_steps: 2\n"
+    (tmp_path / "typo.yaml").write_text(f"model_name_or_path: {ROOT}/hub_configs/gpt2-tiny\nmax_steps: 2\n"
                                         "learning_rat: 0.1\n")
     flags, expected = CASES[case]
     flags = [f.format(tmp=tmp_path) for f in flags]

@@ -62,16 +62,27 @@ def test_older_spellings_are_aliases(argv, key, value) -> None:
     assert _flags(*argv)[key] == value
 
 
-def test_older_yaml_keys_are_aliases(tmp_path) -> None:
-    path = tmp_path / "old.yaml"
-    path.write_text(f"model_config: {ROOT}/hub_configs/gpt2-tiny\nlr: 1.0e-3\nbatch_size: 32\nmicro_batch_size: 8\n"
-                    "betas: [0.8, 0.9]\ngrad_clip: 0.5\nlog_every: 3\neval_every: 4\neval_blocks: 5\nsave_every: 6\n"
-                    "keep_checkpoints: 1\ncompile: false\ntokenizer: null\n")
-    cfg = train_config.read_yaml(path)
-    assert (cfg["learning_rate"], cfg["total_train_batch_size"], cfg["per_device_train_batch_size"]) == (1e-3, 32, 8)
-    assert (cfg["adam_beta1"], cfg["adam_beta2"], cfg["max_grad_norm"]) == (0.8, 0.9, 0.5)
-    assert (cfg["logging_steps"], cfg["eval_steps"], cfg["max_eval_samples"], cfg["save_steps"]) == (3, 4, 5, 6)
-    assert cfg["save_total_limit"] == 1 and cfg["model_name_or_path"].endswith("gpt2-tiny")
+@pytest.mark.parametrize("text, message", [
+    ("lr: 1.0e-3\n", ":2: lr is an older flag spelling; a YAML names the setting learning_rate"),
+    ("model_config: x\n", ":2: model_config is an older flag spelling; a YAML names the setting model_name_or_path"),
+    ("eval_every: 4\n", ":2: eval_every is an older flag spelling; a YAML names the setting eval_steps"),
+    ("betas: [0.8, 0.9]\n", ":2: betas is an older spelling; a YAML names adam_beta1 and adam_beta2"),
+])
+def test_a_yaml_names_each_setting_once(tmp_path, text: str, message: str) -> None:
+    # Issue 32: one name per setting in a YAML; the older spellings stay flags only (test_older_spellings_are_aliases).
+    with pytest.raises(train_config.ConfigError, match=re.escape(message)):
+        train_config.read_yaml(_yaml(tmp_path, text))
+
+
+def test_every_committed_train_yaml_names_its_settings_by_their_names() -> None:
+    from ema_boundary.yamlio import load_yaml
+
+    paths = [*ROOT.glob("hub_configs/*/train.yaml"), *ROOT.glob("docs/**/train.yaml")]
+    assert any("hub_configs" in str(p) for p in paths) and any("docs" in str(p) for p in paths)
+    for path in paths:
+        assert set(load_yaml(path)[0]) <= set(train_config.SETTINGS), path
+    for path in ROOT.glob("hub_configs/*/train.yaml"):  # they name their model folder from the repository
+        assert train_config.read_yaml(path)["model_name_or_path"], path
 
 
 def test_data_may_list_several_files(tmp_path) -> None:
@@ -92,14 +103,13 @@ def test_flags_alone_describe_a_run() -> None:
     ("data: [embedded, c4]\n", "cannot be mixed"),
     ("max_steps: many\n", ":2: max_steps must be int"),
     ("learning_rat: 0.1\n", ":2: unknown setting 'learning_rat'"),
-    ("lr: [0.1\n", "invalid YAML"),
-    ("lr: -0.001\n", ":2: lr must be a positive number, got -0.001"),
+    ("learning_rate: [0.1\n", "invalid YAML"),
+    ("learning_rate: -0.001\n", ":2: learning_rate must be a positive number, got -0.001"),
     ("learning_rate: 0\n", ":2: learning_rate must be a positive number"),
-    ("lr: 0.1\nlearning_rate: 0.2\n", ":3: learning_rate sets learning_rate again (already set at"),
+    ("lr: 0.1\nlearning_rate: 0.2\n", ":2: lr is an older flag spelling"),
     ("lr: 0.1\nmax_steps: 2\nlr: 3e+3\n", ":4: duplicate key 'lr' (first at line 2, again at line 4)"),
     ("block_size: 0\n", ":2: block_size must be a positive integer"),
-    ("betas: [0.9, 1.5]\n", ":2: betas must be a number in [0, 1), got 1.5"),
-    ("betas: 0.9\n", ":2: betas must be two numbers in [0, 1)"),
+    ("adam_beta1: 1.5\n", ":2: adam_beta1 must be a number in [0, 1), got 1.5"),
     ("adam_beta2: 1.0\n", ":2: adam_beta2 must be a number in [0, 1)"),
     ("mixed_precision: fp8\n", ":2: mixed_precision must be one of 'no', 'bf16', 'fp16'"),
     ("min_lr_ratio: 2.0\n", ":2: min_lr_ratio must be a number in [0, 1]"),
@@ -119,7 +129,7 @@ def test_bad_settings_are_config_errors_naming_the_line(tmp_path, text: str, mes
 def test_a_bad_flag_is_named_as_the_flag(tmp_path) -> None:
     with pytest.raises(train_config.ConfigError, match=r"^--max_steps: max_steps must be a positive integer, got 0$"):
         train_config.read_yaml(_yaml(tmp_path, "max_steps: 10\n"), {"max_steps": 0})
-    path = _yaml(tmp_path, "lr: 3e-4\n")
+    path = _yaml(tmp_path, "learning_rate: 3e-4\n")
     assert train_config.read_yaml(path, _flags("--lr", "1e-2"))["learning_rate"] == 1e-2
     with pytest.raises(train_config.ConfigError, match="^--learning_rate: learning_rate must be a positive number"):
         train_config.read_yaml(path, _flags("--learning_rate", "-1"))

@@ -16,8 +16,8 @@ from tests.train_testkit import ROOT, metrics, run_cmd, tokenizer_dir, write_con
 @pytest.mark.parametrize("model", ["gpt2-tiny", "spen-tiny"])
 def test_two_process_ddp_matches_one_process(tmp_path, model):
     # 8 sequences per step: one process accumulates 2 micro-batches of 4, two processes take 4 each.
-    cfg = write_config(tmp_path / "train.yaml", model_config=str(ROOT / "hub_configs" / model), max_steps=6,
-                       save_every=6, eval_every=6, tokenizer=tokenizer_dir())
+    cfg = write_config(tmp_path / "train.yaml", model_name_or_path=str(ROOT / "hub_configs" / model),
+                       max_steps=6, save_steps=6, eval_steps=6, tokenizer_name=tokenizer_dir())
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:

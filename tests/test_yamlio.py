@@ -40,3 +40,22 @@ def test_missing_binary_and_empty_files(tmp_path):
     # merge keys may be overridden
     (tmp_path / "m.yaml").write_text("base: &b {lr: 1, x: 2}\nrun:\n  <<: *b\n  lr: 3\n")
     assert load_yaml(tmp_path / "m.yaml")[0]["run"] == {"lr": 3, "x": 2}
+
+
+def test_the_plan_dialect_reads_through_the_same_reader(tmp_path):
+    # One reader (issue 32): the plans word a duplicate in their own vocabulary, from the same detection; a quoted
+    # key is the same key as a plain one, and the key paths agree with load_yaml's (plans also list the items).
+    from eval.plans import PlanError, read_yaml
+
+    text = "arms:\n  a: {lr: 1}\n  b:\n    - x: 1\n"
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    data, lines = read_yaml(text, "p.yaml")
+    assert (data, load_yaml(path)[0]) == ({"arms": {"a": {"lr": 1}, "b": [{"x": 1}]}},) * 2
+    assert {".".join(k): v for k, v in lines.items() if k != ("arms", "b", "0")} == load_yaml(path)[1]
+    twice = "arms:\n  a: 1\n  'a': 2\n"
+    with pytest.raises(PlanError, match=r"^p.yaml:3: arms.a is written twice \(lines 2 and 3\); keep one$"):
+        read_yaml(twice, "p.yaml")
+    path.write_text(twice)
+    with pytest.raises(YAMLFileError, match=r"p.yaml:3: duplicate key 'a' \(first at line 2, again at line 3\)$"):
+        load_yaml(path)

@@ -50,11 +50,8 @@ def tokenizer_dir() -> str:
 
 
 def write_config(path: Path, **overrides) -> Path:
-    """A YAML of TINY with ``overrides``, each under the name it is given (an older name replaces the current one)."""
-    import train_config
-
-    replaced = {train_config.OLD_NAMES.get(k, k) for k in overrides}
-    path.write_text(yaml.safe_dump({**{k: v for k, v in TINY.items() if k not in replaced}, **overrides}))
+    """A YAML of TINY with ``overrides``."""
+    path.write_text(yaml.safe_dump({**TINY, **overrides}))
     return path
 
 

@@ -11,6 +11,8 @@ where the experiment decides a claim. Its declared settings are the plan's ``set
   ``equivalence_margin``), behind the n-gram gate on the reference;
 - ``recall_map``: accuracy at ``pairs`` for every arm with its write rule and state numbers; the ``escape``
   comparisons (selective vs fixed at equal state) by :func:`eval.verdicts.escape_verdict`, behind the control;
+- ``arms``: grammar_probe's paper rows at every labelled-data size and across the unseen-word protocol
+  (``arms.json`` as ``grammar_probe arms`` wrote it);
 - ``depth``: the residual sum against attention over depth (eval.depth's paired rows), the measures that need
   no language-model gate apart from the loss, which is read behind the n-gram gate.
 """
@@ -24,6 +26,7 @@ from typing import Any
 
 from ema_boundary import stats
 from eval import verdicts
+from eval.plans import in_repo
 from eval.sweep.plan import SweepPlan
 
 
@@ -42,7 +45,8 @@ def _interval(values: list[float]) -> dict[str, Any]:
 
 def ngram_lines(plan: SweepPlan, folder: Path, train_tokens: int) -> dict[str, Any] | None:
     """Kneser-Ney lines on the blocks the sweep scores (train sweeps; None before the tokenizer exists), counted
-    on what a run of ``train_tokens`` read; cached in ``shared/ngram_<tokens>.json``."""
+    on what a run of ``train_tokens`` read, with each line's ``loss`` (nats); cached in
+    ``shared/ngram_<split>_<tokens>.json``."""
     import json
 
     from ema_boundary.io import write_json
@@ -56,18 +60,27 @@ def ngram_lines(plan: SweepPlan, folder: Path, train_tokens: int) -> dict[str, A
     cache = folder / "shared" / f"ngram_{plan.score}_{train_tokens}.json"
     if cache.is_file():
         return json.loads(cache.read_text())
+    s = _defaults(_settings({"config": plan.config_of(plan.arms[0])}))
+    s["data"] = _data_paths([s["data"]] if isinstance(s["data"], str) else list(s["data"]))
+    lines = kneser_ney(s, tok_dir, train_tokens, plan.score)
+    lines["loss"] = {k: math.log(lines[k]) for k in ("unigram", "bigram", "trigram")}
+    write_json(cache, lines)
+    return lines
+
+
+def kneser_ney(settings: dict[str, Any], tokenizer: str | Path, train_tokens: int, split: str) -> dict[str, Any]:
+    """eval.ngram's Kneser-Ney perplexities on the blocks the runs are scored on (``split``: the first
+    ``max_test_samples`` or ``max_eval_samples`` blocks), counted on the training stream the runs read (at most
+    ``train_tokens`` of it): ``settings`` are train.py's (``data`` a list of sources, the split settings of
+    :data:`eval.sweep.trainers.DATA_SETTINGS`), ``tokenizer`` the folder every run read."""
     from transformers import AutoTokenizer
 
     from eval.ngram import ngram_references
 
-    s = _defaults(_settings({"config": plan.config_of(plan.arms[0])}))
-    data = _data_paths([s["data"]] if isinstance(s["data"], str) else list(s["data"]))
-    n_blocks = s["max_test_samples"] if plan.score == "test" else s["max_eval_samples"]
-    lines = ngram_references(data, s["val_every"], AutoTokenizer.from_pretrained(tok_dir), s["block_size"], n_blocks,
-                             train_tokens, plan.score, s["test_every"] if plan.score == "test" else 0)
-    lines["loss"] = {k: math.log(lines[k]) for k in ("unigram", "bigram", "trigram")}
-    write_json(cache, lines)
-    return lines
+    tok = AutoTokenizer.from_pretrained(tokenizer)
+    n_blocks = settings["max_test_samples"] if split == "test" else settings["max_eval_samples"]
+    return ngram_references(list(settings["data"]), settings["val_every"], tok, settings["block_size"], n_blocks,
+                            train_tokens, split, settings["test_every"])
 
 
 def _tokens(results: dict[str, Any], arm: str, steps: str) -> int | None:
@@ -304,7 +317,52 @@ def depth(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, A
             **verdict}
 
 
-ANALYSES: dict[str, Callable[[SweepPlan, dict[str, Any], Path], dict[str, Any]]] = {
-    "none": none, "ablation": ablation, "ladder": ladder, "recall_map": recall_map, "depth": depth}
+def arms(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """grammar_probe's arms (trainer ``arms``): every paper row at every size and across the unseen-word protocol,
+    as ``grammar_probe arms`` wrote ``arms.json`` (schema ``grammar_probe.arms/1``, which the report's structure
+    conditions read); written beside results.json with ``arms.md`` and one figure per row
+    (:func:`grammar_probe.arms.write_summary`), once every run is finished.
 
-__all__ = ["ANALYSES", "ablation", "depth", "ladder", "ngram_lines", "none", "recall_map"]
+    Settings: ``size_arm`` (the arm whose budgets are the size arms ``size_<n>``: the protocol as fixed),
+    ``protocol_size`` (the training sentences of the protocol 2 x 2) and ``protocol_arms`` (each cell of the 2 x 2
+    -> the arm that ran it; the size arm where the cell is the fixed protocol: that run, not a second one)."""
+    from grammar_probe.arms import ARMS_SCHEMA, conditions_of, dataset_config, write_summary
+
+    s = plan.settings
+    size_arm, n_protocol = s.get("size_arm", "size"), s.get("protocol_size")
+    cells = s.get("protocol_arms", {})
+    seed = str(plan.seeds[0])
+    if results["missing"]:
+        return {"complete": False, "reason": f"{len(results['missing'])} run(s) still to run"}
+
+    def run(arm: str, steps: int) -> dict[str, Any]:
+        return results["arms"][arm]["budgets"][str(steps)][seed]
+
+    def facts(r: dict[str, Any], axis: str, value: Any, same: str | None) -> dict[str, Any]:
+        return {"axis": axis, "value": value, "train_sentences": r["train_sentences"], "protocol": r["protocol"],
+                "seeds": r["seeds"], "train_subsets_disjoint": r["train_subsets_disjoint"],
+                "seconds": 0.0 if same else r["seconds"], "same_run_as": same, "rows": r["rows"]}
+
+    sizes = list(plan.budgets_of(plan.arm(size_arm)))
+    out = {f"size_{n}": facts(run(size_arm, n), "train_sentences", n, None) for n in sizes}
+    for cell, arm in cells.items():
+        same = f"size_{n_protocol}" if arm == size_arm else None
+        out[f"protocol_{cell}"] = facts(run(arm, n_protocol), "protocol", cell, same)
+    base = run(size_arm, sizes[0])
+    # The run sizes but the budget, as the protocol arms ran them (the size arms differ in training sentences only).
+    size = run(next(iter(cells.values())), n_protocol)["size"] if cells else base["size"]
+    summary = {
+        "schema": ARMS_SCHEMA, "size": size, "sizes": sizes, "protocol_size": n_protocol,
+        "protocol_arms": {cell: dict(plan.arm(arm).config.get("protocol") or {}) if arm != size_arm else {}
+                          for cell, arm in cells.items()},
+        "base_protocol": base["protocol"], "seed": plan.seeds[0],
+        "dataset": dataset_config(in_repo(plan.config_of(plan.arm(size_arm))["dataset"])), "arms": out,
+        "conditions": conditions_of(out), "seconds": results["seconds"]["runs"]}
+    write_summary(folder, summary)
+    return {"complete": True, "arms_json": "arms.json", **summary}
+
+
+ANALYSES: dict[str, Callable[[SweepPlan, dict[str, Any], Path], dict[str, Any]]] = {
+    "none": none, "ablation": ablation, "ladder": ladder, "recall_map": recall_map, "depth": depth, "arms": arms}
+
+__all__ = ["ANALYSES", "ablation", "arms", "depth", "kneser_ney", "ladder", "ngram_lines", "none", "recall_map"]

@@ -44,7 +44,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(parser: UsageParser, args: argparse.Namespace, command: str) -> int:
     from eval.plans import PlanError
     from eval.sweep.launch import make_launcher
-    from eval.sweep.plan import cap_steps, load_plan
+    from eval.sweep.plan import SweepPlan, cap_steps, load_plan
     from eval.sweep.runner import RunFailed, read_folder, run_sweep, summarize
 
     given = [x for x in ("output_dir", "resume_from", "summarize") if getattr(args, x)]
@@ -60,8 +60,8 @@ def run(parser: UsageParser, args: argparse.Namespace, command: str) -> int:
             parser.error("--output_dir needs a PLAN")
         folder = Path(args.output_dir or args.resume_from)
         plan = read_folder(folder) if args.resume_from else None
-        if args.plan:
-            given_plan = load_plan(args.plan)
+        if args.plan:  # a plan file, or a plan an alias built from its own flags (eval.ablation, eval.depth)
+            given_plan = args.plan if isinstance(args.plan, SweepPlan) else load_plan(args.plan)
             plan = plan or given_plan  # a resumed sweep checks the given plan against its own (run_sweep)
             if args.resume_from:
                 plan = given_plan

@@ -3,9 +3,10 @@
 ::
 
     name: ablation-trace
-    trainer: train               # what trains one run: `train` (train.py) or `recall` (eval.recall's MQAR)
+    trainer: train               # what trains one run: `train` (train.py), `recall` (eval.recall's MQAR) or
+                                 # `arms` (grammar_probe's experiment)
     analysis: ablation           # how the results are read (eval/sweep/analyses.py): ladder, ablation, depth,
-                                 # recall_map, or none
+                                 # recall_map, arms, or none
     seeds: [0, 1, 2, 3, 4]       # every arm's, unless the arm names its own
     budgets: [200, 700, 2000]    # max_steps of each run; the longest budget chooses the rates
     score: test                  # the split every seed is scored on (rates are chosen on validation)
@@ -39,8 +40,8 @@ import yaml
 
 from eval.plans import Checker, PlanError, factor, find_plan, non_negative, one_of, positive, rate, read_plan_file, rule
 
-TRAINERS = ("train", "recall")
-ANALYSES = ("none", "ladder", "ablation", "depth", "recall_map")
+TRAINERS = ("train", "recall", "arms")
+ANALYSES = ("none", "ladder", "ablation", "depth", "recall_map", "arms")
 CHOOSERS = ("first_seed", "each_seed")
 SCORES = ("test", "validation")
 

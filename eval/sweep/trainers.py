@@ -1,4 +1,5 @@
-"""What trains one run of a sweep: ``train`` (train.py on text) and ``recall`` (eval.recall's MQAR).
+"""What trains one run of a sweep: ``train`` (train.py on text), ``recall`` (eval.recall's MQAR) and ``arms``
+(grammar_probe's structure experiment at one size and protocol).
 
 A trainer has three parts:
 
@@ -94,6 +95,8 @@ class TrainTrainer:
 
     def check(self, plan: SweepPlan) -> None:
         """One data design for every arm; the sweep owns the per-run settings."""
+        import train_config
+
         first = None
         for arm in plan.arms:
             cfg = plan.config_of(arm)
@@ -105,11 +108,12 @@ class TrainTrainer:
             # A base train.yaml's per-run settings are the sweep's (dropped); an arm or a base mapping may not set them.
             explicit = {**(plan.base if not isinstance(plan.declared.get("base"), str) else {}), **arm.config}
             for key in explicit:
-                if key in SWEEP_OWNED or _canonical(key) in SWEEP_OWNED:
+                if key in SWEEP_OWNED:
                     raise UsageError(f"{where}: {key} is set by the sweep (budgets, rate rule, seeds, its folders)")
             for key in _settings({"config": cfg}):
-                if _canonical(key) is None:
-                    raise UsageError(f"{where}: {key} is not a train.py setting")
+                if key not in train_config.SETTINGS:
+                    raise UsageError(f"{where}: {key} is not a train.py setting (a plan names each setting by its "
+                                     "name, as train.py's YAML)")
             data = {k: cfg.get(k) for k in DATA_SETTINGS}
             if first is not None and data != first:
                 diff = next(k for k in DATA_SETTINGS if data[k] != first[k])
@@ -194,20 +198,11 @@ class TrainTrainer:
         return result["test_loss" if split == "test" else "val_loss"]
 
 
-def _canonical(key: str) -> str | None:
-    """A train.py setting's name for ``key`` (its own, or the setting an old spelling stands for); None if none."""
-    import train_config
-
-    if key in train_config.SETTINGS:
-        return key
-    return next((name for name, s in train_config.SETTINGS.items() if key in s.old), None)
-
-
 def _defaults(settings: dict[str, Any]) -> dict[str, Any]:
+    """train.py's defaults with ``settings`` on top."""
     import train_config
 
-    return {**{k: s.default for k, s in train_config.SETTINGS.items()},
-            **{_canonical(k) or k: v for k, v in settings.items()}}
+    return {**{k: s.default for k, s in train_config.SETTINGS.items()}, **settings}
 
 
 def _data_paths(data: list[str], relative: bool = False) -> list[str]:
@@ -333,6 +328,102 @@ class RecallTrainer:
         return result["accuracy"] if split == "test" else result["selection_accuracy"]
 
 
-TRAINERS: dict[str, Any] = {"train": TrainTrainer(), "recall": RecallTrainer()}
+# ---------------------------------------------------------------------------------------------
+# arms: grammar_probe's structure experiment, one run per (arm, base seed, labelled training sentences)
+# ---------------------------------------------------------------------------------------------
 
-__all__ = ["DATA_SETTINGS", "RecallTrainer", "TRAINERS", "TrainTrainer", "model_config"]
+
+class ArmsTrainer:
+    """grammar_probe's structure experiment (:func:`grammar_probe.experiment.run_experiment`): one run is one arm at
+    one base seed and one size, every model, every test split and every seed of the base (``s * 1000 + r`` for ``r
+    < size.seeds``: its intervals bootstrap over them together). The run's budget is the labelled training
+    sentences per seed. An arm's settings: ``dataset`` (a ``grammar_probe build`` folder, repository-relative),
+    ``size`` (:class:`grammar_probe.protocol.RunSize` fields but ``train_sentences``, over the full preset),
+    ``protocol`` (:class:`~grammar_probe.protocol.Protocol` fields: ``word_dropout``, ``unseen``), ``splits``,
+    ``spcn`` (SPCNConfig fields), ``workers`` and ``threads`` (the run's own processes and threads: the numbers do
+    not depend on them). The models train at the experiment's own rates: the plan's one rate names the run
+    folders only. A run's result holds each paper row's values (:func:`grammar_probe.arms.row_values`) and its
+    experiment folder (``results.json``, ``report.md``)."""
+
+    name = "arms"
+    objective, lower_is_better = "seconds", True  # one rate per arm (check): nothing is chosen by it
+    KEYS = ("dataset", "size", "protocol", "splits", "spcn", "workers", "threads")
+
+    def check(self, plan: SweepPlan) -> None:
+        import dataclasses
+
+        from grammar_probe.protocol import RunSize
+        from grammar_probe.spcn import SPCNConfig
+
+        if len(plan.rate.lr_grid) != 1 or plan.rate.extend or any(a.lr_grid and len(a.lr_grid) != 1
+                                                                   for a in plan.arms):
+            raise UsageError(f"{plan.path}: rate.lr_grid: one rate, not extended (grammar_probe's models train at "
+                             "their own rates; the rate names the run folders only)")
+        if len(plan.seeds) != 1 or any(a.seeds and len(a.seeds) != 1 for a in plan.arms):
+            raise UsageError(f"{plan.path}: seeds: one base seed (its experiment runs size.seeds seeds, "
+                             "s * 1000 + r)")
+        fields = {"size": {f.name for f in dataclasses.fields(RunSize)} - {"train_sentences"},
+                  "protocol": {"word_dropout", "unseen"}, "spcn": {f.name for f in dataclasses.fields(SPCNConfig)}}
+        for arm in plan.arms:
+            cfg = plan.config_of(arm)
+            where = f"{plan.path}: arms.{arm.name}"
+            for key in cfg:
+                if key not in self.KEYS:
+                    raise UsageError(f"{where}: {key} is not an arms setting ({', '.join(self.KEYS)})")
+            if "dataset" not in cfg:
+                raise UsageError(f"{where}: no `dataset` (a folder of `python -m grammar_probe build`)")
+            for key, known in fields.items():
+                extra = sorted(set(cfg.get(key) or {}) - known)
+                if extra:
+                    why = " (the budgets are the training sentences)" if extra == ["train_sentences"] else ""
+                    raise UsageError(f"{where}: {key}.{extra[0]} is not a field of {key} ({', '.join(sorted(known))})"
+                                     + why)
+
+    def prepare(self, plan: SweepPlan, folder: Path) -> dict[str, str]:
+        return {}
+
+    def files(self, spec: dict[str, Any], run: str) -> dict[str, str]:
+        return {}
+
+    def command(self, run: str, spec: dict[str, Any] | None = None) -> str:
+        return shlex.join(["python", "-m", "eval.sweep.execute", run])
+
+    @staticmethod
+    def build(spec: dict[str, Any]) -> tuple[Any, Any, Any]:
+        """The run's RunSize (its budget: the training sentences), Protocol and SPCNConfig."""
+        import dataclasses
+
+        from grammar_probe.protocol import FULL, PROTOCOL
+        from grammar_probe.spcn import SPCNConfig
+
+        cfg = spec["config"]
+        size = dataclasses.replace(FULL, **(cfg.get("size") or {}), train_sentences=spec["steps"])
+        protocol = dataclasses.replace(PROTOCOL, **(cfg.get("protocol") or {}))
+        spcn = {k: tuple(v) if isinstance(v, list) else v for k, v in (cfg.get("spcn") or {}).items()}
+        return size, protocol, SPCNConfig(**spcn)
+
+    def run(self, spec: dict[str, Any], run: str) -> dict[str, Any]:
+        from grammar_probe.arms import row_values
+        from grammar_probe.experiment import run_experiment
+
+        started = time.perf_counter()
+        cfg = spec["config"]
+        size, protocol, spcn = self.build(spec)
+        out = Path(run) / "experiment"
+        # overwrite: a run that wrote its experiment but not its result.json trains again into its own folder
+        results = run_experiment(in_repo(cfg["dataset"]), out, seed=spec["seed"], splits=cfg.get("splits"),
+                                 spcn_config=spcn, threads=cfg.get("threads", 1), progress=False, size=size,
+                                 workers=cfg.get("workers", 1), overwrite=True, protocol=protocol)
+        return {"rows": row_values(results), "seeds": results["seeds"], "train_sentences": size.train_sentences,
+                "protocol": results["protocol"], "size": results["size"],
+                "train_subsets_disjoint": results["train_subsets_disjoint"], "experiment": str(out),
+                "seconds": time.perf_counter() - started}
+
+    def score(self, result: dict[str, Any], split: str) -> dict[str, float]:
+        """SPCN's value of each paper row (its interval and verdict are in the result's ``rows``)."""
+        return {row: r["models"]["spcn"]["value"]["mean"] for row, r in result["rows"].items() if row != "ratios"}
+
+
+TRAINERS: dict[str, Any] = {"train": TrainTrainer(), "recall": RecallTrainer(), "arms": ArmsTrainer()}
+
+__all__ = ["ArmsTrainer", "DATA_SETTINGS", "RecallTrainer", "TRAINERS", "TrainTrainer", "model_config"]
