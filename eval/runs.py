@@ -1,4 +1,6 @@
-"""Many train.py runs, one or two processes at a time: the ablations' and the language-model comparison's runner.
+"""Many train.py runs, one or two processes at a time: the runner of ``python -m eval.ablation`` and
+``eval.depth --config`` (the report's stages and every sweep plan run on :mod:`eval.sweep` instead), and the reader
+of a run's metrics.jsonl (:func:`read_metrics`, :func:`read_test`).
 
 Each run is ``train.main(argv)``, with the argv recorded as the command ``python train.py ...`` that reproduces
 it. With ``workers > 1`` the runs go to a pool of spawned processes of one torch thread each: tiny models train

@@ -161,26 +161,32 @@ def test_the_depth_section_is_optional_checked_and_capped(tmp_path: Path) -> Non
 
 
 def test_the_grid_extends_beyond_an_edge_until_interior_or_the_cap(tmp_path: Path) -> None:
+    # The section declares the runner's one rate rule (eval.sweep.plan.RateRule); the rates it adds keep three
+    # digits (they name run folders; docs/report's 0.0333 above 1e-2).
+    from eval.sweep.plan import RateRule
+
     path = tmp_path / "plan.yaml"
-    path.write_text("language_model: {lr_grid: [1.0e-3, 3.0e-3, 1.0e-2], extend_grid: true, max_extensions: 2}\n")
-    lm = Plan.load(path).language_model
-    assert (lm.factor("low"), lm.factor("high")) == (pytest.approx(3.0), pytest.approx(10 / 3))
+    path.write_text("language_model: {lr_grid: [1.0e-2, 1.0e-3, 3.0e-3], extend_grid: true, max_extensions: 2}\n")
+    declared = Plan.load(path).language_model.rate_rule()
+    assert declared == {"lr_grid": [1e-3, 3e-3, 1e-2], "choose": "first_seed", "extend": True, "max_extensions": 2,
+                        "factor": None}
+    rule = RateRule(**{**declared, "lr_grid": tuple(declared["lr_grid"])})
     losses = {1e-3: 4.5, 3e-3: 4.3, 1e-2: 4.2}
-    assert lm.beyond_edge(losses) == [0.0333] and not lm.interior(losses)  # best at the top: one rate above
-    assert lm.beyond_edge({**losses, 0.0333: 4.1}) == [0.111]  # still the edge: the next one
-    assert lm.beyond_edge({**losses, 0.0333: 4.1, 0.111: 4.0}) == []  # the cap: two rates added
-    assert lm.interior({**losses, 0.0333: 4.25}) and lm.beyond_edge({**losses, 0.0333: 4.25}) == []
-    assert lm.beyond_edge({1e-3: 4.0, 3e-3: 4.3, 1e-2: 4.2}) == [0.000333]  # best at the bottom: one below
-    path.write_text("language_model: {lr_grid: [0.3, 0.6], extend_grid: true}\n")
-    assert Plan.load(path).language_model.beyond_edge({0.3: 4.3, 0.6: 4.0}) == []  # 1.2 is not a rate
-    path.write_text("language_model: {lr_grid: [1.0e-2], extend_grid: true, extend_factor: 2.0}\n")
-    assert Plan.load(path).language_model.beyond_edge({1e-2: 4.0}) == [0.005, 0.02]  # one rate: both sides
-    path.write_text("language_model: {lr_grid: [1.0e-2], extend_grid: false}\n")
-    assert Plan.load(path).language_model.beyond_edge({1e-2: 4.0}) == []  # no rule declared: the grid stands
+    assert rule.next_rate(losses, 0) == 0.0333  # best at the top: one rate above, the grid's ratio there
+    assert rule.next_rate({**losses, 0.0333: 4.1}, 1) == 0.111  # still the edge: the next one
+    assert rule.next_rate({**losses, 0.0333: 4.1, 0.111: 4.0}, 2) is None  # the cap: two rates added
+    assert rule.next_rate({**losses, 0.0333: 4.25}, 1) is None  # interior
+    assert rule.next_rate({1e-3: 4.0, 3e-3: 4.3, 1e-2: 4.2}, 0) == 0.000333  # best at the bottom: one below
+    path.write_text("language_model: {lr_grid: [0.3, 0.6], extend_grid: true, extend_factor: 2.5}\n")
+    declared = Plan.load(path).language_model.rate_rule()
+    assert declared["factor"] == 2.5
+    assert RateRule(**{**declared, "lr_grid": (0.3, 0.6)}).next_rate({0.3: 4.3, 0.6: 4.0}, 0) is None  # 1.5: no rate
+    path.write_text("language_model: {lr_grid: [1.0e-2, 3.0e-2]}\n")
+    assert Plan.load(path).language_model.rate_rule()["extend"] is False  # no rule declared: the grid stands
 
 
 @pytest.mark.parametrize("text,message", [
-    ("language_model: {lr_grid: [1.0e-2], extend_grid: true}\n", "language_model.extend_factor must be set"),
+    ("language_model: {lr_grid: [1.0e-2], extend_grid: true}\n", "language_model.extend_grid needs two or more rates"),
     ("language_model: {extend_factor: 1.0}\n", "language_model.extend_factor must be a factor above 1"),
     ("language_model: {max_extensions: 0}\n", "language_model.max_extensions must be positive"),
     ("language_model: {extend_grid: yes please}\n", "language_model.extend_grid must be bool"),
@@ -197,16 +203,21 @@ def test_bad_grid_rules_are_refused(tmp_path: Path, text: str, message: str) -> 
 def test_the_shipped_headline_pairs_are_fair_and_hold_out_a_test_split(path: str) -> None:
     # Issue 20: each pair scored on test blocks of >= 100 documents apart from the validation blocks, and matched
     # on non-embedding parameters (within 0.1%); the full plan's pair is the width-64 one that beats the bigram.
+    from transformers import AutoConfig
+
+    import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
     import train_config
     from ema_boundary import corpus
-    from eval.report.stages import _parameter_counts
+    from ema_boundary.params import parameter_counts
+    from eval.probes.models import build_on_meta
 
     plan = Plan.load(REPO / path)
     cfgs = {w: train_config.read_yaml(plan.yaml_path(w)) for w in ("spen", "gpt2")}
     assert cfgs["spen"]["test_every"] == cfgs["gpt2"]["test_every"] > 0
     sizes = corpus.split_sizes(len(corpus.embedded_documents()), cfgs["spen"]["val_every"], cfgs["spen"]["test_every"])
     assert sizes["test"] >= 100 and cfgs["spen"]["max_test_samples"] is None  # every test block is scored
-    counts = {w: _parameter_counts(cfg["model_name_or_path"])["non_embedding"] for w, cfg in cfgs.items()}
+    counts = {w: parameter_counts(build_on_meta(AutoConfig.from_pretrained(cfg["model_name_or_path"]),
+                                                cfg["model_name_or_path"])).non_embedding for w, cfg in cfgs.items()}
     assert abs(counts["spen"] - counts["gpt2"]) / counts["spen"] < 1e-3
     if path.endswith("full.yaml"):
         assert counts["spen"] == 132_608 and plan.language_model.max_steps is None

@@ -1,6 +1,7 @@
 """`ema-boundary report` end to end on a tiny plan and a generated corpus: the report matches its JSON Schema,
 every field the issue names is present and finite, the verdicts come from the statistics, each stage's recorded
-command line reproduces its call, the PNGs are readable, bad input is one line, a failed run keeps its logs."""
+command reproduces it (the training stages are sweeps on the runner: also tests/test_report_stages.py), the PNGs
+are readable, bad input is one line, a failed run keeps its logs."""
 
 import json
 import math
@@ -217,6 +218,28 @@ def test_the_gap_stage_is_reproduced_by_its_command(report_dir: Path, tmp_path: 
     assert again["text"]["tokens"] == gap["text"]["tokens"]
 
 
+def test_the_training_stages_are_sweeps_reproduced_by_their_command(report_dir: Path, tmp_path: Path) -> None:
+    # The headline pair and the ablations ran on the experiment runner into work/: its layout, its records naming
+    # the final folder (not the temporary one it was built in), and a command that reproduces the numbers.
+    import shlex
+
+    from eval.report.paths import DEFAULT_OUTPUT
+    from eval.sweep.cli import main as sweep_main
+
+    report = json.loads((report_dir / "report.json").read_text())
+    for name in ("language_model", "ablation_predictor", "ablation_trace"):
+        folder = report_dir / "work" / name
+        assert (folder / "results.json").is_file() and (folder / "runs").is_dir()
+        assert not any(".tmp-" in (folder / f).read_text() for f in ("sweep.yaml", "sweep.json", "results.json"))
+    argv = [a.replace(DEFAULT_OUTPUT, str(report_dir)).replace("NEW_DIR", str(tmp_path / "again"))
+            for a in shlex.split(report["ablation"]["command"])]
+    assert argv[:2] == ["ema-boundary", "sweep"] and sweep_main(argv[2:]) == 0
+    again = json.loads((tmp_path / "again" / "results.json").read_text())
+    steps = str(report["ablation"]["regime"]["steps"])
+    scores = {arm: {s: r["score"] for s, r in a["budgets"][steps].items()} for arm, a in again["arms"].items()}
+    assert scores == report["ablation"]["final_loss_per_seed"]
+
+
 def test_verdicts_follow_the_statistics(report_dir: Path) -> None:
     report = json.loads((report_dir / "report.json").read_text())
     for section in ("ablation", "traces"):
@@ -328,54 +351,6 @@ def _tiny_plan(tmp: Path) -> Plan:
     return Plan.load(tmp / "plan.yaml", corpus=str(_corpus(tmp / "corpus.txt")))
 
 
-def _alias_plan(module, argv: list[str], tokenizer: Path, monkeypatch):
-    """The sweep plan a recorded ``python -m eval.ablation|eval.depth`` line declares (both are aliases of the
-    sweep since issue 32; the runner itself not called). ``tokenizer``: the stage's, made a tokenizer folder."""
-    import eval.sweep.alias as alias
-
-    tokenizer.mkdir(exist_ok=True)
-    (tokenizer / "tokenizer_config.json").write_text("{}")
-    seen = {}
-    monkeypatch.setattr(alias, "run", lambda p, args, command, plan=None, summarize=None: seen.update(plan=plan) or 0)
-    assert module.main(argv) == 0
-    return seen["plan"]
-
-
-def _declares_the_stages_call(plan, stage: dict) -> None:
-    """The plan a recorded line declares is the experiment the stage ran: its arms, seeds, steps, rates, data,
-    tokenizer and workers."""
-    from eval.sweep.alias import data_sources, repo_path
-
-    assert len(plan.seeds) == stage["seeds"] and plan.workers == stage["workers"]
-    arm = plan.config_of(plan.arms[0])
-    assert arm["data"] == data_sources(list(stage["data"])) and arm["tokenizer_name"] == repo_path(stage["tokenizer"])
-
-
-@pytest.mark.parametrize("axis", ["predictor", "trace"])
-def test_the_ablation_stage_records_the_command_of_its_call(tmp_path: Path, monkeypatch, axis: str) -> None:
-    import shlex
-
-    import eval.ablation as ablation
-    from eval.report import stages
-
-    calls: list[dict] = []
-
-    def record(config, seeds, out_dir, **kwargs):
-        calls.append({"config": config, "seeds": seeds, "out_dir": out_dir, **kwargs})
-        return {"statement": "recorded"}
-
-    monkeypatch.setattr(ablation, "run_ablation", record)
-    result = stages.ablation(tmp_path, _tiny_plan(tmp_path), axis, 3e-3, tmp_path / "tokenizer")
-    prog, *argv = shlex.split(result["command"])[2:]
-    assert prog == "eval.ablation"
-    plan = _alias_plan(ablation, argv, tmp_path / "tokenizer", monkeypatch)  # the recorded line, read by the tool
-    (stage,) = calls
-    _declares_the_stages_call(plan, stage)
-    assert [a.name for a in plan.arms] == list(stage["variants"] or stage["traces"])
-    assert plan.budgets == (stage["max_steps"],) and plan.settings["equivalence_margin"] == stage["margin"]
-    assert {plan.grid_of(a) for a in plan.arms} == {(stage["lr"],)}
-
-
 def test_the_probe_stage_records_the_command_of_its_call(tmp_path: Path, monkeypatch) -> None:
     import shlex
 
@@ -451,53 +426,6 @@ def test_render_upgrade_rewrites_the_claims_from_the_table(tmp_path: Path) -> No
     validate(upgraded)
     assert upgraded["claims"] == evaluate(upgraded) != stale
     assert "not testable in this regime" in (folder / "index.md").read_text()
-
-
-def test_the_ablation_stage_trains_every_budget_through_run_budgets(tmp_path: Path, monkeypatch) -> None:
-    import json
-    import shlex
-    from dataclasses import replace
-
-    import eval.ablation as ablation
-    from eval.report import stages
-
-    calls: list[dict] = []
-
-    def record(config, seeds, out_dir, budgets, **kwargs):
-        calls.append({"config": config, "seeds": seeds, "out_dir": out_dir, "budgets": budgets, **kwargs})
-        if len(calls) == 1:  # the stage's call writes each budget's ablation.json; the replay writes nothing
-            for n in budgets:
-                (Path(out_dir) / f"steps_{n}").mkdir(parents=True)
-                (Path(out_dir) / f"steps_{n}" / "ablation.json").write_text(json.dumps({
-                    "max_steps": n, "tokens": 7 * n, "final_val_loss": {}, "overall": None, "statement": f"at {n}",
-                    "comparisons": {"linear-selective": {"difference": -n}}}))
-        command = ablation.budgets_command(config, seeds, out_dir, budgets, axis="trace", arms=kwargs["traces"],
-                                           reference="linear", margin=kwargs["margin"], lr=kwargs["lr"],
-                                           lr_grid=kwargs["lr_grid"], data=kwargs["data"],
-                                           tokenizer=kwargs["tokenizer"], workers=kwargs["workers"])
-        return {"command": command, "longest": max(budgets),
-                "budgets": [{"max_steps": n, "folder": f"steps_{n}", "statement": f"at {n}"} for n in sorted(budgets)]}
-
-    monkeypatch.setattr(ablation, "run_budgets", record)
-    plan = _tiny_plan(tmp_path)
-    plan = replace(plan, ablation=replace(plan.ablation, max_steps=None, budgets=(30, 10, 20), lr_grid=(1e-3, 1e-2),
-                                          traces=("linear", "linear-selective")))
-    result = stages.ablation(tmp_path, plan, "trace", 3e-3, tmp_path / "tokenizer")
-    (stage,) = calls
-    assert stage["budgets"] == [10, 20, 30] and stage["out_dir"] == tmp_path / "ablation_trace"
-    assert stage["lr_grid"] == (1e-3, 1e-2) and stage["lr"] is None  # each arm's rate from the grid
-    # The verdict is the longest budget's; the others are under `budgets`, ascending.
-    assert result["max_steps"] == 30 and result["statement"] == "at 30"
-    assert result["comparisons"] == {"linear-selective": {"difference": -30}}
-    assert result["folder"] == str(tmp_path / "ablation_trace" / "steps_30")
-    assert list(result["budgets"]) == ["10", "20", "30"] and result["budgets"]["10"]["tokens"] == 70
-    assert result["budgets_file"] == str(tmp_path / "ablation_trace" / "budgets.json")
-    prog, *argv = shlex.split(result["command"])[2:]
-    assert prog == "eval.ablation"
-    plan = _alias_plan(ablation, argv, tmp_path / "tokenizer", monkeypatch)  # the recorded line, read by the tool
-    _declares_the_stages_call(plan, stage)
-    assert [a.name for a in plan.arms] == list(stage["traces"]) and plan.budgets == (10, 20, 30)
-    assert plan.rate.lr_grid == stage["lr_grid"] and plan.settings["equivalence_margin"] == stage["margin"]
 
 
 def test_a_plan_gives_budgets_or_max_steps(tmp_path: Path) -> None:

@@ -4,9 +4,9 @@
   before any work (types, ranges, names, each message with the YAML line); ``--quick`` and ``--scale`` only
   choose the file;
 - :mod:`.stages` - each stage through the project's own code, recording the command line that reproduces it:
-  structure (``grammar_probe``, in child processes), the headline pair (learning-rate grid and seeds through
-  ``train.py``), the n-gram reference (``eval.ngram``), the reader and trace ablations
-  (``eval.ablation.run_ablation``), the content probes and the recall map (``eval.probes``);
+  structure (``grammar_probe``, in child processes), the headline pair and the reader and trace ablations
+  (sweeps on the experiment runner, ``eval.sweep``: its layout, rate rule and resume), the n-gram reference
+  (``eval.ngram``), the content probes and the recall map (``eval.probes``);
 - :mod:`.claims` - the paper's claims as data: measurement, verdict rule, preconditions, tested explanations;
 - :mod:`.committed` - the one reader of the committed sweeps a plan names (``committed:``, ``ema-boundary sweep``
   folders under docs/sweeps/): each checked at load, their analyses carrying the claims' rows;

@@ -124,13 +124,27 @@ def _run(tmp: Path, out: Path, plan: Plan, command: str, progress: Progress) -> 
     report = assemble(plan, structure_result, lm, ngram, regime, pred, traces, probes, command,
                       time.time() - progress.started, depth=depth, gap=gap)
     report["environment"]["stage_seconds"] = progress.seconds
-    # Paths inside the report name the final folder, not the temporary one.
+    # Paths inside the report name the final folder, not the temporary one; so do the stages' sweep records.
     report = json.loads(json.dumps(report).replace(str(tmp), str(out)))
+    _final_paths(work, tmp, out)
     report["figures"] = figures(report, work, tmp / "figures")
     write_json(tmp / "report.json", report)
     write_index(report, report["figures"], tmp / "index.md")
     progress.done("writing")
     return report
+
+
+SWEEP_RECORDS = ("sweep.yaml", "sweep.json", "results.json", "results.md")  # what names its sweep folder's path
+
+
+def _final_paths(work: Path, tmp: Path, out: Path) -> None:
+    """The stages' sweep folders (``work/*/``) record their own path (absolute, or relative to the repository) in
+    these files: written while the report is built under ``tmp``, they name ``out`` once it is renamed (the two are
+    siblings, so the folder's name is what changes)."""
+    for folder in work.iterdir():
+        for name in SWEEP_RECORDS:
+            if (path := folder / name).is_file():
+                path.write_text(path.read_text().replace(tmp.name, out.name))
 
 
 def _checkpoints(lm: dict[str, Any], traces: dict[str, Any]) -> dict[str, Path]:

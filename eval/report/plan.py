@@ -15,7 +15,6 @@ check imports no torch, so a bad plan is refused in about a second.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -91,13 +90,14 @@ def _factor(v: Any) -> str | None:
 class LanguageModelPlan:
     """The headline pair: SPEN (EMA traces) against the GPT-2 architecture, matched on non-embedding parameters.
 
-    Each architecture's rate is chosen on validation blocks from ``lr_grid`` (the grid's seed). With
-    ``extend_grid``, a rate chosen at an edge of the rates tried is not yet a choice: the next rate beyond that
-    edge is trained (same seed) and the choice made again, until it is interior or ``max_extensions`` rates
-    were added to that architecture's grid (the report then says "edge"). The next rate is the edge rate times
-    ``extend_factor`` (above) or divided by it (below); unset, the ratio of the declared grid's two outermost
-    points at that edge (1e-3, 3e-3, 1e-2: 3 below, 3.33 above). Every seed is then scored on the test blocks
-    of the YAMLs' test split (``test_every``), when they declare one."""
+    The pair is a sweep of two arms on the experiment runner (:mod:`eval.sweep`), its rates chosen by the runner's
+    one rule (:meth:`rate_rule`): each architecture's rate on validation blocks from ``lr_grid`` (the grid's seed);
+    with ``extend_grid``, a rate chosen at an edge of the rates tried is not yet a choice: the next rate beyond that
+    edge is trained (same seed) and the choice made again, until it is interior or ``max_extensions`` rates were
+    added to that architecture's grid (the report then says "edge"). The next rate is the edge rate times
+    ``extend_factor`` (above) or divided by it (below); unset, the ratio of the two outermost rates tried at that
+    edge (1e-3, 3e-3, 1e-2: 3 below, 3.33 above). Every seed is then scored on the test blocks of the YAMLs' test
+    split (``test_every``), when they declare one."""
 
     spen: str = "hub_configs/spen-f48/train.yaml"
     gpt2: str = "hub_configs/gpt2-f48/train.yaml"
@@ -113,34 +113,11 @@ class LanguageModelPlan:
     # long for the report's budget; its largest size where both models pass the bigram gate carries the verdict.
     ladder: str | None = None
 
-    def factor(self, edge: str) -> float:
-        """How far beyond the ``"low"`` or ``"high"`` edge the next rate lies (a ratio above 1)."""
-        if self.extend_factor is not None:
-            return self.extend_factor
-        grid = sorted(self.lr_grid)
-        return grid[1] / grid[0] if edge == "low" else grid[-1] / grid[-2]
-
-    def beyond_edge(self, losses: Mapping[float, float]) -> list[float]:
-        """The rates to train next for one architecture, from the final validation loss of every rate it tried so
-        far (the declared grid and the rates added): the next rate beyond each edge the best rate lies at, while
-        fewer than ``max_extensions`` were added and the rate stays below 1. Empty: the choice stands."""
-        added = len(set(losses) - set(self.lr_grid))
-        if not self.extend_grid or added >= self.max_extensions:
-            return []
-        rates = sorted(losses)
-        best = min(rates, key=losses.__getitem__)
-        nxt = []
-        if best == rates[0]:
-            nxt.append(float(f"{best / self.factor('low'):.3g}"))  # three digits: the rate names a run folder
-        if best == rates[-1] and (up := float(f"{best * self.factor('high'):.3g}")) < 1:
-            nxt.append(up)
-        return nxt[: self.max_extensions - added]
-
-    @staticmethod
-    def interior(losses: Mapping[float, float]) -> bool:
-        """Whether the best of the rates tried has a worse rate tried on each side."""
-        rates = sorted(losses)
-        return min(rates, key=losses.__getitem__) not in (rates[0], rates[-1])
+    def rate_rule(self) -> dict[str, Any]:
+        """The runner's rate rule (``rate:`` of a sweep plan, :class:`eval.sweep.plan.RateRule`) this section
+        declares: the first seed chooses, on validation, from the grid, extended as above."""
+        return {"lr_grid": sorted(self.lr_grid), "choose": "first_seed", "extend": self.extend_grid,
+                "max_extensions": self.max_extensions, "factor": self.extend_factor}
 
 
 @dataclass(frozen=True)
@@ -343,9 +320,9 @@ class _Checker(Checker):
         if ablation.budgets is not None and ablation.max_steps is not None:
             raise self.error(("ablation", "budgets"), "and ablation.max_steps: give one (the longest budget is the "
                                                       "verdict's)")
-        if lm.extend_grid and len(lm.lr_grid) == 1 and lm.extend_factor is None:
-            raise self.error(("language_model", "extend_factor"), "must be set to extend a grid of one rate "
-                             "(the grid has no ratio of its own)")
+        if lm.extend_grid and len(lm.lr_grid) == 1:
+            raise self.error(("language_model", "extend_grid"), "needs two or more rates in lr_grid (the runner's "
+                             "rule extends beyond an edge of the rates tried)")
         for axis in ("predictors", "traces"):
             arms = getattr(ablation, axis)
             if arms is not None and REFERENCE_ARM not in arms:

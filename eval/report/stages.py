@@ -2,11 +2,14 @@
 
 - structure: ``grammar_probe build`` and ``run`` in child processes (beside the content stages), each the
   recorded command line itself;
-- the headline pair: ``train.py`` runs (:mod:`eval.runs`, each a :class:`~eval.runs.Run` whose command is its
-  argv);
-- the ablations and the content probes: typed calls (:func:`eval.ablation.run_ablation`,
-  :func:`eval.probes.experiment.run_content_probes`) with the plan's checked values; the command line that
-  reproduces each is written from the same values as a by-product (:func:`command_line`).
+- the headline pair and the reader and trace ablations: sweeps declared here from the plan's sections and run
+  on the experiment runner (:mod:`eval.sweep`: one run layout with result.json, one rate rule, resume) into
+  ``WORK/language_model`` and ``WORK/ablation_{predictor,trace}``; the numbers are read from the runner's results,
+  the command recorded is the one that reproduces each folder from the plan it keeps (``sweep.yaml``);
+- the content probes: a typed call (:func:`eval.probes.experiment.run_content_probes`) with the plan's checked
+  values: identity at lag on the runner's final models, the recall map on fresh models; the command line that
+  reproduces it is written from the same values as a by-product (:func:`command_line`);
+- depth: :func:`eval.depth.run_depth_experiment` (its own paired runs).
 
 Outputs stay under ``WORK`` (``OUT/work`` in the finished report): datasets, checkpoints, results.
 """
@@ -14,7 +17,9 @@ Outputs stay under ``WORK`` (``OUT/work`` in the finished report): datasets, che
 from __future__ import annotations
 
 import json
+import math
 import shlex
+import statistics
 import subprocess
 import sys
 import threading
@@ -23,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ema_boundary.cli import UsageError
-from eval.report.plan import CORPORA, Plan, in_repo
+from eval.report.plan import CORPORA, REPO, Plan, in_repo
 
 GRAMMAR = ("python", "-m", "grammar_probe")
 ABLATION = ("python", "-m", "eval.ablation")
@@ -57,6 +62,9 @@ class Structure:
     def __init__(self, argvs: list[list[str]], out: Path, log: Path) -> None:
         self.commands = [shlex.join([*GRAMMAR, *argv]) for argv in argvs]
         self.out, self.log = out, log
+        # The folder relative paths in argv mean: this one, fixed now (a runner stage that trains in this process
+        # works inside its sweep folder meanwhile).
+        self.cwd = Path.cwd()
         self.status: int | None = None
         self.failed = ""
         self.process: subprocess.Popen | None = None
@@ -71,9 +79,8 @@ class Structure:
                 with self._lock:
                     if self._stop.is_set():
                         return
-                    # In this process's folder, so that relative paths in argv mean what they mean here.
                     self.process = subprocess.Popen([sys.executable, "-m", "grammar_probe", *argv], stdout=f,
-                                                    stderr=subprocess.STDOUT)
+                                                    stderr=subprocess.STDOUT, cwd=self.cwd)
                 self.status = self.process.wait()
                 if self.status != 0:
                     self.failed = shlex.join([*GRAMMAR, *argv])
@@ -143,15 +150,78 @@ def _yaml(plan: Plan, which: str) -> dict[str, Any]:
 
 # The settings both architectures' YAMLs must share: they fix the blocks every run is chosen and scored on.
 SHARED_SPLIT = ("data", "val_every", "test_every", "block_size", "max_eval_samples", "max_test_samples")
+SWEEP = ("ema-boundary", "sweep")
+
+
+def _arm_settings(plan: Plan, which: str, model: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A train.py YAML as a runner arm declares it (``config``): the YAML's own keys but those the runner sets per
+    run (folder, steps, rate, seed, model folder), the model as ``{from: FOLDER}`` (and ``model``'s other keys), the
+    report's corpus."""
+    import yaml
+
+    import train_config
+    from eval.sweep.trainers import SWEEP_OWNED
+
+    def canonical(key: str) -> str:
+        return next((n for n, s in train_config.SETTINGS.items() if key == n or key in s.old), key)
+
+    raw = yaml.safe_load(plan.yaml_path(which).read_text(encoding="utf-8")) or {}
+    settings = {k: v for k, v in raw.items() if canonical(k) not in SWEEP_OWNED}
+    folder = Path(_yaml(plan, which)["model_name_or_path"]).resolve()
+    if folder.is_relative_to(REPO):  # as plans name it: repository-relative (the sweep runs from a clone)
+        folder = folder.relative_to(REPO)
+    return {**settings, "data": plan.data, "model": {"from": str(folder), **(model or {})}}
+
+
+def run_sweep(folder: Path, declared: dict[str, Any], tokenizer: Path) -> dict[str, Any]:
+    """Run a sweep declared here into ``folder`` on the experiment runner (:mod:`eval.sweep`: its run layout,
+    result.json per run, its rate rule, resume where ``folder`` holds it already), every run on the report's
+    tokenizer; its results.json content. The plan is kept as ``folder/sweep.yaml``; the command recorded is the
+    one that reproduces the folder from it."""
+    from eval.sweep.plan import plan_from_dict
+    from eval.sweep.runner import run_in_process
+
+    sweep = plan_from_dict(declared, str(folder / "sweep.yaml"))
+    return run_in_process(sweep, folder, sweep_command(folder), shared={"tokenizer": tokenizer},
+                          progress=lambda line: print(line, file=sys.stderr))
+
+
+def sweep_command(folder: Path) -> str:
+    """The command that reproduces a stage's sweep folder from the plan it keeps."""
+    return shlex.join([*SWEEP, str(folder / "sweep.yaml"), "--output_dir", "NEW_DIR"])
+
+
+def _run_of(folder: Path, seeds: Mapping[str, Any], seed: int | str) -> tuple[dict[str, Any], Path]:
+    """A seed's runner result (results.json's ``arms.A.budgets.N.SEED``) and its train.py folder."""
+    r = seeds[str(seed)]
+    return r, folder / r["run"] / "train"
+
+
+def _run_command(folder: Path, result: dict[str, Any]) -> str:
+    """The command that reruns one run (from its sweep folder, as the runner records it)."""
+    return f"cd {shlex.quote(str(folder))} && {result['command']}"
+
+
+def _search(choice: dict[str, Any], rule: dict[str, Any]) -> str:
+    """How the runner's rate search ended for one arm (its ``choices`` entry), in words."""
+    added = len(choice["extensions"])
+    if choice["interior"]:
+        return f"interior ({added} rate(s) added beyond the declared grid)" if added else "interior"
+    if not rule["extend"]:
+        return "edge: the plan declares no extension of the grid"
+    if added >= rule["max_extensions"]:
+        return f"edge: the cap of {rule['max_extensions']} added rate(s) stopped the extension"
+    return "edge: the next rate beyond the edge is not below 1"
 
 
 def language_model(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any]:
-    """The headline pair: each architecture's rate chosen from the plan's grid on validation (the grid's seed),
-    the grid extended beyond an edge by the plan's rule (:meth:`LanguageModelPlan.beyond_edge`), then the other
-    seeds at the chosen rate (``train.py`` runs, ``plan.workers`` at a time). Every seed's final model is scored
-    on the test blocks of the YAMLs' test split when they hold one (``scored_on`` says which blocks the
-    comparison reads: "test", else "validation")."""
-    from eval.runs import Run, read_metrics, read_test, train_runs
+    """The headline pair as a sweep of two arms on the experiment runner (``work/language_model``): each
+    architecture's rate chosen by the runner's rule from the plan's grid on validation (the grid's seed, extended
+    beyond an edge as the plan declares: :meth:`LanguageModelPlan.rate_rule`), then the other seeds at the chosen
+    rate (``plan.workers`` at a time). Every seed's final model is scored on the test blocks of the YAMLs' test
+    split when they hold one (``scored_on`` says which blocks the comparison reads: "test", else "validation")."""
+    from eval.runs import read_metrics
+    from eval.sweep.runner import run_id
 
     lm = plan.language_model
     cfgs = {w: _yaml(plan, w) for w in ARCHITECTURES}
@@ -161,91 +231,51 @@ def language_model(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any]:
                          "chosen and scored on the same blocks")
     seed0 = cfgs["spen"]["seed"]
     seeds = [seed0 + i for i in range(lm.seeds)]
-    runs: dict[str, Run] = {}
-    rate_of: dict[str, tuple[str, float]] = {}  # run name -> (architecture, rate), the rate as the plan gave it
+    steps = {w: lm.max_steps or cfgs[w]["max_steps"] for w in ARCHITECTURES}
+    folder = work / "language_model"
+    rule = lm.rate_rule()
+    results = run_sweep(folder, {
+        "name": f"{plan.name}-headline-pair", "trainer": "train", "analysis": "none", "seeds": seeds,
+        "score": "test" if cfgs["spen"]["test_every"] else "validation", "workers": plan.workers, "rate": rule,
+        "arms": {w: {"config": _arm_settings(plan, w), "budgets": [steps[w]]} for w in ARCHITECTURES},
+    }, tokenizer)
 
-    def run(which: str, lr: float, seed: int) -> Run:
-        out = work / "language_model" / which / f"lr_{lr:g}" / f"seed_{seed}"
-        argv = ["--config", plan.yaml_path(which), "--output_dir", out, "--seed", seed, "--learning_rate", lr,
-                "--tokenizer", tokenizer, "--data", *plan.data,
-                *(["--max_steps", lm.max_steps] if lm.max_steps else [])]
-        r = runs[f"{which}/lr_{lr:g}/seed_{seed}"] = Run(f"{which}/lr_{lr:g}/seed_{seed}", tuple(argv))
-        rate_of[r.name] = (which, lr)
-        return r
-
-    logs = work / "logs" / "language_model"
-    losses: dict[str, dict[float, float]] = {w: {} for w in ARCHITECTURES}  # the grid seed's, every rate tried
-    todo = [run(w, lr, seed0) for w in ARCHITECTURES for lr in lm.lr_grid]
-    desc = "learning-rate grid"
-    while todo:  # the declared grid, then the rates beyond an edge, until every choice is interior or capped
-        train_runs(todo, logs, plan.workers, desc=desc)
-        for r in todo:
-            which, lr = rate_of[r.name]
-            losses[which][lr] = read_metrics(r.output_dir / "metrics.jsonl")["val_loss"][-1]
-        todo = [run(w, lr, seed0) for w in ARCHITECTURES for lr in lm.beyond_edge(losses[w])]
-        desc = "learning-rate grid, beyond an edge"
-    chosen = {w: min(losses[w], key=losses[w].__getitem__) for w in ARCHITECTURES}
-    rest = [run(w, chosen[w], s) for w in ARCHITECTURES for s in seeds[1:]]
-    train_runs(rest, logs, plan.workers, desc="headline pair, more seeds")
-
-    tests = {name: read_test(r.output_dir / "metrics.jsonl") for name, r in runs.items()}
-    scored_on = "test" if all(tests.values()) else "validation"
+    by_arch = {w: results["arms"][w]["budgets"][str(steps[w])] for w in ARCHITECTURES}
+    scored_on = "test" if all("test_loss" in r for v in by_arch.values() for r in v.values()) else "validation"
     result: dict[str, Any] = {"seeds": seeds, "lr_grid": list(lm.lr_grid), "grid_seed": seed0,
                               "equivalence_margin": lm.equivalence_margin, "scored_on": scored_on,
-                              "split": {k: cfgs["spen"][k] for k in ("val_every", "test_every")}, "architectures": {}}
+                              "split": {k: cfgs["spen"][k] for k in ("val_every", "test_every")}, "architectures": {},
+                              "folder": str(folder), "command": sweep_command(folder)}
     if scored_on == "test":
-        sizes = {(t["test_tokens"], t["test_documents"]) for t in tests.values()}
+        sizes = {(r["test_tokens"], r["test_documents"]) for v in by_arch.values() for r in v.values()}
         assert len(sizes) == 1, f"the runs scored different test blocks: {sizes}"
         (tokens, documents), = sizes
         result["split"] |= {"test_tokens": tokens, "test_documents": documents}
     for w in ARCHITECTURES:
-        by_seed = {}
+        choice = results["arms"][w]["choices"][str(seed0)]
+        chosen = choice["chosen"]
+        runs = {}
         for s in seeds:
-            r = runs[f"{w}/lr_{chosen[w]:g}/seed_{s}"]
-            curve = read_metrics(r.output_dir / "metrics.jsonl")
-            test = tests[r.name]
-            by_seed[str(s)] = {"final_val_loss": curve["val_loss"][-1], "final_train_loss": curve["loss"][-1],
-                               **({"final_test_loss": test["test_loss"]} if test else {}),
-                               "final_dir": str(r.output_dir / "final"), "command": r.command, "curve": curve}
-        steps = lm.max_steps or cfgs[w]["max_steps"]
-        counts = _parameter_counts(cfgs[w]["model_name_or_path"])
-        tried = sorted(losses[w])
-        interior = lm.interior(losses[w])
+            r, out = _run_of(folder, by_arch[w], s)
+            curve = read_metrics(out / "metrics.jsonl")
+            runs[str(s)] = {"final_val_loss": r["val_loss"], "final_train_loss": curve["loss"][-1],
+                            **({"final_test_loss": r["test_loss"]} if "test_loss" in r else {}),
+                            "final_dir": str(out / "final"), "command": _run_command(folder, r), "curve": curve}
+        rates = sorted([*choice["grid"], *choice["extensions"]])
+        grid = {}
+        for lr in rates:
+            run = folder / run_id(w, lr, seed0, steps[w])
+            grid[f"{lr:g}"] = {"final_val_loss": choice["tried"][f"{lr:g}"], "extension": lr not in lm.lr_grid,
+                               "command": _run_command(folder, json.loads((run / "result.json").read_text()))}
+        counts = by_arch[w][str(seed0)]["parameters"]
         result["architectures"][w] = {
-            "label": ARCHITECTURES[w], "yaml": getattr(lm, w), "lr": chosen[w],
-            "grid": {f"{lr:g}": {"final_val_loss": losses[w][lr], "extension": lr not in lm.lr_grid,
-                                 "command": runs[f"{w}/lr_{lr:g}/seed_{seed0}"].command} for lr in tried},
-            "rates_tried": tried, "interior": interior,
-            "grid_rule": _grid_rule(lm, interior, len(set(tried) - set(lm.lr_grid))),
+            "label": ARCHITECTURES[w], "yaml": getattr(lm, w), "lr": chosen, "grid": grid,
+            "rates_tried": rates, "interior": choice["interior"], "grid_rule": _search(choice, rule),
             "parameters": counts["total"], "parameter_counts": counts,
-            "steps": steps, "train_tokens": steps * cfgs[w]["total_train_batch_size"] * cfgs[w]["block_size"],
-            "runs": by_seed,
+            "steps": steps[w], "train_tokens": steps[w] * cfgs[w]["total_train_batch_size"] * cfgs[w]["block_size"],
+            "runs": runs,
         }
     return result
-
-
-def _grid_rule(lm: Any, interior: bool, added: int) -> str:
-    """How the grid search ended for one architecture, in words."""
-    if interior:
-        return f"interior ({added} rate(s) added beyond the declared grid)" if added else "interior"
-    if not lm.extend_grid:
-        return "edge: the plan declares no extension of the grid"
-    if added >= lm.max_extensions:
-        return f"edge: the cap of {lm.max_extensions} added rate(s) stopped the extension"
-    return "edge: the next rate beyond the edge is not below 1"
-
-
-def _parameter_counts(model_dir: str) -> dict[str, int]:
-    """Total, embedding and non-embedding parameters of a model config (ema_boundary.params; no weights built)."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
-    from ema_boundary.params import parameter_counts
-
-    with torch.device("meta"):
-        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(model_dir))
-    return parameter_counts(model).as_dict()
 
 
 def ngram_reference(plan: Plan, tokenizer: Path, train_tokens: int, split: str = "validation") -> dict[str, Any]:
@@ -310,49 +340,99 @@ def gap(work: Path, plan: Plan, lm: dict[str, Any], tokenizer: Path) -> dict[str
 
 
 def ablation(work: Path, plan: Plan, axis: str, lr: float, tokenizer: Path) -> dict[str, Any]:
-    """SPEN with every reader (axis "predictor") or every trace (axis "trace") x seeds
-    (:func:`eval.ablation.run_ablation`), paired by seed, verdicts against the plan's margin. Each arm trains at
-    ``lr`` (SPEN's rate from the grid) or, with the plan's ``ablation.lr_grid``, at its own rate chosen from that
-    grid at the longest budget. With more than one budget (``ablation.budgets``) the stage is
-    :func:`eval.ablation.run_budgets` into ``work/ablation_{axis}`` (``steps_N/`` each, shorter budgets at the rates
-    the longest chose, ``budgets.json``); the result is then the longest budget's ablation.json with the others under
-    ``budgets`` (the verdict is the longest's) and ``budgets_file``. The result carries the command line that
-    reproduces it (``python -m eval.ablation``)."""
-    from eval.ablation import PREDICTOR_VARIANTS, TRACE_VARIANTS, run_ablation, run_budgets
+    """SPEN with every reader (axis "predictor") or every trace (axis "trace") x seeds, paired by seed, verdicts
+    against the plan's margin (:func:`eval.ablation.analyse`): a sweep on the experiment runner
+    (``work/ablation_{axis}``), one arm per SPEN variant over the SPEN YAML. Each arm trains at ``lr`` (SPEN's rate
+    from the headline pair) or, with the plan's ``ablation.lr_grid``, at its own rate chosen by the runner's rule
+    from that grid at the longest budget. With more than one budget (``ablation.budgets``) every arm x seed trains
+    at each (the shorter ones at the rates the longest chose); the result is the longest budget's, with every
+    budget's comparisons under ``budgets`` (the verdict is the longest's). The result has eval.ablation's
+    ablation.json shape and carries the command that reproduces the sweep."""
+    from eval.ablation import DESIGN, PREDICTOR_VARIANTS, REFERENCE, TRACE_VARIANTS
+    from eval.ablation import _plot as plot_ablation
+    from eval.runs import read_metrics
 
     a = plan.ablation
-    budgets = sorted(a.budgets) if a.budgets else [a.max_steps or plan.language_model.max_steps]
+    cfg = _yaml(plan, "spen")
+    budgets = sorted(a.budgets) if a.budgets else [a.max_steps or plan.language_model.max_steps or cfg["max_steps"]]
+    longest = budgets[-1]
     arms = list(a.traces or TRACE_VARIANTS) if axis == "trace" else list(a.predictors or PREDICTOR_VARIANTS)
-    arm_flag = "--trace" if axis == "trace" else "--variants"
-    grid = a.lr_grid
-    rate = None if grid else lr
-    out = work / f"ablation_{axis}"
-    design = {"variants": arms if axis != "trace" else None, "traces": arms if axis == "trace" else None,
-              "data": plan.data, "lr": rate, "lr_grid": grid, "workers": plan.workers,
-              "margin": a.equivalence_margin, "tokenizer": tokenizer}
-    if len(budgets) > 1:
-        from ema_boundary.io import read_json
+    reference = REFERENCE[axis]
+    seeds = [cfg["seed"] + i for i in range(a.seeds)]
+    folder = work / f"ablation_{axis}"
+    # More validation and logging points for the curves than the YAML's (eval.ablation's CURVE_POINTS); neither
+    # draws random numbers, so every run's trajectory is the one the YAML alone gives.
+    curve_points = {"eval_steps": max(1, longest // 8), "logging_steps": max(1, longest // 32)}
+    grid = sorted(a.lr_grid) if a.lr_grid else [lr]
+    results = run_sweep(folder, {
+        "name": f"{plan.name}-ablation-{axis}", "trainer": "train", "analysis": "none", "seeds": seeds,
+        "budgets": budgets, "score": "test" if cfg["test_every"] else "validation", "workers": plan.workers,
+        "rate": {"lr_grid": grid, "choose": "first_seed", "extend": False},
+        "arms": {arm: {"config": {**_arm_settings(plan, "spen", {"variant": arm}), **curve_points}} for arm in arms},
+    }, tokenizer)
 
-        summary = run_budgets(plan.yaml_path("spen"), a.seeds, out, budgets, **design)
-        by_budget = {b["max_steps"]: read_json(out / b["folder"] / "ablation.json", "ablation.json",
-                                               "written by eval.ablation --budgets") for b in summary["budgets"]}
-        longest = by_budget[summary["longest"]]
-        longest.update(command=summary["command"], folder=str(out / f"steps_{summary['longest']}"),
-                       budgets_file=str(out / "budgets.json"))
-        # One command trains every budget; each entry names it and its own folder.
-        longest["budgets"] = {str(steps): {**{k: r[k] for k in ("max_steps", "tokens", "final_val_loss",
-                                                                 "comparisons", "overall", "statement")},
-                                           "command": summary["command"], "folder": str(out / f"steps_{steps}")}
-                              for steps, r in sorted(by_budget.items())}
-        return longest
-    result = run_ablation(plan.yaml_path("spen"), a.seeds, out, max_steps=budgets[0], **design)
-    result["command"] = command_line(ABLATION, {
-        "--config": plan.yaml_path("spen"), "--seeds": a.seeds, "--output_dir": out, arm_flag: arms,
-        "--learning_rate": rate, "--lr_grid": ",".join(f"{g:g}" for g in grid) if grid else None,
-        "--margin": a.equivalence_margin, "--tokenizer": tokenizer, "--workers": plan.workers,
-        "--max_steps": budgets[0], "--data": plan.data})
-    result["folder"] = str(out)
+    from modeling_spen.variants import SPEN_VARIANTS
+
+    rate_of = {arm: results["arms"][arm]["choices"][str(seeds[0])]["chosen"] for arm in arms}
+    by_budget = {}
+    for steps in budgets:
+        tokens = steps * cfg["total_train_batch_size"] * cfg["block_size"]
+        variants: dict[str, Any] = {}
+        for arm in arms:
+            arm_runs = {}
+            for s in seeds:
+                r, out = _run_of(folder, results["arms"][arm]["budgets"][str(steps)], s)
+                arm_runs[str(s)] = {"final_val_loss": r["val_loss"], "final_val_ppl": math.exp(r["val_loss"]),
+                                    **({"final_test_loss": r["test_loss"], "test_tokens": r["test_tokens"]}
+                                       if "test_loss" in r else {}),
+                                    "run_dir": str(out.relative_to(folder)), "command": _run_command(folder, r),
+                                    "curve": read_metrics(out / "metrics.jsonl")}
+            counts = results["arms"][arm]["budgets"][str(steps)][str(seeds[0])]["parameters"]
+            variants[arm] = {"fields": SPEN_VARIANTS[arm], "lr": rate_of[arm], "parameters": counts["total"],
+                             "tokens_per_parameter": tokens / counts["total"],
+                             "non_embedding_parameters": counts["non_embedding"],
+                             "mean_val_loss": statistics.fmean(r["final_val_loss"] for r in arm_runs.values()),
+                             "runs": arm_runs}
+        by_budget[steps] = _ablation_result(variants, reference, a.equivalence_margin) | {
+            "axis": axis, "config": str(plan.yaml_path("spen")), "model_config": cfg["model_name_or_path"],
+            "max_steps": steps, "tokens": tokens, "lr": rate_of[reference], "lrs": rate_of,
+            "lr_grid": list(a.lr_grid) if a.lr_grid else None, "seeds": seeds, "data": plan.data, "design": DESIGN,
+            "reference": reference, "equivalence_margin": a.equivalence_margin}
+    result = by_budget[longest]
+    if a.lr_grid:
+        result["rates"] = {}
+        for arm in arms:
+            choice = results["arms"][arm]["choices"][str(seeds[0])]
+            result["rates"][arm] = {"chosen": choice["chosen"], "grid": choice["tried"],
+                                    "edge": len(grid) > 1 and not choice["interior"],
+                                    "chosen_on": f"final validation loss, seed {seeds[0]}"}
+    result.update(command=sweep_command(folder), folder=str(folder), results_file=str(folder / "results.json"),
+                  seconds=results["seconds"]["this_invocation"])
+    if len(budgets) > 1:
+        result["budgets"] = {str(steps): {**{k: r[k] for k in ("max_steps", "tokens", "final_val_loss", "comparisons",
+                                                                "overall", "statement")},
+                                          "command": result["command"], "folder": str(folder)}
+                             for steps, r in by_budget.items()}
+    plot_ablation(result, folder / "loss_curves.png")  # the report's figure of this ablation (render.figures)
     return result
+
+
+def _ablation_result(variants: dict[str, Any], reference: str, margin: float) -> dict[str, Any]:
+    """The comparisons of one budget's arms (eval.ablation's: each arm minus the reference, paired by seed, on the
+    test blocks where every run was scored there, else on validation), in ablation.json's keys."""
+    from eval.ablation import analyse
+
+    val = {v: {s: r["final_val_loss"] for s, r in var["runs"].items()} for v, var in variants.items()}
+    on_test = all("final_test_loss" in r for var in variants.values() for r in var["runs"].values())
+    final = ({v: {s: r["final_test_loss"] for s, r in var["runs"].items()} for v, var in variants.items()}
+             if on_test else val)
+    for v, var in variants.items():
+        var["mean_loss"] = statistics.fmean(final[v].values())
+    out = {"variants": variants, "final_val_loss": val, "scored_on": "test" if on_test else "validation"}
+    if on_test:
+        out["final_test_loss"] = final
+        out["test_tokens"] = next(iter(next(iter(variants.values()))["runs"].values()))["test_tokens"]
+    return out | analyse(final, reference, margin)
 
 
 def probe_text(plan: Plan) -> str:

@@ -28,8 +28,9 @@ from __future__ import annotations
 import datetime
 import json
 import os
+import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -209,6 +210,9 @@ class Sweep:
                 "objective": self.trainer.objective, "lower_is_better": lower}
 
     def chosen_rate(self, arm: Arm, seed: int) -> float | None:
+        grid = self.plan.grid_of(arm)
+        if len(grid) == 1 and self.plan.rate.next_rate({grid[0]: 0.0}, 0) is None:
+            return grid[0]  # a lone rate the rule never extends is every seed's before any run: all train at once
         chooser = seed if self.plan.rate.choose == "each_seed" else self.plan.choosers(arm)[0]
         return self.choice(arm, chooser)["chosen"]
 
@@ -246,15 +250,20 @@ class Sweep:
 
 def run_sweep(plan: SweepPlan, folder: Path, launcher: Any, command: str, *, resume: bool = False,
               arms: Sequence[str] | None = None, max_runs: int | None = None,
-              progress: Callable[[str], None] = print) -> dict[str, Any]:
+              progress: Callable[[str], None] = print, shared: Mapping[str, Path] | None = None) -> dict[str, Any]:
     """Run (or continue) the sweep of ``plan`` in ``folder``; return its results (also in results.json).
 
     ``arms`` restricts this call to some arms and ``max_runs`` to that many new runs: a long sweep run in parts
-    (results.json says what is still missing; ``--resume_from`` continues it)."""
+    (results.json says what is still missing; ``--resume_from`` continues it). ``shared`` names folders made
+    elsewhere that every run shares (``{"tokenizer": FOLDER}``): copied into ``DIR/shared/`` where it holds none
+    yet, before the trainer prepares (which then keeps them)."""
     trainer = TRAINERS[plan.trainer]
     trainer.check(plan)
     selected = [plan.arm(a) for a in arms] if arms else list(plan.arms)
     open_folder(plan, folder, command, resume)
+    for name, source in (shared or {}).items():
+        if not (folder / "shared" / name).exists():
+            shutil.copytree(source, folder / "shared" / name)
     started = time.perf_counter()
     shared = trainer.prepare(plan, folder)
     sweep = Sweep(plan, folder, shared)
@@ -303,6 +312,18 @@ def run_sweep(plan: SweepPlan, folder: Path, launcher: Any, command: str, *, res
              + (f"{len(missing)} run(s) still to run: continue with ema-boundary sweep --resume_from {folder}"
                 if missing else f"complete: {folder / RESULTS}"))
     return results
+
+
+def run_in_process(plan: SweepPlan, folder: Path, command: str, *, shared: Mapping[str, Path] | None = None,
+                   progress: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run a plan declared in code (:func:`eval.sweep.plan.plan_from_dict`) into ``folder`` on the local launcher
+    (``plan.workers`` at a time), or continue it where ``folder`` already holds this plan's sweep: what the
+    report's stages call. ``command`` is recorded as the invocation; ``shared`` as in :func:`run_sweep`."""
+    from eval.sweep.launch import LocalLauncher
+
+    resume = output_owner(folder) == TOOL
+    return run_sweep(plan, folder, LocalLauncher(plan.workers), command, resume=resume, progress=progress,
+                     shared=shared)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -363,5 +384,5 @@ def summarize(folder: Path, plan: SweepPlan | None = None, seconds: float | None
     return results
 
 
-__all__ = ["RunFailed", "Sweep", "SweepError", "TOOL", "open_folder", "read_folder", "relative", "run_id", "run_sweep",
-           "summarize"]
+__all__ = ["RunFailed", "Sweep", "SweepError", "TOOL", "open_folder", "read_folder", "relative", "run_id",
+           "run_in_process", "run_sweep", "summarize"]
