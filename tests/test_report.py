@@ -436,6 +436,29 @@ def test_a_plan_gives_budgets_or_max_steps(tmp_path: Path) -> None:
         Plan.load(tmp_path / "plan.yaml")
 
 
+def _alias_plan(module, argv: list[str], tokenizer: Path, monkeypatch):
+    """The sweep plan a recorded ``python -m eval.ablation|eval.depth`` line declares (both are aliases of the
+    sweep since issue 32; the runner itself not called). ``tokenizer``: the stage's, made a tokenizer folder."""
+    import eval.sweep.alias as alias
+
+    tokenizer.mkdir(exist_ok=True)
+    (tokenizer / "tokenizer_config.json").write_text("{}")
+    seen = {}
+    monkeypatch.setattr(alias, "run", lambda p, args, command, plan=None, summarize=None: seen.update(plan=plan) or 0)
+    assert module.main(argv) == 0
+    return seen["plan"]
+
+
+def _declares_the_stages_call(plan, stage: dict) -> None:
+    """The plan a recorded line declares is the experiment the stage ran: its arms, seeds, steps, rates, data,
+    tokenizer and workers."""
+    from eval.sweep.alias import data_sources, repo_path
+
+    assert len(plan.seeds) == stage["seeds"] and plan.workers == stage["workers"]
+    arm = plan.config_of(plan.arms[0])
+    assert arm["data"] == data_sources(list(stage["data"])) and arm["tokenizer_name"] == repo_path(stage["tokenizer"])
+
+
 def test_the_depth_stage_records_the_command_of_its_call(tmp_path: Path, monkeypatch) -> None:
     import shlex
 
