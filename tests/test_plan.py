@@ -169,7 +169,7 @@ def test_the_grid_extends_beyond_an_edge_until_interior_or_the_cap(tmp_path: Pat
     path.write_text("language_model: {lr_grid: [1.0e-2, 1.0e-3, 3.0e-3], extend_grid: true, max_extensions: 2}\n")
     declared = Plan.load(path).language_model.rate_rule()
     assert declared == {"lr_grid": [1e-3, 3e-3, 1e-2], "choose": "first_seed", "extend": True, "max_extensions": 2,
-                        "factor": None}
+                        "factor": None, "digits": 3}
     rule = RateRule(**{**declared, "lr_grid": tuple(declared["lr_grid"])})
     losses = {1e-3: 4.5, 3e-3: 4.3, 1e-2: 4.2}
     assert rule.next_rate(losses, 0) == 0.0333  # best at the top: one rate above, the grid's ratio there

@@ -76,7 +76,7 @@ def test_the_pair_is_a_sweep_whose_rates_come_from_the_runners_rule(tmp_path: Pa
     work.mkdir()
     lm = stages.language_model(work, plan, _tokenizer(tmp_path))
     folder = work / "language_model"
-    rule = RateRule(lr_grid=(1e-3, 3e-3, 1e-2), extend=True, max_extensions=1)
+    rule = RateRule(lr_grid=(1e-3, 3e-3, 1e-2), extend=True, max_extensions=1, digits=3)  # the report's
     for arch, (chosen, interior, words) in {"spen": (0.0333, False, "edge: the cap of 1 added rate(s)"),
                                             "gpt2": (1e-2, True, "interior (1 rate(s) added")}.items():
         a = lm["architectures"][arch]
@@ -182,10 +182,13 @@ def test_a_lone_rate_trains_every_seed_in_one_batch(tmp_path: Path, trained: lis
     batches: list[int] = []
     launch = LocalLauncher.launch
 
-    def record(self, sweep, runs):
-        batches.append(len(runs))
-        return launch(self, sweep, runs)
+    def record(self, sweep, feed):
+        def counted() -> list[str]:
+            runs = feed()
+            batches.append(len(runs))
+            return runs
+        return launch(self, sweep, counted)
 
     monkeypatch.setattr(LocalLauncher, "launch", record)
     stages.ablation(tmp_path, _plan(tmp_path), "predictor", 3e-3, _tokenizer(tmp_path))
-    assert batches == [4]
+    assert batches[0] == 4 and sum(batches) == 4  # every arm x seed in the first call of the feed

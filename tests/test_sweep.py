@@ -81,7 +81,8 @@ def test_bad_plan_is_one_line_with_the_yaml_line(tmp_path: Path, corpus_file: st
 def test_rate_rule_extends_until_interior_and_caps() -> None:
     rule = RateRule(lr_grid=(1e-3, 3e-3), extend=True, max_extensions=2)
     assert rule.next_rate({1e-3: 2.0, 3e-3: 1.0}, 0) == pytest.approx(9e-3)
-    assert rule.next_rate({1e-3: 1.0, 3e-3: 2.0}, 0) == 0.000333  # three digits: it names a run folder
+    assert rule.next_rate({1e-3: 1.0, 3e-3: 2.0}, 0) == 0.000333333  # six digits: it names a run folder
+    assert RateRule(lr_grid=(1e-3, 3e-3), extend=True, digits=3).next_rate({1e-3: 1.0, 3e-3: 2.0}, 0) == 0.000333
     assert rule.next_rate({1e-3: 2.0, 3e-3: 1.0, 9e-3: 1.5}, 1) is None  # interior: chosen
     assert rule.next_rate({1e-3: 2.0, 3e-3: 1.0}, 2) is None  # the cap
     assert rule.next_rate({1e-3: 0.2, 3e-3: 0.9}, 0, lower_is_better=False) == pytest.approx(9e-3)

@@ -117,7 +117,8 @@ class LanguageModelPlan:
         """The runner's rate rule (``rate:`` of a sweep plan, :class:`eval.sweep.plan.RateRule`) this section
         declares: the first seed chooses, on validation, from the grid, extended as above."""
         return {"lr_grid": sorted(self.lr_grid), "choose": "first_seed", "extend": self.extend_grid,
-                "max_extensions": self.max_extensions, "factor": self.extend_factor}
+                "max_extensions": self.max_extensions, "factor": self.extend_factor,
+                "digits": 3}  # the headline pair's added rates since issue 20 (docs/report: 0.0333)
 
 
 @dataclass(frozen=True)

@@ -44,9 +44,10 @@ TRAINERS = ("train", "recall", "arms")
 ANALYSES = ("none", "ladder", "ablation", "depth", "recall_map", "arms")
 CHOOSERS = ("first_seed", "each_seed")
 SCORES = ("test", "validation")
-# Significant digits of a rate added beyond an edge: it names a run folder (lr_0.0333), and the report's headline
-# pair has added its rates at three digits since issue 20 (docs/report: 0.0333 above 1e-2), which reruns reproduce.
-RATE_DIGITS = 3
+# Significant digits of a rate added beyond an edge (it names a run folder): the sweeps' six (docs/sweeps/depth:
+# lr_0.0333333); a plan may declare fewer (`rate.digits`): the report's headline pair has added its rates at three
+# since issue 20 (docs/report: 0.0333 above 1e-2), which its reruns reproduce.
+RATE_DIGITS = 6
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class RateRule:
     extend: bool = False
     max_extensions: int = rule(positive, 1)
     factor: float | None = rule(factor)
+    digits: int = rule(positive, RATE_DIGITS)
 
     def next_rate(self, values: dict[float, float], added: int, lower_is_better: bool = True) -> float | None:
         """The rate to try beyond the edge where the best of ``values`` (rate -> validation objective) lies;
@@ -69,7 +71,7 @@ class RateRule:
             return None
         up = best == rates[-1]
         f = self.factor or (rates[-1] / rates[-2] if up else rates[1] / rates[0])
-        nxt = float(f"{best * f if up else best / f:.{RATE_DIGITS}g}")
+        nxt = float(f"{best * f if up else best / f:.{self.digits}g}")
         return nxt if nxt < 1 else None
 
 
@@ -134,7 +136,9 @@ class SweepPlan:
         return {"trainer": self.trainer, "analysis": self.analysis, "seeds": list(self.seeds),
                 "budgets": list(self.budgets), "score": self.score, "rate": {
                     "lr_grid": list(self.rate.lr_grid), "choose": self.rate.choose, "extend": self.rate.extend,
-                    "max_extensions": self.rate.max_extensions, "factor": self.rate.factor},
+                    "max_extensions": self.rate.max_extensions, "factor": self.rate.factor,
+                    # only when declared: the sweeps committed before the field keep their identity
+                    **({"digits": self.rate.digits} if self.rate.digits != RATE_DIGITS else {})},
                 "base": self.base, "settings": self.settings,
                 "arms": {a.name: {"config": a.config, "lr_grid": a.lr_grid and list(a.lr_grid),
                                   "seeds": a.seeds and list(a.seeds), "budgets": a.budgets and list(a.budgets)}
