@@ -169,6 +169,15 @@ def test_a_plan_with_arms_added_grows_the_sweep(tmp_path: Path, corpus_file: str
     # The grown sweep now resumes as itself, with or without its plan.
     assert sweep_main(["--resume_from", str(out)]) == 0
     assert sweep_main([str(grown), "--resume_from", str(out)]) == 0
+    # Seeds added to an arm's own list grow it too (the first seed still chooses); others removed do not.
+    more = tiny_plan(tmp_path, corpus_file, "more.yaml", seeds=[0], rate={"lr_grid": [1.0e-3]},
+                     arms={**extra["arms"], "wide": {**extra["arms"]["wide"], "seeds": [1, 2]}})
+    assert sweep_main([str(more), "--resume_from", str(out)]) == 0
+    assert set(scores(out)["wide"]["4"]) == {"1", "2"} and scores(out)["linear"] == before["linear"]
+    assert json.loads((out / "sweep.json").read_text())["invocations"][-1]["added_arms"] == ["wide: seeds 2"]
+    fewer = tiny_plan(tmp_path, corpus_file, "fewer.yaml", seeds=[0], rate={"lr_grid": [1.0e-3]},
+                      arms={**extra["arms"], "wide": {**extra["arms"]["wide"], "seeds": [2]}})
+    assert sweep_main([str(fewer), "--resume_from", str(out)]) == 2
 
 
 def test_killed_sweep_resumes_to_the_uninterrupted_results(tmp_path: Path, corpus_file: str) -> None:

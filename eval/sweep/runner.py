@@ -86,13 +86,24 @@ def _first_difference(a: Any, b: Any, path: str = "") -> str | None:
 
 
 def _added_arms(recorded: dict, identity: dict) -> list[str]:
-    """The arms ``identity`` adds to ``recorded`` when that is its only difference (every recorded arm and every
-    other field unchanged), else []: a sweep may grow, never change what its finished runs ran."""
+    """What ``identity`` adds to ``recorded`` when adding is its only difference: new arms, and seeds added to an
+    arm's own list (``"w192/spen: seeds 1, 2"``); else []. A sweep may grow, never change what its finished runs
+    ran: a run's spec does not depend on the other seeds, and the seed that chooses a rate stays the first."""
     old_arms, new_arms = recorded.get("arms", {}), identity.get("arms", {})
     same_rest = {k: v for k, v in recorded.items() if k != "arms"} == {k: v for k, v in identity.items() if k != "arms"}
-    if not same_rest or any(new_arms.get(name) != spec for name, spec in old_arms.items()):
+    if not same_rest or any(name not in new_arms for name in old_arms):
         return []
-    return [name for name in new_arms if name not in old_arms]
+    grown = []
+    for name, spec in old_arms.items():
+        new = new_arms[name]
+        if new == spec:
+            continue
+        old_seeds, new_seeds = spec.get("seeds"), new.get("seeds")
+        same_else = {k: v for k, v in spec.items() if k != "seeds"} == {k: v for k, v in new.items() if k != "seeds"}
+        if not (same_else and old_seeds and new_seeds and new_seeds[:len(old_seeds)] == old_seeds):
+            return []
+        grown.append(f"{name}: seeds {', '.join(map(str, new_seeds[len(old_seeds):]))}")
+    return grown + [name for name in new_arms if name not in old_arms]
 
 
 def open_folder(plan: SweepPlan, folder: Path, command: str, resume: bool) -> None:
