@@ -183,7 +183,9 @@ def test_a_plan_with_arms_added_grows_the_sweep(tmp_path: Path, corpus_file: str
 def test_killed_sweep_resumes_to_the_uninterrupted_results(tmp_path: Path, corpus_file: str) -> None:
     """kill -9 in the middle of a sweep (a run half-trained, with a checkpoint), then --resume_from: the same
     scores as a sweep that was never interrupted."""
-    plan = tiny_plan(tmp_path, corpus_file, seeds=[0, 1], budgets=[6])
+    # 40 steps, a checkpoint every 2: long enough that a poll every 0.05 s finds a run half-trained even on quiet
+    # cores (at 6 steps a run took under a second and the sweep could finish between two polls).
+    plan = tiny_plan(tmp_path, corpus_file, seeds=[0, 1], budgets=[40])
     whole = tmp_path / "whole"
     assert sweep_main([str(plan), "--output_dir", str(whole)]) == 0
     killed = tmp_path / "killed"
@@ -198,7 +200,9 @@ def test_killed_sweep_resumes_to_the_uninterrupted_results(tmp_path: Path, corpu
                      if not (c.parents[2] / "result.json").exists()]
             if done and ckpts:
                 break
-            time.sleep(0.2)
+            if proc.poll() is not None:
+                pytest.fail(f"the sweep ended (exit {proc.returncode}) before a half-trained run was seen")
+            time.sleep(0.05)
         else:
             pytest.fail("the sweep did not reach a half-trained run in time")
         os.kill(proc.pid, signal.SIGKILL)
