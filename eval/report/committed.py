@@ -220,8 +220,11 @@ def ladder_size_text(block: dict[str, Any], e: dict[str, Any]) -> str:
     an, bn, order = a["a"], a["b"], a.get("gate_ngram", "bigram")
     params = (e.get("parameters") or {}).get(an) or {}
     n = e[an].get("n", 0)
+    def loss(name: str) -> str:  # a size still running may lack one model's score
+        return "–" if e[name].get("mean") is None else f"{e[name]['mean']:.3f}"
+
     text = (f"{e['name']} ({params.get('non_embedding', 0):,} non-embedding parameters, {n} seed{'s' * (n != 1)}): "
-            f"{an} {e[an]['mean']:.3f}, {bn} {e[bn]['mean']:.3f}")
+            f"{an} {loss(an)}, {bn} {loss(bn)}")
     if e.get("ngram"):
         text += f", Kneser-Ney {order} {e['ngram'][order]:.3f}"
     if (e.get("reference") or {}).get("mean") is not None:

@@ -185,7 +185,8 @@ def ladder(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, 
                                                                   "command") if k in gap}
                 gates.append(verdicts.context_gate(b_name, gap.get("context_use", {}).get("b")))
         entry["gates"] = [g.as_dict() for g in gates]
-        entry["gate"] = bool(gates) and all(g.holds for g in gates)
+        # A size is read only with both models scored (a partial size's reference check alone decides nothing).
+        entry["gate"] = bool(a and b) and bool(gates) and all(g.holds for g in gates)
         entry["checked"] = any(g.name == "reference" and g.holds is not None for g in gates)
         sizes.append(entry)
     deciding = next((e for e in reversed(sizes) if e["gate"] and e["checked"] and e["gap"]["ci95"]), None)
