@@ -254,7 +254,30 @@ def _measure_depth(final: Path, spec: dict[str, Any], settings: dict[str, Any]) 
 # ---------------------------------------------------------------------------------------------
 
 
-class RecallTrainer:
+class InProcessTrainer:
+    """What the trainers that run in the worker itself (no train.py, no files to write) share: nothing to prepare,
+    the run's command is ``python -m eval.sweep.execute RUN``, and an arm's settings are checked against ``KEYS``."""
+
+    name = ""  # the trainer's name in a plan (words in messages)
+    KEYS: tuple[str, ...] = ()
+
+    def check_keys(self, where: str, cfg: dict[str, Any]) -> None:
+        for key in cfg:
+            if key not in self.KEYS:
+                raise UsageError(f"{where}: {key} is not {'an' if self.name[0] in 'aeiou' else 'a'} {self.name} "
+                                 f"setting ({', '.join(self.KEYS)})")
+
+    def prepare(self, plan: SweepPlan, folder: Path) -> dict[str, str]:
+        return {}
+
+    def files(self, spec: dict[str, Any], run: str) -> dict[str, str]:
+        return {}
+
+    def command(self, run: str, spec: dict[str, Any] | None = None) -> str:
+        return shlex.join(["python", "-m", "eval.sweep.execute", run])
+
+
+class RecallTrainer(InProcessTrainer):
     """eval.recall's MQAR: an arm's settings are ``model`` (the control ``gpt2`` or a SPEN variant name of
     modeling_spen.variants), ``width``/``layers``/``heads``, ``set`` (config fields replaced), ``task``
     (RecallTask fields) and ``recipe`` (RecallRecipe fields but ``steps`` and ``lrs``, which the sweep sets).
@@ -269,23 +292,12 @@ class RecallTrainer:
         for arm in plan.arms:
             cfg = plan.config_of(arm)
             where = f"{plan.path}: arms.{arm.name}"
-            for key in cfg:
-                if key not in self.KEYS:
-                    raise UsageError(f"{where}: {key} is not a recall setting ({', '.join(self.KEYS)})")
+            self.check_keys(where, cfg)
             if "model" not in cfg:
                 raise UsageError(f"{where}: no `model` (gpt2 or a SPEN variant name)")
             for key in ("steps", "lrs"):
                 if key in cfg.get("recipe", {}):
                     raise UsageError(f"{where}: recipe.{key} is set by the sweep (budgets, rate rule)")
-
-    def prepare(self, plan: SweepPlan, folder: Path) -> dict[str, str]:
-        return {}
-
-    def files(self, spec: dict[str, Any], run: str) -> dict[str, str]:
-        return {}
-
-    def command(self, run: str, spec: dict[str, Any] | None = None) -> str:
-        return shlex.join(["python", "-m", "eval.sweep.execute", run])
 
     @staticmethod
     def build(spec: dict[str, Any]) -> tuple[Any, Any, Any]:
@@ -333,7 +345,7 @@ class RecallTrainer:
 # ---------------------------------------------------------------------------------------------
 
 
-class ArmsTrainer:
+class ArmsTrainer(InProcessTrainer):
     """grammar_probe's structure experiment (:func:`grammar_probe.experiment.run_experiment`): one run is one arm at
     one base seed and one size, every model, every test split and every seed of the base (``s * 1000 + r`` for ``r
     < size.seeds``: its intervals bootstrap over them together). The run's budget is the labelled training
@@ -367,9 +379,7 @@ class ArmsTrainer:
         for arm in plan.arms:
             cfg = plan.config_of(arm)
             where = f"{plan.path}: arms.{arm.name}"
-            for key in cfg:
-                if key not in self.KEYS:
-                    raise UsageError(f"{where}: {key} is not an arms setting ({', '.join(self.KEYS)})")
+            self.check_keys(where, cfg)
             if "dataset" not in cfg:
                 raise UsageError(f"{where}: no `dataset` (a folder of `python -m grammar_probe build`)")
             for key, known in fields.items():
@@ -378,15 +388,6 @@ class ArmsTrainer:
                     why = " (the budgets are the training sentences)" if extra == ["train_sentences"] else ""
                     raise UsageError(f"{where}: {key}.{extra[0]} is not a field of {key} ({', '.join(sorted(known))})"
                                      + why)
-
-    def prepare(self, plan: SweepPlan, folder: Path) -> dict[str, str]:
-        return {}
-
-    def files(self, spec: dict[str, Any], run: str) -> dict[str, str]:
-        return {}
-
-    def command(self, run: str, spec: dict[str, Any] | None = None) -> str:
-        return shlex.join(["python", "-m", "eval.sweep.execute", run])
 
     @staticmethod
     def build(spec: dict[str, Any]) -> tuple[Any, Any, Any]:
