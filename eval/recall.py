@@ -31,8 +31,8 @@ scope) can invert fixed-rate traces, ``u_t = (h_t - (1 - a) h_{t-1}) / a``, and 
 :func:`recall_map` measures both, beside the positive control and chance.
 
 The map has two axes (issue 22): each arm's **write rule** (fixed rates, learned time-invariant rates,
-input-gated diagonal rates, input-dependent outer-product / SSM writes, linear attention's outer-product sums,
-attention over tokens:
+input-gated diagonal rates, S6's input-dependent decay and outer-product write, linear attention's outer-product
+sums that never decay, attention over tokens:
 :func:`write_rule`) and its **state numbers per layer** (what one layer keeps to continue a sequence:
 :func:`state_numbers`), so that "input-dependent selection" and "more state" (Zoology: recall capacity grows
 with the state) can be told apart. :func:`escape_comparison` sets a selective state of N numbers per channel
@@ -597,7 +597,7 @@ WRITE_RULES: dict[str, str] = {
     "fixed": "fixed (EMA rates)",
     "learned_lti": "learned LTI (learned rates)",
     "input_gated_diagonal": "input-gated diagonal",
-    "input_dependent_outer_product": "input-dependent outer-product / SSM",
+    "input_dependent_outer_product": "input-dependent decay and write (S6)",
     "linear_attention": "input-dependent outer-product sums (linear attention)",
     "attention": "attention over tokens",
 }
