@@ -16,34 +16,22 @@ paper's static reader over EMA traces, for both ablations) through :func:`ema_bo
 paired difference with its 95% interval, an equivalence test (TOST) against a margin declared before the run,
 Holm-adjusted across arms, and a verdict; the overall question (does any arm differ?) is the seed-blocked F test.
 
-What stays of the tool's own orchestration, for what still reads it:
+What stays of the tool's own orchestration is the reading of the folders it wrote before it became an alias of
+the sweep (the committed ``docs/ablation``, which the report reads through ``eval/report/ablation_budgets.py``):
+``--summarize DIR`` (:func:`summarize_budgets`) rebuilds their budgets.json and budgets.png; :func:`rates_moved`
+(how far learned write rates moved). The report's ablation stage runs on the runner too and reads the comparisons
+through :func:`analyse` (``eval/report/stages.py``).
 
-- :func:`run_ablation` and :func:`run_budgets`: the report's ablation stage (``eval/report/stages.py``) calls them
-  until it runs on the runner; their folders are described below;
-- ``--summarize DIR`` of a folder this tool wrote before it became an alias (the committed ``docs/ablation``):
-  :func:`summarize_budgets` rebuilds its budgets.json and budgets.png, which the report reads
-  (``eval/report/ablation_budgets.py``); :func:`rates_moved` (how far learned write rates moved).
+Such a folder (the output of the earlier ``--budgets``) holds ``steps_<N>/`` for each budget, each one budget's
+ablation folder (this tool's marker; ``ablation.json``: the design, per arm and seed the final validation loss, its
+curve and the command of the run, the parameters of each arm, the comparisons and the overall test, the wall time
+``seconds``; ``loss_curves.png``; ``runs/<arm>/seed_<n>/`` with each final model, ``configs/<arm>/`` and
+``tokenizer/``, which the committed folders leave out). The longest budget chose each arm's rate, every shorter one
+trained each arm at it, all with one tokenizer. The verdict is the longest budget's, and counts only where its
+reference arm is below the Kneser-Ney bigram on the same tokens. Beside them, ``budgets.png`` (each arm minus the
+reference against training tokens, and the reference's loss against the bigram line) and ``budgets.json``:
 
-The folder of :func:`run_ablation` (one budget) gets
-
-- ``ablation.json``: the design, per arm and seed the final validation loss, its curve and the command of the
-  run, the parameters and tokens per parameter of each arm, the comparisons and the overall test, the wall time
-  (``seconds``);
-- ``loss_curves.png``: validation loss against tokens per arm, and each arm's difference from the reference
-  with its 95% interval and the equivalence margin;
-- ``runs/<arm>/seed_<n>/``: each train.py output folder (``final/``, ``metrics.jsonl``; the resumable
-  checkpoints are deleted once the run is done); ``logs/``: each run's console output;
-- ``configs/<arm>/``: the model config and train YAML each arm was trained with; ``tokenizer/``: the one every
-  run read (a given ``--tokenizer`` is copied in, so the folder is whole wherever it is moved).
-
-**Budgets** (:func:`run_budgets`): the output folder holds
-``steps_<N>/`` for each budget, each the folder above; the longest budget trains first (with ``--lr_grid``, each
-arm chooses its rate there), every shorter one with each arm at the rate the longest chose, all with one tokenizer.
-The verdict is the longest budget's, and counts only where its reference arm is below the Kneser-Ney bigram on the
-same tokens. Beside them, ``budgets.png`` (each arm minus the reference against training tokens, and the
-reference's loss against the bigram line) and ``budgets.json``:
-
-- ``tool`` ("eval.ablation"), ``kind`` ("budgets"), ``axis``, ``command`` (the line that reproduces the folder),
+- ``tool`` ("eval.ablation"), ``kind`` ("budgets"), ``axis``, ``command`` (the line that reproduced the folder),
   ``config``, ``reference``, ``equivalence_margin``, ``seeds``, ``lr_grid``, ``rates`` (the longest's grid: each
   arm's losses, choice and ``edge``; null without a grid), ``lrs`` (``{arm: rate}``, every budget's);
 - ``scored_on`` ("test" or "validation"), ``eval_tokens`` (the tokens each loss is a mean over);
@@ -56,15 +44,12 @@ reference's loss against the bigram line) and ``budgets.json``:
   {seed: loss}}, "mean_loss": {arm: mean}, "comparisons", "overall", "statement", "reference_loss" (the
   reference's mean), "reference_below_bigram" (the gate)}``, and for learned or selective trace arms
   ``"rates_moved": {arm: {"max", "mean", "per_seed"}}`` (described by the top-level ``rates_moved_measure``);
-- ``longest`` (the steps whose verdict counts), ``seconds`` (the wall time; from ``--summarize``, the sum of the
-  budgets' own, or null when one is not recorded).
+- ``longest`` (the steps whose verdict counts), ``seconds`` (the sum of the budgets' own, or null when one is not
+  recorded).
 
 ``--summarize DIR`` rebuilds budgets.json and budgets.png from ``DIR/steps_*/ablation.json`` without training
 (:func:`summarize_budgets`): ``DIR`` is this tool's own output, or a folder whose every child is a ``steps_<N>``
 output of this tool (moved in by hand) besides this tool's own budgets.json/png.
-
-The folder of :func:`run_ablation` and :func:`run_budgets` is built under a temporary name and renamed at the end;
-a failed one is kept as ``NAME.failed`` (named in the error).
 """
 
 from __future__ import annotations
@@ -75,11 +60,9 @@ import math
 import os
 import re
 import shlex
-import shutil
 import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -90,9 +73,8 @@ from ema_boundary import stats
 from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, add_output_dir, comma_list, first_line, flatten
 from ema_boundary.cli import positive_int as _positive_int
 from ema_boundary.figures import pyplot, save
-from ema_boundary.io import MARKER, atomic_dir, check_output_dir, output_owner, read_json, write_json
-from ema_boundary.params import parameter_counts
-from eval.runs import Run, param_count, read_metrics, read_spen_yaml, read_test, train_runs
+from ema_boundary.io import MARKER, output_owner, read_json, write_json
+from eval.runs import read_spen_yaml
 from eval.sweep.analyses import kneser_ney
 from eval.sweep.trainers import DATA_SETTINGS
 from modeling_spen.variants import PREDICTOR_VARIANTS, REFERENCE_VARIANT, SPEN_VARIANTS, TRACE_VARIANTS
@@ -103,7 +85,7 @@ from modeling_spen.variants import PREDICTOR_VARIANTS, REFERENCE_VARIANT, SPEN_V
 REFERENCE = {"predictor": REFERENCE_VARIANT, "trace": REFERENCE_VARIANT}
 TOOL = "eval.ablation"  # whose output folder this is (ema_boundary.io's marker)
 DEFAULT_MARGIN = 0.02  # nats; declare your own before the run (--margin)
-CURVE_POINTS = 8  # validation evaluations per run (eval_every = max_steps // CURVE_POINTS)
+CURVE_POINTS = 8  # validation evaluations per run of the report's ablations (eval_steps = max_steps // CURVE_POINTS)
 DESIGN = ("seed-blocked: every arm trains with each seed; a seed fixes the initialisation stream and every arm "
           "reads the same batches in the same order, so the arms are compared within seed (paired differences)")
 
@@ -212,148 +194,6 @@ def _design(config: str | Path, seeds: int, *, variants: Sequence[str] | None, t
     return cfg, axis, chosen, reference
 
 
-def run_ablation(config: str | Path, seeds: int, out_dir: str | Path, *, variants: Sequence[str] | None = None,
-                 traces: Sequence[str] | None = None, max_steps: int | None = None,
-                 data: Sequence[str] | None = None, lr: float | Mapping[str, float] | None = None,
-                 lr_grid: Sequence[float] | None = None, workers: int = 1,
-                 reference: str | None = None, margin: float | None = DEFAULT_MARGIN,
-                 tokenizer: str | Path | None = None, seed: int | None = None,
-                 overwrite: bool = False) -> dict[str, Any]:
-    """Train every arm x seed through train.main and write `out_dir` (see the module docstring).
-
-    `variants` picks predictor arms (default: all of PREDICTOR_VARIANTS); `traces` runs the trace ablation
-    instead (TRACE_VARIANTS: the linear reader over each trace). Seeds are `seed` (default: the YAML's) +
-    0..seeds-1. `lr` overrides the YAML's rate: one rate for every arm, or ``{arm: rate}`` (each arm at its own
-    rate). `lr_grid` chooses each arm's own rate instead: every arm trains at every rate of the grid with the
-    first seed, the rate with the lowest final validation loss is the arm's, and the other seeds train at it
-    (``rates`` in ablation.json: the grid's losses, the choice, and whether it is at the grid's edge).
-    `workers` runs that many trainings at a time (one torch thread each). `overwrite` replaces this tool's own
-    earlier output in `out_dir`. Returns the content of ablation.json. Bad input raises UsageError before
-    anything is written.
-    """
-    config, out_dir = Path(config), Path(out_dir)
-    cfg, axis, chosen, reference = _design(config, seeds, variants=variants, traces=traces, max_steps=max_steps, lr=lr,
-                                           lr_grid=lr_grid, workers=workers, reference=reference, margin=margin,
-                                           tokenizer=tokenizer, seed=seed)
-    check_output_dir(out_dir, tool=TOOL, overwrite=overwrite)
-    base_model = json.loads((Path(cfg["model_name_or_path"]) / "config.json").read_text())
-    steps = max_steps or cfg["max_steps"]
-    seed_list = [(cfg["seed"] if seed is None else seed) + i for i in range(seeds)]
-    data = list(data) if data else cfg["data"]
-    tokens = steps * cfg["total_train_batch_size"] * cfg["block_size"]
-
-    grid = [float(r) for r in lr_grid] if lr_grid is not None else None
-    rate_of = {name: float(lr[name] if isinstance(lr, Mapping) else lr or cfg["learning_rate"]) for name in chosen}
-    result: dict[str, Any] = {
-        "axis": axis, "config": str(config), "model_config": cfg["model_name_or_path"], "max_steps": steps,
-        "tokens": tokens, "lr": rate_of[reference], "lrs": rate_of, "lr_grid": grid, "seeds": seed_list,
-        "data": data, "design": DESIGN, "reference": reference, "equivalence_margin": margin, "variants": {},
-    }
-    # A failed ablation keeps its folder (every run's log) as NAME.failed, named in the error.
-    with atomic_dir(out_dir, tool=TOOL, overwrite=overwrite, keep_on_error=True) as tmp:
-        started = time.monotonic()
-        # The folder keeps the tokenizer its runs read (a given one is copied): it is whole wherever it is moved.
-        tok_dir = (Path(shutil.copytree(tokenizer, tmp / "tokenizer")).resolve() if tokenizer
-                   else build_tokenizer(cfg, data, tmp / "tokenizer"))
-        def run(name: str, seed: int, rate: float) -> Run:
-            # With a grid, each (arm, rate) has its folder; the seeds at the chosen rate live beside the grid's.
-            folder = Path("runs") / name / (f"lr_{rate:g}" if grid else "") / f"seed_{seed}"
-            argv = ["--config", tmp / "configs" / name / "train.yaml", "--output_dir", tmp / folder, "--seed", seed,
-                    "--tokenizer", tok_dir, "--learning_rate", rate]
-            return Run(str(folder.relative_to("runs")), tuple(argv))
-
-        for name, fields in chosen.items():
-            # The arm: the base SPEN config with only the ablated fields changed.
-            vdir = tmp / "configs" / name
-            vdir.mkdir(parents=True)
-            write_json(vdir / "config.json", {**base_model, **fields})
-            vcfg = {**cfg, "model_name_or_path": str(vdir.resolve()), "max_steps": steps,
-                    "learning_rate": rate_of[name], "data": data,
-                    # More validation and logging points for the curves; neither draws random numbers, so the
-                    # training trajectory is the one the YAML alone would give.
-                    "eval_steps": max(1, steps // CURVE_POINTS),
-                    "logging_steps": max(1, steps // (4 * CURVE_POINTS)), "save_steps": steps, "save_total_limit": 1}
-            vcfg.pop("output_dir", None)
-            (vdir / "train.yaml").write_text(yaml.safe_dump(vcfg, sort_keys=False))
-        runs: dict[tuple[str, int], Run] = {}  # (arm, seed) -> the run at the arm's rate
-        if grid:
-            trials = {(name, rate): run(name, seed_list[0], rate) for name in chosen for rate in grid}
-            train_runs(list(trials.values()), tmp / "logs", workers, desc=f"{axis} ablation: each arm's rate")
-            result["rates"] = {}
-            for name in chosen:
-                losses = {rate: read_metrics(trials[name, rate].output_dir / "metrics.jsonl")["val_loss"][-1]
-                          for rate in grid}
-                rate_of[name] = min(grid, key=losses.__getitem__)
-                result["rates"][name] = {"chosen": rate_of[name], "grid": {f"{r:g}": v for r, v in losses.items()},
-                                         "edge": len(grid) > 1 and rate_of[name] in (min(grid), max(grid)),
-                                         "chosen_on": f"final validation loss, seed {seed_list[0]}"}
-                runs[name, seed_list[0]] = trials[name, rate_of[name]]
-            result["lr"] = rate_of[reference]
-        rest = {(name, seed): run(name, seed, rate_of[name]) for name in chosen for seed in seed_list
-                if (name, seed) not in runs}
-        train_runs(list(rest.values()), tmp / "logs", workers, desc=f"{axis} ablation")
-        runs.update(rest)
-        for yaml_file in (tmp / "configs").glob("*/train.yaml"):  # they must name the final folder once renamed
-            yaml_file.write_text(_final_paths(yaml_file.read_text(), tmp, out_dir))
-
-        for path in (tmp / "runs").glob("**/checkpoints"):
-            shutil.rmtree(path, ignore_errors=True)  # resumable state: not needed once a run is done
-        for name, fields in chosen.items():
-            arm_runs = {}
-            for seed in seed_list:
-                r = runs[name, seed]
-                curve = read_metrics(r.output_dir / "metrics.jsonl")
-                test = read_test(r.output_dir / "metrics.jsonl")
-                arm_runs[str(seed)] = {"final_val_loss": curve["val_loss"][-1],
-                                       "final_val_ppl": math.exp(curve["val_loss"][-1]),
-                                       **({"final_test_loss": test["test_loss"], "test_tokens": test["test_tokens"]}
-                                          if test else {}),
-                                       "run_dir": str(Path("runs") / r.name), "command": r.command, "curve": curve}
-            final_dir = runs[name, seed_list[0]].output_dir / "final"
-            n_params = param_count(final_dir)
-            result["variants"][name] = {
-                "fields": fields, "lr": rate_of[name], "parameters": n_params,
-                "tokens_per_parameter": tokens / n_params,
-                "non_embedding_parameters": _non_embedding(final_dir),
-                "mean_val_loss": statistics.fmean(r["final_val_loss"] for r in arm_runs.values()),
-                "runs": arm_runs}
-        val = {v: {s: r["final_val_loss"] for s, r in var["runs"].items()} for v, var in result["variants"].items()}
-        result["final_val_loss"] = val
-        # The validation blocks chose the rates; when the YAML holds test documents out, every arm is compared on
-        # those instead (train.py scores its final model there), so no block both chooses and scores.
-        on_test = all("final_test_loss" in r for var in result["variants"].values() for r in var["runs"].values())
-        final = ({v: {s: r["final_test_loss"] for s, r in var["runs"].items()} for v, var in result["variants"].items()}
-                 if on_test else val)
-        result["scored_on"] = "test" if on_test else "validation"
-        if on_test:
-            result["final_test_loss"] = final
-            result["test_tokens"] = next(iter(next(iter(result["variants"].values()))["runs"].values()))["test_tokens"]
-        for v, var in result["variants"].items():
-            var["mean_loss"] = statistics.fmean(final[v].values())
-        result.update(analyse(final, reference, margin))
-        result["seconds"] = round(time.monotonic() - started, 1)  # the runs' wall time, tokenizer included
-        # Paths inside the result (commands, folders) name the final folder, not the temporary one.
-        result = json.loads(_final_paths(json.dumps(result), tmp, out_dir))
-        write_json(tmp / "ablation.json", result)
-        _plot(result, tmp / "loss_curves.png")
-    return result
-
-
-def _non_embedding(final: Path) -> int:
-    """Non-embedding parameters of a trained arm (``ema_boundary.params``: what differs between the arms)."""
-    from transformers import AutoConfig
-
-    import modeling_spen  # noqa: F401  registers SPEN with the Auto classes
-    from eval.probes.models import build_on_meta
-
-    return parameter_counts(build_on_meta(AutoConfig.from_pretrained(final), str(final))).non_embedding
-
-
-def _final_paths(text: str, tmp: Path, out_dir: Path) -> str:
-    """``text`` with the temporary folder's paths (absolute or as given) replaced by the final folder's."""
-    return text.replace(str(tmp.resolve()), str(out_dir.resolve())).replace(str(tmp), str(out_dir))
-
-
 def build_tokenizer(cfg: dict[str, Any], data: list[str], folder: Path) -> Path:
     """The YAML's tokenizer (or a BPE trained on the data), saved once for every run of the ablation."""
     from ema_boundary import corpus
@@ -418,56 +258,6 @@ def budgets_command(config: str | Path, seeds: int, out_dir: str | Path, budgets
     if workers != 1:
         args += ["--workers", str(workers)]
     return f"python -m eval.ablation {shlex.join([*args, '--output_dir', str(out_dir)])}"
-
-
-def run_budgets(config: str | Path, seeds: int, out_dir: str | Path, budgets: Sequence[int], *,
-                variants: Sequence[str] | None = None, traces: Sequence[str] | None = None,
-                data: Sequence[str] | None = None, lr: float | Mapping[str, float] | None = None,
-                lr_grid: Sequence[float] | None = None, workers: int = 1, reference: str | None = None,
-                margin: float | None = DEFAULT_MARGIN, tokenizer: str | Path | None = None, seed: int | None = None,
-                overwrite: bool = False) -> dict[str, Any]:
-    """The ablation of :func:`run_ablation` at every budget of ``budgets`` (optimizer steps), into ``out_dir``.
-
-    The longest budget trains first, at ``lr`` or each arm at its own rate from ``lr_grid``; every shorter budget
-    then trains each arm at the rate the longest chose. One tokenizer (built once, or ``tokenizer``) serves every
-    budget. ``out_dir/steps_<N>/`` is each budget's ablation output folder; ``budgets.json`` and ``budgets.png``
-    summarise them (the module docstring lists the keys). Returns budgets.json's content. Bad input raises
-    UsageError before anything is written; a failed run keeps the partial folder as ``NAME.failed``.
-    """
-    config, out_dir = Path(config), Path(out_dir)
-    steps = _budget_steps(budgets)
-    cfg, axis, chosen, reference = _design(config, seeds, variants=variants, traces=traces, max_steps=None, lr=lr,
-                                           lr_grid=lr_grid, workers=workers, reference=reference, margin=margin,
-                                           tokenizer=tokenizer, seed=seed)
-    check_output_dir(out_dir, tool=TOOL, overwrite=overwrite)
-    data = list(data) if data else cfg["data"]
-    arms = list(chosen)
-    command = budgets_command(config, seeds, out_dir, steps, axis=axis, arms=arms, reference=reference, margin=margin,
-                              lr=lr, lr_grid=lr_grid, data=data, tokenizer=tokenizer, seed=seed, workers=workers)
-    started = time.monotonic()
-    with atomic_dir(out_dir, tool=TOOL, overwrite=overwrite, keep_on_error=True) as tmp:
-        same = {"variants": arms if axis == "predictor" else None, "traces": arms if axis == "trace" else None,
-                "data": data, "workers": workers, "reference": reference, "margin": margin, "seed": seed}
-        with tempfile.TemporaryDirectory(prefix=".tokenizer-", dir=tmp) as scratch:
-            # Built once; each budget's folder keeps its own copy (run_ablation copies a given tokenizer).
-            tok = Path(tokenizer) if tokenizer else build_tokenizer(cfg, data, Path(scratch) / "tokenizer")
-            longest = run_ablation(config, seeds, tmp / f"steps_{steps[-1]}", max_steps=steps[-1], lr=lr,
-                                   lr_grid=lr_grid, tokenizer=tok, **same)
-            for n in steps[:-1]:
-                run_ablation(config, seeds, tmp / f"steps_{n}", max_steps=n, lr=longest["lrs"], tokenizer=tok, **same)
-        results = {}
-        for n in steps:  # the paths recorded inside each budget's folder name the final folder
-            folder = tmp / f"steps_{n}"
-            for path in [folder / "ablation.json", *(folder / "configs").glob("*/train.yaml")]:
-                path.write_text(_final_paths(path.read_text(), tmp, out_dir))
-            results[n] = json.loads((folder / "ablation.json").read_text())
-        settings = {**{k: cfg[k] for k in SPLIT_SETTINGS}, "data": data}
-        summary = _summary(results, tmp, settings, tmp / f"steps_{steps[-1]}" / "tokenizer", command,
-                           seconds=None)
-        summary["seconds"] = round(time.monotonic() - started, 1)
-        write_json(tmp / BUDGETS_JSON, summary)
-        _plot_budgets(summary, tmp / BUDGETS_PNG)
-    return summary
 
 
 def _summary(results: dict[int, dict[str, Any]], root: Path, settings: dict[str, Any], tokenizer: Path,

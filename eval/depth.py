@@ -28,27 +28,27 @@ folder with a tokenizer is probed on the embedded help-topics text; one without 
         --output_dir outputs/depth --workers 2
 
 The command is an alias of the experiment runner (``ema-boundary sweep``): its flags become a sweep plan
-(:func:`sweep_plan`, the shape of ``hub_configs/sweeps/depth.yaml``) whose two arms are the YAML's model with
-``residual`` ``add`` and ``attention``, every seed of each (the design is blocked by seed), each final model
-measured as above on the first ``--num_sequences`` validation blocks (held-out text; the ``train`` trainer's
-``measure: [depth]``), read by the runner's ``depth`` analysis: the paired table (attention minus add, per seed:
-token identity recovered at the last layer, the share recovered of each earlier block's output, R^2 clipped to
-[0, 1], the log of the final stream's RMS growth and the loss), each row with its 95% t interval, an equivalence
-test against a margin declared before the run and a verdict from the interval (:func:`paired_row`), the loss
-behind the Kneser-Ney bigram on the same tokens (the competence gate), and the claim "fixed accumulation across
-depth dilutes; input-dependent depth selection recovers it" by :data:`CLAIM_RULE` (:func:`claim_verdict`). The
-sweep folder holds every run and ``results.json``; ``--resume_from DIR`` continues it, ``ema-boundary sweep
---summarize DIR`` rebuilds its results. :func:`run_depth_experiment` (the tool's own orchestration, one
-``depth.json``) stays while the report's depth stage calls it.
+(:func:`sweep_plan` through :func:`experiment_plan`, the shape of ``hub_configs/sweeps/depth.yaml``) whose two arms
+are the YAML's model with ``residual`` ``add`` and ``attention``, every seed of each (the design is blocked by
+seed), each final model measured as above on the first ``--num_sequences`` validation blocks (held-out text; the
+``train`` trainer's ``measure: [depth]``), read by the runner's ``depth`` analysis: the paired table (attention
+minus add, per seed: token identity recovered at the last layer, the share recovered of each earlier block's
+output, R^2 clipped to [0, 1], the log of the final stream's RMS growth and the loss), each row with its 95% t
+interval, an equivalence test against a margin declared before the run and a verdict from the interval
+(:func:`paired_row`), the loss behind the Kneser-Ney bigram on the same tokens (the competence gate), and the claim
+"fixed accumulation across depth dilutes; input-dependent depth selection recovers it" by :data:`CLAIM_RULE`
+(:func:`claim_verdict`). The sweep folder holds every run and ``results.json``; ``--resume_from DIR`` continues it,
+``ema-boundary sweep --summarize DIR`` rebuilds its results. The report's depth stage (``eval/report/stages.py``)
+declares the same plan (:func:`experiment_plan`) and runs it on the runner, then writes its ``depth.json`` from the
+runner's results with :func:`run_scalars`, :func:`paired_table`, :func:`competence_gate` and :func:`claim_verdict`,
+and its figure with :func:`render_experiment_figure`.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shlex
-import shutil
 import statistics
 import sys
 from collections.abc import Mapping, Sequence
@@ -57,7 +57,6 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-import yaml
 
 from ema_boundary import stats
 from ema_boundary.cli import (
@@ -79,8 +78,8 @@ TOOL = "eval.depth"  # the name in its output folder's marker
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json")
 
 __all__ = ["depth_dilution", "ridge_r2", "token_accuracy", "probe_ids", "render_depth_figure",
-           "RESIDUALS", "REFERENCE", "MARGINS", "MIN_SEEDS", "CLAIM_RULE", "run_depth_experiment", "run_scalars",
-           "sweep_plan",
+           "RESIDUALS", "REFERENCE", "MARGINS", "MIN_SEEDS", "CLAIM_RULE", "run_scalars", "sweep_plan",
+           "experiment_plan",
            "paired_row", "paired_table", "competence_gate", "claim_verdict", "render_experiment_figure", "main"]
 
 
@@ -366,105 +365,6 @@ def claim_verdict(table: Mapping[str, Any], gate: Mapping[str, Any] | None = Non
     return {"verdict": verdict, "reason": reason, "conclusion": verdict if testable else NOT_TESTABLE}
 
 
-def run_depth_experiment(config: str | Path, seeds: int, out_dir: str | Path, *,
-                         residuals: Sequence[str] = RESIDUALS, max_steps: int | None = None, lr: float | None = None,
-                         data: Sequence[str] | None = None, tokenizer: str | Path | None = None,
-                         seed: int | None = None, workers: int = 1, margins: Mapping[str, float] = MARGINS,
-                         num_sequences: int = 64, seq_len: int = 128, ridge: float = 1e-3,
-                         overwrite: bool = False) -> dict[str, Any]:
-    """Train each residual arm x seed (train.py), measure (a), (b), (c) on each model, compare paired by seed and
-    write ``out_dir`` (the module docstring). Returns depth.json's content; bad input raises :class:`UsageError`
-    before anything is written."""
-    from ema_boundary import corpus
-    from eval.ablation import build_tokenizer
-    from eval.ngram import ngram_references
-    from eval.runs import Run, param_count, read_metrics, read_spen_yaml, train_runs
-
-    config, out_dir = Path(config), Path(out_dir)
-    if sorted(residuals) != sorted(RESIDUALS) or len(residuals) != len(RESIDUALS):
-        raise UsageError(f"--residuals must name both of {', '.join(RESIDUALS)} (the comparison is paired), "
-                         f"got {','.join(residuals)}")
-    if lr is not None and not 0 < lr < math.inf:
-        raise UsageError(f"--learning_rate must be a positive number, got {lr!r}")
-    for name, value in margins.items():
-        if not 0 < value < 1:
-            raise UsageError(f"--{name}_margin must lie in (0, 1), got {value!r}")
-    if num_sequences < 2:
-        raise UsageError("--num_sequences must be >= 2 (20% are held out)")
-    if tokenizer is not None and not (Path(tokenizer) / "tokenizer_config.json").is_file():
-        raise UsageError(f"--tokenizer {tokenizer}: not a tokenizer folder (no tokenizer_config.json)")
-    cfg = read_spen_yaml(config, "the experiment swaps SPEN's residual")
-    check_output_dir(out_dir, tool=TOOL, overwrite=overwrite)
-    base = json.loads((Path(cfg["model_name_or_path"]) / "config.json").read_text())
-    steps = max_steps or cfg["max_steps"]
-    seed_list = [(cfg["seed"] if seed is None else seed) + i for i in range(seeds)]
-    data = list(data) if data else cfg["data"]
-    tokens = steps * cfg["total_train_batch_size"] * cfg["block_size"]
-    rate = lr or cfg["learning_rate"]
-    result: dict[str, Any] = {
-        "claim": CLAIM, "rule": CLAIM_RULE, "design": DESIGN, "config": str(config),
-        "model_config": cfg["model_name_or_path"], "num_layers": base["num_hidden_layers"],
-        "hidden_size": base["hidden_size"], "residuals": list(RESIDUALS), "reference": REFERENCE,
-        "seeds": seed_list, "max_steps": steps, "tokens": tokens, "lr": rate, "data": data,
-        "margins": dict(margins), "min_seeds": MIN_SEEDS,
-        "probe": {"num_sequences": num_sequences, "seq_len": seq_len, "ridge": ridge,
-                  "inputs": "the first validation blocks (held-out text)"},
-    }
-    with atomic_dir(out_dir, tool=TOOL, overwrite=overwrite, keep_on_error=True) as tmp:
-        tok_dir = Path(tokenizer).resolve() if tokenizer else build_tokenizer(cfg, data, tmp / "tokenizer")
-        runs: list[Run] = []
-        for residual in RESIDUALS:
-            arm = tmp / "configs" / residual
-            arm.mkdir(parents=True)
-            write_json(arm / "config.json", {**base, "residual": residual})
-            arm_cfg = {**cfg, "model_name_or_path": str(arm.resolve()), "max_steps": steps, "learning_rate": rate,
-                       "data": data, "eval_steps": steps, "logging_steps": max(1, steps // 20), "save_steps": steps,
-                       "save_total_limit": 1}
-            arm_cfg.pop("output_dir", None)
-            (arm / "train.yaml").write_text(yaml.safe_dump(arm_cfg, sort_keys=False))
-            for s in seed_list:
-                argv = ["--config", arm / "train.yaml", "--output_dir", tmp / "runs" / residual / f"seed_{s}",
-                        "--seed", s, "--tokenizer", tok_dir]
-                runs.append(Run(f"{residual}/seed_{s}", tuple(argv)))
-        train_runs(runs, tmp / "logs", workers, desc="depth experiment")
-
-        from transformers import AutoTokenizer
-
-        tok = AutoTokenizer.from_pretrained(tok_dir)
-        try:
-            blocks = corpus.validation_blocks(data, cfg["val_every"], tok, seq_len - 1, num_sequences)
-            ngram = ngram_references(data, cfg["val_every"], tok, cfg["block_size"], cfg["max_eval_samples"],
-                                     train_tokens=tokens)
-        except corpus.DataError as e:
-            raise UsageError(f"--config {config}: {e}") from None
-        if blocks.shape[0] < 2:
-            raise UsageError(f"--num_sequences: the validation split holds {blocks.shape[0]} block(s) of "
-                             f"{seq_len} tokens; 2 or more are needed")
-        by_arm: dict[str, dict[str, dict[str, Any]]] = {r: {} for r in RESIDUALS}
-        for run in runs:
-            residual, s = run.name.split("/seed_")
-            shutil.rmtree(run.output_dir / "checkpoints", ignore_errors=True)  # resumable state: not needed
-            model = _load(str(run.output_dir / "final"))
-            measured = depth_dilution(model, blocks, ridge)
-            val_loss = read_metrics(run.output_dir / "metrics.jsonl")["val_loss"][-1]
-            by_arm[residual][s] = {**run_scalars(measured), "val_loss": val_loss, "rms": measured["rms"],
-                                   "recovered": measured["recovered"], "run_dir": f"runs/{residual}/seed_{s}",
-                                   "command": run.command}
-        result["parameters"] = {r: param_count(tmp / "runs" / r / f"seed_{seed_list[0]}" / "final")
-                                for r in RESIDUALS}
-        result["runs"] = by_arm
-        result["ngram"] = {k: ngram[k] for k in ("unigram", "bigram", "trigram", "train_tokens", "eval_tokens")}
-        result["gate"] = competence_gate({r: statistics.fmean(x["val_loss"] for x in by_arm[r].values())
-                                          for r in RESIDUALS}, ngram)
-        result["table"] = paired_table(by_arm, margins)
-        result.update(claim_verdict(result["table"], result["gate"]))
-        result = json.loads(json.dumps(result).replace(str(tmp.resolve()), str(out_dir.resolve()))
-                            .replace(str(tmp), str(out_dir)))
-        write_json(tmp / "depth.json", result)
-        render_experiment_figure(result, tmp / "depth.png")
-    return result
-
-
 def render_experiment_figure(result: Mapping[str, Any], path: Path | str) -> None:
     """Three panels: (a) the stream's RMS against depth, (b) the share recovered of the embedding and of each block's
     output from the final stream (mean over seeds, the seeds' range shaded), (c) token identity at the last layer
@@ -566,44 +466,60 @@ def _load(folder: str) -> torch.nn.Module:
 
 def sweep_plan(args: argparse.Namespace) -> Any:
     """The sweep plan of an ``eval.depth --config`` command line (module docstring); bad flags: one UsageError."""
-    from eval.runs import read_spen_yaml
-    from eval.sweep.alias import build_plan, data_sources, repo_path
+    from eval.sweep.alias import build_plan
 
     residuals = flatten(args.residuals) or list(RESIDUALS)
     if sorted(residuals) != sorted(RESIDUALS) or len(residuals) != len(RESIDUALS):
         raise UsageError(f"--residuals must name both of {', '.join(RESIDUALS)} (the comparison is paired), "
                          f"got {','.join(residuals)}")
-    if args.learning_rate is not None and not 0 < args.learning_rate < 1:
-        raise UsageError(f"--learning_rate must be a rate in (0, 1), got {args.learning_rate!r}")
-    margins = {key: getattr(args, f"{key}_margin") for key in MARGINS}
+    raw = experiment_plan(args.config, args.seeds, seed=args.seed, max_steps=args.max_steps, lr=args.learning_rate,
+                          data=args.data, tokenizer=args.tokenizer, workers=args.workers,
+                          margins={key: getattr(args, f"{key}_margin") for key in MARGINS},
+                          num_sequences=args.num_sequences, seq_len=args.seq_len, ridge=args.ridge)
+    return build_plan(raw, args.output_dir)
+
+
+def experiment_plan(config: str | Path, seeds: int, *, seed: int | None = None, max_steps: int | None = None,
+                    lr: float | None = None, data: Sequence[str] | None = None, tokenizer: str | Path | None = None,
+                    workers: int = 1, margins: Mapping[str, float] = MARGINS, num_sequences: int = 64,
+                    seq_len: int = 128, ridge: float = 1e-3) -> dict[str, Any]:
+    """The experiment as a sweep plan's mapping (the shape of ``hub_configs/sweeps/depth.yaml``; what the command
+    line and the report's depth stage declare): the YAML ``config`` as the base, one arm per residual over its
+    model (only ``residual`` set), seeds ``seed`` (default: the YAML's) + 0..seeds-1, one budget (``max_steps``,
+    default the YAML's) at one rate (``lr``, default the YAML's), every final model measured (``measure: [depth]``
+    on the first ``num_sequences`` validation blocks), read by the runner's ``depth`` analysis against the declared
+    ``margins``. Bad values: one UsageError naming the flag."""
+    from eval.runs import read_spen_yaml
+    from eval.sweep.alias import data_sources, repo_path
+
+    if lr is not None and not 0 < lr < 1:
+        raise UsageError(f"--learning_rate must be a rate in (0, 1), got {lr!r}")
     for name, value in margins.items():
         if not 0 < value < 1:
             raise UsageError(f"--{name}_margin must lie in (0, 1), got {value!r}")
-    if args.num_sequences < 2:
+    if num_sequences < 2:
         raise UsageError("--num_sequences must be >= 2 (20% are held out)")
-    if args.tokenizer is not None and not (Path(args.tokenizer) / "tokenizer_config.json").is_file():
-        raise UsageError(f"--tokenizer {args.tokenizer}: not a tokenizer folder (no tokenizer_config.json)")
-    cfg = read_spen_yaml(Path(args.config), "the experiment swaps SPEN's residual")
-    first = cfg["seed"] if args.seed is None else args.seed
+    if tokenizer is not None and not (Path(tokenizer) / "tokenizer_config.json").is_file():
+        raise UsageError(f"--tokenizer {tokenizer}: not a tokenizer folder (no tokenizer_config.json)")
+    cfg = read_spen_yaml(Path(config), "the experiment swaps SPEN's residual")
+    first = cfg["seed"] if seed is None else seed
     shared: dict[str, Any] = {"measure": ["depth"],
-                              "depth": {"num_sequences": args.num_sequences, "seq_len": args.seq_len,
-                                        "ridge": args.ridge}}
-    if args.data or any(Path(d).exists() for d in cfg["data"]):  # files: named as the plan reads them
-        shared["data"] = data_sources(list(args.data or cfg["data"]))
-    if args.tokenizer:
-        shared["tokenizer_name"] = repo_path(args.tokenizer)
+                              "depth": {"num_sequences": num_sequences, "seq_len": seq_len, "ridge": ridge}}
+    if data or any(Path(d).exists() for d in cfg["data"]):  # files: named as the plan reads them
+        shared["data"] = data_sources(list(data or cfg["data"]))
+    if tokenizer:
+        shared["tokenizer_name"] = repo_path(tokenizer)
     model = repo_path(cfg["model_name_or_path"])
-    raw = {
-        "name": "depth", "trainer": "train", "analysis": "depth", "seeds": [first + i for i in range(args.seeds)],
-        "budgets": [args.max_steps or cfg["max_steps"]],
-        "score": "test" if cfg["test_every"] else "validation", "workers": args.workers,
-        "rate": {"lr_grid": [float(args.learning_rate or cfg["learning_rate"])], "choose": "first_seed"},
-        "base": repo_path(args.config),
+    return {
+        "name": "depth", "trainer": "train", "analysis": "depth", "seeds": [first + i for i in range(seeds)],
+        "budgets": [max_steps or cfg["max_steps"]],
+        "score": "test" if cfg["test_every"] else "validation", "workers": workers,
+        "rate": {"lr_grid": [float(lr or cfg["learning_rate"])], "choose": "first_seed"},
+        "base": repo_path(config),
         "arms": {r: {"config": {"model": {"from": model, "set": {"residual": r}}, **shared}} for r in RESIDUALS},
         "settings": {"selection": SELECTION, "reference": REFERENCE, "gate_ngram": "bigram", "min_seeds": MIN_SEEDS,
-                     "margins": margins},
+                     "margins": dict(margins)},
     }
-    return build_plan(raw, args.output_dir)
 
 
 def _measure(args: argparse.Namespace) -> None:

@@ -1,6 +1,6 @@
-"""Many train.py runs, one or two processes at a time: the runner of ``python -m eval.ablation`` and
-``eval.depth --config`` (the report's stages and every sweep plan run on :mod:`eval.sweep` instead), and the reader
-of a run's metrics.jsonl (:func:`read_metrics`, :func:`read_test`).
+"""Many train.py runs, one or two processes at a time (:func:`train_runs`: no experiment calls it any more, every
+one runs on :mod:`eval.sweep`, the commands ``python -m eval.ablation`` and ``eval.depth --config`` as its aliases and
+the report's stages), and the reader of a run's metrics.jsonl (:func:`read_metrics`, :func:`read_test`).
 
 Each run is ``train.main(argv)``, with the argv recorded as the command ``python train.py ...`` that reproduces
 it. With ``workers > 1`` the runs go to a pool of spawned processes of one torch thread each: tiny models train

@@ -318,7 +318,7 @@ def test_experiment_bad_input_is_one_line_and_status_2(tmp_path, capsys, extra, 
 
 
 def experiment_result(gain: float = 0.1, loss_gap: float = -0.1, val_loss: float = 3.5, seeds: int = 5) -> dict:
-    """A depth.json as :func:`eval.depth.run_depth_experiment` writes it, from made-up per-seed measurements in which
+    """A depth.json as the report's depth stage writes it, from made-up per-seed measurements in which
     attention recovers ``gain`` more token identity and changes the loss by ``loss_gap`` (for the report's tests)."""
     from eval.depth import CLAIM, CLAIM_RULE, DESIGN, MARGINS, RESIDUALS, paired_table
 

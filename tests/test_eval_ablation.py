@@ -1,19 +1,20 @@
-"""eval.ablation on a tiny config: the command as an alias of the sweep; the library the report's stage still calls
-(every file and field, both axes, the seed-blocked verdicts); --summarize of its earlier folders; bad input."""
+"""eval.ablation on a tiny config: the command as an alias of the sweep (every arm's model, the seed-blocked
+comparisons, both axes, the rate each arm trains at); --summarize of the folders it wrote before (docs/ablation);
+bad input."""
 
 from __future__ import annotations
 
 import json
 import math
-import re
 import shlex
 import shutil
 
 import pytest
+import yaml
 
 import train_config
 from ema_boundary.io import MARKER
-from eval.ablation import analyse, main, run_ablation, run_budgets
+from eval.ablation import analyse, main
 from modeling_spen.variants import SPEN_VARIANTS
 from tests.eval_testkit import REPO, write_micro_config
 
@@ -21,103 +22,78 @@ COMPARISON_KEYS = {"difference", "ci95", "equivalence_margin", "verdict", "p_dif
                    "detectable", "seeds"}
 
 
-def _settings_of(command: str) -> dict:
-    """The settings train.py reads from a recorded command line."""
-    argv = shlex.split(command)
-    assert argv[:2] == ["python", "train.py"], command
-    return train_config.read_yaml(*_yaml_and_flags(argv[2:]))
+def _run_settings(out, run: dict) -> dict:
+    """The settings train.py read for a sweep run (its recorded command: ``python -m train --config RUN/train.yaml``,
+    from the sweep folder)."""
+    argv = shlex.split(run["command"])
+    assert argv[:4] == ["python", "-m", "train", "--config"], run["command"]
+    return yaml.safe_load((out / argv[4]).read_text())
 
 
-def _yaml_and_flags(argv: list[str]) -> tuple[str, dict]:
-    args = train_config.parse_args(argv)
-    return args.config, {k: getattr(args, k) for k in train_config.FLAG_OVERRIDES}
-
-
-def test_predictor_ablation_writes_every_file_and_field(tmp_path):
+def test_predictor_ablation_trains_every_arm_and_compares_them_paired(tmp_path):
     config = write_micro_config(tmp_path / "micro.yaml")
     out = tmp_path / "abl"
-    result = run_ablation(config, 2, out, variants=["none", "linear", "softmax_attention-sequence"], max_steps=2,
-                          lr=1e-3, margin=0.05)
-    assert sorted(p.name for p in out.iterdir()) == [MARKER, "ablation.json", "configs", "logs", "loss_curves.png",
-                                                     "runs", "tokenizer"]
-    saved = json.loads((out / "ablation.json").read_text())
-    assert saved == json.loads(json.dumps(result))
-    assert ".tmp-" not in (out / "ablation.json").read_text()
-    assert saved["axis"] == "predictor" and saved["seeds"] == [7, 8] and saved["max_steps"] == 2
-    assert saved["lr"] == 1e-3 and saved["reference"] == "linear" and saved["equivalence_margin"] == 0.05
-    assert "seed-blocked" in saved["design"] and saved["tokens"] == 2 * 4 * 32
-    assert set(saved["final_val_loss"]) == {"none", "linear", "softmax_attention-sequence"}
-    for name, var in saved["variants"].items():
-        assert var["fields"] == SPEN_VARIANTS[name]
-        assert var["parameters"] > 0 and var["tokens_per_parameter"] == pytest.approx(256 / var["parameters"])
-        assert 0 < var["non_embedding_parameters"] < var["parameters"]
-        model = json.loads((out / "configs" / name / "config.json").read_text())
-        assert {k: model[k] for k in var["fields"]} == var["fields"]
-        for seed, run in var["runs"].items():
-            assert math.isfinite(run["final_val_loss"]) and run["curve"]["val_step"][-1] == 2
-            run_dir = out / run["run_dir"]
-            assert (run_dir / "final" / "config.json").is_file() and not (run_dir / "checkpoints").exists()
-            trained = json.loads((run_dir / "final" / "config.json").read_text())
-            assert trained["predictor"] == var["fields"]["predictor"]
-            assert saved["final_val_loss"][name][seed] == run["final_val_loss"]
-            # The recorded command is the executed one: it reads the settings the run saved.
-            # (It ran inside the temporary folder that became `out`.)
-            ran = json.loads(re.sub(r"\.abl\.tmp-[^/]+", "abl", (run_dir / "train_config.json").read_text()))
-            again = _settings_of(run["command"])
-            keys = ("model_name_or_path", "learning_rate", "seed", "max_steps", "data", "tokenizer_name")
-            assert {k: again[k] for k in keys} == {k: ran[k] for k in keys}
-            assert again["output_dir"] == str(run_dir)
-    # Same data and tokenizer for every run.
-    tokenizers = {(out / r["run_dir"] / "tokenizer" / "tokenizer.json").read_text()
-                  for v in saved["variants"].values() for r in v["runs"].values()}
-    assert len(tokenizers) == 1
+    arms = ["none", "linear", "softmax_attention-sequence"]
+    assert main(["--config", str(config), "--variants", ",".join(arms), "--seeds", "2", "--max_steps", "2",
+                 "--learning_rate", "1e-3", "--margin", "0.05", "--output_dir", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["complete"] and results["name"] == "ablation-predictor" and set(results["arms"]) == set(arms)
+    # One tokenizer for every run: the sweep's.
+    assert (out / "shared" / "tokenizer" / "tokenizer.json").is_file()
+    for name, a in results["arms"].items():
+        assert a["choices"]["7"]["chosen"] == 1e-3
+        seeds = a["budgets"]["2"]
+        assert set(seeds) == {"7", "8"}  # the same seeds in every arm: paired
+        for seed, run in seeds.items():
+            assert math.isfinite(run["score"]) and run["tokens"] == 2 * 4 * 32 and run["steps"] == 2
+            assert 0 < run["parameters"]["non_embedding"] < run["parameters"]["total"]
+            # Only the variant's fields differ from the YAML's model: the model trained is the arm's.
+            model = json.loads((out / run["run"] / "model" / "config.json").read_text())
+            assert {k: model[k] for k in SPEN_VARIANTS[name]} == SPEN_VARIANTS[name]
+            trained = json.loads((out / run["run"] / "train" / "final" / "config.json").read_text())
+            assert trained["predictor"] == SPEN_VARIANTS[name]["predictor"]
+            settings = _run_settings(out, run)
+            assert (settings["learning_rate"], settings["seed"], settings["max_steps"]) == (1e-3, int(seed), 2)
     # Every arm against the reference, seed-blocked, with the declared margin; the overall F test.
-    assert set(saved["comparisons"]) == {"none", "softmax_attention-sequence"}
-    for c in saved["comparisons"].values():
+    analysis = results["analysis"]
+    assert analysis["reference"] == "linear" and analysis["equivalence_margin"] == 0.05
+    budget = analysis["budgets"]["2"]
+    assert set(budget["comparisons"]) == {"none", "softmax_attention-sequence"}
+    for c in budget["comparisons"].values():
         assert COMPARISON_KEYS <= set(c) and c["equivalence_margin"] == 0.05 and c["seeds"] == ["7", "8"]
         assert c["verdict"] in ("equivalent", "different", "not resolved")
-    assert saved["overall"]["df"] == [2, 2] and 0 <= saved["overall"]["p"] <= 1
-    assert "seed-blocked F test" in saved["statement"] and "ANOVA" not in saved["statement"]
+    assert budget["f_test"]["df"] == [2, 2] and 0 <= budget["f_test"]["p"] <= 1
+    # The same comparisons as eval.ablation's own analysis of the scores (the report's ablation stage reads that).
+    scores = {arm: {s: r["score"] for s, r in a["budgets"]["2"].items()} for arm, a in results["arms"].items()}
+    mine = analyse(scores, "linear", 0.05)["comparisons"]
+    assert json.dumps(mine, sort_keys=True) == json.dumps(budget["comparisons"], sort_keys=True)
 
 
 def test_trace_ablation_in_two_processes(tmp_path):
     config = write_micro_config(tmp_path / "micro.yaml")
-    result = run_ablation(config, 1, tmp_path / "abl", traces=["linear", "linear-selective"], max_steps=1, workers=2)
-    assert result["axis"] == "trace" and list(result["variants"]) == ["linear", "linear-selective"]
-    assert result["reference"] == "linear"
-    model = json.loads((tmp_path / "abl" / "configs" / "linear-selective" / "config.json").read_text())
-    assert model["trace"] == "selective" and model["predictor"] == "linear"  # the variant's fields, all of them
-    # One seed: nothing can be tested.
-    assert result["comparisons"]["linear-selective"]["verdict"] == "not resolved" and result["overall"] is None
-    assert (tmp_path / "abl" / "logs" / "linear-selective_seed_7.log").is_file()
-
-
-def test_each_arm_chooses_its_own_rate_from_the_grid(tmp_path):
-    config = write_micro_config(tmp_path / "micro.yaml")
     out = tmp_path / "abl"
-    result = run_ablation(config, 2, out, traces=["linear", "linear-selective"], max_steps=1, lr_grid=[1e-3, 3e-2])
-    assert result["lr_grid"] == [1e-3, 3e-2]
-    for arm, rates in result["rates"].items():
-        grid = {float(r): loss for r, loss in rates["grid"].items()}
-        assert rates["chosen"] == min(grid, key=grid.get) and rates["edge"]  # a 2-point grid: always at an edge
-        var = result["variants"][arm]
-        assert var["lr"] == rates["chosen"] and result["lrs"][arm] == rates["chosen"]
-        # the first seed is the grid's run at the chosen rate; the second trained at that rate too
-        assert var["runs"]["7"]["run_dir"] == f"runs/{arm}/lr_{rates['chosen']:g}/seed_7"
-        assert var["runs"]["7"]["final_val_loss"] == grid[rates["chosen"]]
-        assert _settings_of(var["runs"]["8"]["command"])["learning_rate"] == rates["chosen"]
-        for rate in grid:  # every trial of the grid is kept
-            assert (out / "runs" / arm / f"lr_{rate:g}" / "seed_7" / "final" / "config.json").is_file()
-    assert result["lr"] == result["rates"]["linear"]["chosen"]
+    assert main(["--config", str(config), "--trace", "linear,linear-selective", "--seeds", "1", "--max_steps", "1",
+                 "--workers", "2", "--output_dir", str(out)]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["name"] == "ablation-trace" and list(results["arms"]) == ["linear", "linear-selective"]
+    assert results["analysis"]["reference"] == "linear"
+    run = results["arms"]["linear-selective"]["budgets"]["1"]["7"]
+    model = json.loads((out / run["run"] / "model" / "config.json").read_text())
+    assert model["trace"] == "selective" and model["predictor"] == "linear"  # the variant's fields, all of them
+    assert (out / run["run"] / "log.txt").is_file()
+    # One seed: nothing can be compared.
+    assert "comparisons" not in results["analysis"]["budgets"]["1"]
 
 
-def test_arms_at_their_own_given_rates(tmp_path):
+def test_a_grid_lets_each_arm_choose_its_own_rate_by_the_sweeps_rule(tmp_path, monkeypatch):
+    # The rule itself (the first seed at the longest budget, one rate beyond an edge, the shorter budgets at the
+    # longest's choice) is the runner's: tests/test_sweep.py.
     config = write_micro_config(tmp_path / "micro.yaml")
-    result = run_ablation(config, 1, tmp_path / "abl", traces=["linear", "linear-selective"], max_steps=1,
-                          lr={"linear": 1e-3, "linear-selective": 2e-3})
-    assert result["lrs"] == {"linear": 1e-3, "linear-selective": 2e-3} and result["lr"] == 1e-3
-    command = result["variants"]["linear-selective"]["runs"]["7"]["command"]
-    assert _settings_of(command)["learning_rate"] == 2e-3
+    plan = _plan_of(["--config", str(config), "--trace", "linear,linear-selective", "--seeds", "2",
+                     "--lr_grid", "1e-3,3e-2", "--budgets", "2,1", "--output_dir", str(tmp_path / "out")], monkeypatch)
+    assert plan.rate.lr_grid == (1e-3, 3e-2) and plan.rate.choose == "first_seed" and plan.rate.extend
+    assert plan.rate.max_extensions == 1 and all(plan.grid_of(a) == (1e-3, 3e-2) for a in plan.arms)
+    assert plan.budgets == (1, 2) and plan.seeds == (7, 8)
 
 
 def test_verdicts_follow_the_equivalence_test():
@@ -179,49 +155,100 @@ BUDGETS_KEYS = {"tool", "kind", "axis", "command", "config", "reference", "equiv
                 "bigram_loss", "budgets", "longest", "seconds", "rates_moved_measure"}
 BUDGET_KEYS = {"max_steps", "tokens", "folder", "final_loss", "mean_loss", "comparisons", "overall", "statement",
                "reference_loss", "reference_below_bigram"}
-ABLATION_FILES = ["ablation.json", "configs", "logs", "loss_curves.png", "runs", "tokenizer"]
+
+
+GRID = [1e-3, 3e-3]  # a choice at an edge trains one rate beyond it: 3.3e-4 or 9e-3
+
+
+def _old_budgets_folder(sweep, out, config) -> None:
+    """The sweep's runs laid out as this command wrote a ``--budgets`` folder before it became an alias of the sweep
+    (the committed docs/ablation, which --summarize still reads): ``out/steps_<N>/`` each with the tool's marker,
+    ablation.json, ``configs/<arm>/config.json``, ``runs/<arm>/seed_<s>/final`` and the tokenizer every run read."""
+    results = json.loads((sweep / "results.json").read_text())
+    cfg = train_config.read_yaml(config)
+    marker = json.dumps({"tool": "eval.ablation"})
+    out.mkdir()
+    (out / MARKER).write_text(marker)
+    arms = list(results["arms"])
+    choices = {arm: a["choices"]["7"] for arm, a in results["arms"].items()}
+    budgets = sorted(int(n) for n in results["arms"][arms[0]]["budgets"])
+    for n in budgets:
+        folder = out / f"steps_{n}"
+        folder.mkdir()
+        (folder / MARKER).write_text(marker)
+        shutil.copytree(sweep / "shared" / "tokenizer", folder / "tokenizer")
+        variants, seconds = {}, 0.0
+        for arm in arms:
+            seeds = results["arms"][arm]["budgets"][str(n)]
+            (folder / "configs" / arm).mkdir(parents=True)
+            shutil.copy(sweep / seeds["7"]["run"] / "model" / "config.json", folder / "configs" / arm / "config.json")
+            runs = {}
+            for seed, r in seeds.items():
+                shutil.copytree(sweep / r["run"] / "train" / "final", folder / "runs" / arm / f"seed_{seed}" / "final")
+                runs[seed] = {"final_val_loss": r["val_loss"], "run_dir": f"runs/{arm}/seed_{seed}"}
+                seconds += r["seconds"]
+            counts = seeds["7"]["parameters"]
+            variants[arm] = {"fields": SPEN_VARIANTS[arm], "lr": seeds["7"]["lr"], "parameters": counts["total"],
+                             "non_embedding_parameters": counts["non_embedding"], "runs": runs}
+        final = {arm: {seed: r["final_val_loss"] for seed, r in v["runs"].items()} for arm, v in variants.items()}
+        result = {"axis": "trace", "config": str(config), "max_steps": n,
+                  "tokens": n * cfg["total_train_batch_size"] * cfg["block_size"],
+                  "lr_grid": GRID if n == budgets[-1] else None,
+                  "lrs": {arm: c["chosen"] for arm, c in choices.items()},
+                  "seeds": [7, 8], "data": [cfg["data"]] if isinstance(cfg["data"], str) else list(cfg["data"]),
+                  "reference": "linear", "equivalence_margin": 0.02, "scored_on": "validation", "variants": variants,
+                  "final_val_loss": final, "seconds": round(seconds, 1), **analyse(final, "linear", 0.02)}
+        if n == budgets[-1]:
+            result["rates"] = {arm: {"chosen": c["chosen"], "grid": c["tried"], "edge": not c["interior"]}
+                               for arm, c in choices.items()}
+        (folder / "ablation.json").write_text(json.dumps(result))
 
 
 @pytest.fixture(scope="module")
 def budgets_run(tmp_path_factory):
     """2 budgets (given longest first: the order given does not matter) x 2 arms x 2 seeds, each arm choosing its
-    rate from a 2-point grid at the longest budget: one run shared by the tests below."""
+    rate from a 2-point grid at the longest budget, run by the command (a sweep), then laid out as the folder this
+    command wrote before (:func:`_old_budgets_folder`) and summarised: one run shared by the tests below."""
     tmp = tmp_path_factory.mktemp("budgets")
     config = write_micro_config(tmp / "micro.yaml")
-    out = tmp / "D"
-    run_budgets(config, 2, out, [2, 1], traces=["linear", "linear-learned"], lr_grid=[1e-3, 3e-2])
-    return config, out
+    sweep, out = tmp / "sweep", tmp / "D"
+    assert main(["--config", str(config), "--trace", "linear,linear-learned", "--seeds", "2", "--budgets", "2,1",
+                 "--lr_grid", ",".join(map(str, GRID)), "--output_dir", str(sweep)]) == 0
+    _old_budgets_folder(sweep, out, config)
+    assert main(["--summarize", str(out)]) == 0
+    return config, out, sweep
 
 
 def _files(folder):
     return sorted(p.name for p in folder.iterdir())
 
 
-def test_budgets_write_every_budget_and_the_summary(budgets_run):
-    config, out = budgets_run
+def test_the_shorter_budget_trains_at_the_rate_the_longest_chose(budgets_run):
+    _, _, sweep = budgets_run
+    results = json.loads((sweep / "results.json").read_text())
+    assert results["complete"] and results["name"] == "ablation-trace"
+    for arm, a in results["arms"].items():
+        choice = a["choices"]["7"]
+        tried = {float(r): loss for r, loss in choice["tried"].items()}
+        assert choice["chosen"] == min(tried, key=tried.get) and set(GRID) <= set(tried)
+        for steps in ("1", "2"):
+            for seed, run in a["budgets"][steps].items():
+                settings = _run_settings(sweep, run)
+                assert (settings["learning_rate"], settings["max_steps"]) == (choice["chosen"], int(steps)), arm
+                assert run["lr"] == choice["chosen"] and settings["seed"] == int(seed)
+
+
+def test_summarize_writes_the_summary_of_every_budget(budgets_run):
+    config, out, _ = budgets_run
     assert _files(out) == sorted([MARKER, "budgets.json", "budgets.png", "steps_1", "steps_2"])
     summary = json.loads((out / "budgets.json").read_text())
-    assert set(summary) == BUDGETS_KEYS and ".tmp-" not in (out / "budgets.json").read_text()
+    assert set(summary) == BUDGETS_KEYS
     assert summary["tool"] == "eval.ablation" and summary["kind"] == "budgets" and summary["axis"] == "trace"
-    assert summary["reference"] == "linear" and summary["seeds"] == [7, 8] and summary["lr_grid"] == [1e-3, 3e-2]
+    assert summary["reference"] == "linear" and summary["seeds"] == [7, 8] and summary["lr_grid"] == GRID
     assert summary["longest"] == 2 and [b["max_steps"] for b in summary["budgets"]] == [1, 2]
     ablations = {n: json.loads((out / f"steps_{n}" / "ablation.json").read_text()) for n in (1, 2)}
-    for n, result in ablations.items():
-        assert _files(out / f"steps_{n}") == sorted([MARKER, *ABLATION_FILES])  # a whole ablation folder each
-        assert result["max_steps"] == n and ".tmp-" not in json.dumps(result)
-    # The longest chose every arm's rate on the grid; the shorter budget trained each arm at that rate.
-    longest, shorter = ablations[2], ablations[1]
-    assert summary["rates"] == longest["rates"] and summary["lrs"] == longest["lrs"] == shorter["lrs"]
-    assert shorter["lr_grid"] is None and "rates" not in shorter
-    for arm, var in shorter["variants"].items():
-        for run in var["runs"].values():
-            assert _settings_of(run["command"])["learning_rate"] == longest["rates"][arm]["chosen"]
-            assert _settings_of(run["command"])["max_steps"] == 1
-    # One tokenizer: the same in both budgets' folders and in every run.
-    tokenizers = {(out / f"steps_{n}" / r["run_dir"] / "tokenizer" / "tokenizer.json").read_text()
-                  for n, a in ablations.items() for v in a["variants"].values() for r in v["runs"].values()}
-    tokenizers |= {(out / f"steps_{n}" / "tokenizer" / "tokenizer.json").read_text() for n in (1, 2)}
-    assert len(tokenizers) == 1
+    longest = ablations[2]
+    assert summary["rates"] == longest["rates"] and summary["lrs"] == longest["lrs"] == ablations[1]["lrs"]
     # Each budget: its own ablation's numbers; the gate reads the reference arm against the bigram.
     for b in summary["budgets"]:
         result = ablations[b["max_steps"]]
@@ -248,14 +275,14 @@ def test_budgets_write_every_budget_and_the_summary(budgets_run):
     assert summary["parameter_difference"] == {
         "linear": 0, "linear-learned": params["linear-learned"]["non_embedding"] - params["linear"]["non_embedding"]}
     assert summary["parameter_difference"]["linear-learned"] > 0  # the learned rates are parameters
-    assert summary["seconds"] > 0
+    assert summary["seconds"] == pytest.approx(sum(a["seconds"] for a in ablations.values()), abs=0.11)
     argv = shlex.split(summary["command"])
     assert argv[:3] == ["python", "-m", "eval.ablation"] and argv[argv.index("--budgets") + 1] == "1,2"
     assert argv[argv.index("--output_dir") + 1] == str(out) and argv[argv.index("--config") + 1] == str(config)
 
 
 def test_the_verdict_is_the_longest_budgets(budgets_run):
-    _, out = budgets_run
+    _, out, _ = budgets_run
     summary = json.loads((out / "budgets.json").read_text())
     verdict = next(b for b in summary["budgets"] if b["max_steps"] == summary["longest"])
     assert summary["budgets"][-1] is not None and verdict == summary["budgets"][-1]  # ascending: the longest last
@@ -270,7 +297,7 @@ def _without(summary: dict, *keys: str) -> dict:
 
 
 def test_summarize_rebuilds_the_summary_from_the_folders(budgets_run, tmp_path, capsys):
-    config, out = budgets_run
+    config, out, _ = budgets_run
     original = json.loads((out / "budgets.json").read_text())
     # Folders moved in by hand (no marker on the parent), without the longest's tokenizer: it is rebuilt.
     moved = tmp_path / "moved"
@@ -286,7 +313,7 @@ def test_summarize_rebuilds_the_summary_from_the_folders(budgets_run, tmp_path, 
     assert rebuilt["seconds"] == pytest.approx(sum(steps_seconds), abs=0.11)
     argv = shlex.split(rebuilt["command"])
     assert argv[argv.index("--output_dir") + 1] == str(moved) and argv[argv.index("--seed") + 1] == "7"
-    assert argv[argv.index("--budgets") + 1] == "1,2" and argv[argv.index("--lr_grid") + 1] == "0.001,0.03"
+    assert argv[argv.index("--budgets") + 1] == "1,2" and argv[argv.index("--lr_grid") + 1] == "0.001,0.003"
     # Again over its own summary; and in the tool's own folder.
     assert main(["--summarize", str(moved)]) == 0
     assert _without(json.loads((moved / "budgets.json").read_text()), "command", "seconds") == _without(
@@ -325,7 +352,7 @@ def _steps_copy(out, folder, n, edit=None):
     ("another flag", "--seeds"),
 ])
 def test_summarize_bad_input_one_line_exit_2_nothing_written(budgets_run, tmp_path, capsys, case, names):
-    _, out = budgets_run
+    _, out, _ = budgets_run
     folder = tmp_path / "D"
     argv = ["--summarize", str(folder)]
     edits = {"wrong steps": lambda r: {**r, "max_steps": 5}, "other seeds": lambda r: {**r, "seeds": [7, 9]},

@@ -436,57 +436,80 @@ def test_a_plan_gives_budgets_or_max_steps(tmp_path: Path) -> None:
         Plan.load(tmp_path / "plan.yaml")
 
 
-def _alias_plan(module, argv: list[str], tokenizer: Path, monkeypatch):
-    """The sweep plan a recorded ``python -m eval.ablation|eval.depth`` line declares (both are aliases of the
-    sweep since issue 32; the runner itself not called). ``tokenizer``: the stage's, made a tokenizer folder."""
+def _alias_plan(module, argv: list[str], monkeypatch):
+    """The sweep plan a ``python -m eval.ablation|eval.depth`` line declares (both are aliases of the sweep since
+    issue 32; the runner itself not called)."""
     import eval.sweep.alias as alias
 
-    tokenizer.mkdir(exist_ok=True)
-    (tokenizer / "tokenizer_config.json").write_text("{}")
     seen = {}
     monkeypatch.setattr(alias, "run", lambda p, args, command, plan=None, summarize=None: seen.update(plan=plan) or 0)
     assert module.main(argv) == 0
     return seen["plan"]
 
 
-def _declares_the_stages_call(plan, stage: dict) -> None:
-    """The plan a recorded line declares is the experiment the stage ran: its arms, seeds, steps, rates, data,
-    tokenizer and workers."""
-    from eval.sweep.alias import data_sources, repo_path
-
-    assert len(plan.seeds) == stage["seeds"] and plan.workers == stage["workers"]
-    arm = plan.config_of(plan.arms[0])
-    assert arm["data"] == data_sources(list(stage["data"])) and arm["tokenizer_name"] == repo_path(stage["tokenizer"])
-
-
-def test_the_depth_stage_records_the_command_of_its_call(tmp_path: Path, monkeypatch) -> None:
+def test_the_depth_stage_is_the_commands_sweep_and_writes_depth_json(tmp_path: Path, monkeypatch) -> None:
+    # The plan's depth section runs on the experiment runner (work/depth): the sweep `python -m eval.depth --config`
+    # declares for the same values, read back into the depth.json the report reads (depth_block), with its figure and
+    # the command that reproduces the sweep's numbers.
     import shlex
 
     import eval.depth as depth
+    import train_config
+    from eval.ablation import build_tokenizer
     from eval.report import stages
+    from eval.report.assemble import DEPTH_KEYS, DEPTH_RUN_KEYS, depth_block
+    from eval.sweep.cli import main as sweep_main
+    from eval.sweep.plan import load_plan
+    from eval.sweep.trainers import model_config
+    from tests.test_depth import _deep_micro_yaml
 
-    calls: list[tuple] = []
-
-    def record(config, seeds, out_dir, **kwargs):
-        calls.append((config, seeds, out_dir, kwargs))
-        return {"conclusion": "recorded", "reason": "recorded"}
-
-    monkeypatch.setattr(depth, "run_depth_experiment", record)
-    plan = _tiny_plan(tmp_path)
+    (tmp_path / "none").mkdir()
+    plan = _tiny_plan(tmp_path / "none")
     assert plan.depth is None and stages.depth(tmp_path, plan, tmp_path / "tokenizer") is None  # not in the plan
-    (tmp_path / "depth.yaml").write_text(TINY_PLAN + "depth:\n  seeds: 5\n  max_steps: 3\n  loss_margin: 0.05\n")
+    config = _deep_micro_yaml(tmp_path)  # 3 blocks of width 16 on tmp_path/corpus.txt
+    (tmp_path / "depth.yaml").write_text(TINY_PLAN + f"depth:\n  config: {config}\n  seeds: 2\n  max_steps: 2\n"
+                                         "  loss_margin: 0.05\n")
     plan = Plan.load(tmp_path / "depth.yaml", corpus=str(tmp_path / "corpus.txt"))
-    result = stages.depth(tmp_path, plan, tmp_path / "tokenizer")
-    prog, *argv = shlex.split(result["command"])[2:]
-    assert prog == "eval.depth"
-    plan = _alias_plan(depth, argv, tmp_path / "tokenizer", monkeypatch)  # the recorded line, read by the tool
-    from eval.sweep.alias import repo_path
-
-    ((config, seeds, out, kwargs),) = calls
-    _declares_the_stages_call(plan, {"seeds": seeds, **kwargs})
-    assert [a.name for a in plan.arms] == ["add", "attention"] and plan.budgets == (kwargs["max_steps"],)
-    assert plan.settings["margins"] == kwargs["margins"] and plan.declared["base"] == repo_path(config)
-    assert kwargs["margins"]["val_loss"] == 0.05 and kwargs["max_steps"] == 3
+    tokenizer = build_tokenizer(train_config.read_yaml(config), plan.data, tmp_path / "tokenizer")
+    work = tmp_path / "work"
+    work.mkdir()
+    result = stages.depth(work, plan, tokenizer)
+    folder = work / "depth"
+    assert result["folder"] == str(folder) and (folder / "results.json").is_file()
+    written = json.loads((folder / "depth.json").read_text())
+    assert json.dumps(written, sort_keys=True) == json.dumps(result, sort_keys=True)
+    assert (folder / "depth.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # depth.json's shape: what the report reads of it, every run of both arms, paired by seed.
+    block = depth_block(result)
+    assert set(DEPTH_KEYS) <= set(block) and set(block["runs"]) == {"add", "attention"}
+    for by_seed in block["runs"].values():
+        assert set(by_seed) == {"7", "8"} and all(set(r) == set(DEPTH_RUN_KEYS) for r in by_seed.values())
+    assert result["seeds"] == [7, 8] and result["max_steps"] == 2 and result["num_layers"] == 3
+    assert result["margins"] == {"token_accuracy": 0.02, "earlier_share": 0.02, "val_loss": 0.05}
+    assert result["tokens"] == 2 * 4 * 32 and result["table"]["token_accuracy"]["seeds"] == ["7", "8"]
+    assert result["gate"]["bigram_loss"] == pytest.approx(math.log(result["ngram"]["bigram"]))
+    assert result["verdict"] == "not resolved at this budget"  # two seeds decide nothing
+    # The sweep is the one the command line declares for the same values (the stage adds one validation at the end
+    # of each run and reads the loss on validation).
+    sweep = load_plan(str(folder / "sweep.yaml"))
+    line = _alias_plan(depth, ["--config", config, "--seeds", "2", "--max_steps", "2", "--data", *plan.data,
+                               "--val_loss_margin", "0.05", "--output_dir", str(tmp_path / "o")], monkeypatch)
+    assert [a.name for a in sweep.arms] == [a.name for a in line.arms] == ["add", "attention"]
+    assert (sweep.seeds, sweep.budgets, sweep.rate, sweep.analysis, sweep.settings, sweep.score) == (
+        line.seeds, line.budgets, line.rate, line.analysis, line.settings, "validation")
+    for arm in ("add", "attention"):
+        mine, theirs = sweep.config_of(sweep.arm(arm)), line.config_of(line.arm(arm))
+        assert model_config(mine["model"], arm) == model_config(theirs["model"], arm)
+        assert (mine["measure"], mine["depth"], mine["data"]) == (theirs["measure"], theirs["depth"], theirs["data"])
+    # The recorded command reproduces the sweep's numbers.
+    argv = [a.replace("NEW_DIR", str(tmp_path / "again")) for a in shlex.split(result["command"])]
+    assert argv[:2] == ["ema-boundary", "sweep"] and sweep_main(argv[2:]) == 0
+    again = json.loads((tmp_path / "again" / "results.json").read_text())
+    for residual, by_seed in result["runs"].items():
+        for seed, run in by_seed.items():
+            r = again["arms"][residual]["budgets"]["2"][seed]
+            assert (r["val_loss"], r["depth"]["recovered"]["token_accuracy"]) == (run["val_loss"],
+                                                                                run["token_accuracy"])
 
 
 def test_the_escape_routes_section_shows_both_maps_with_their_verdicts(tmp_path: Path) -> None:

@@ -36,7 +36,7 @@ def figures(report: dict, work: Path, fig_dir: Path) -> dict[str, str]:
     fig_dir.mkdir(parents=True, exist_ok=True)
     paths = {name: f"figures/{p.name}" for name, p in render_structure_figures(report["structure"], fig_dir).items()}
     for name in ("ablation_predictor", "ablation_trace"):
-        # One budget: the ablation's loss curves; several (run_budgets): every arm's difference at each budget.
+        # One budget: the ablation's loss curves; several: every arm's difference at each budget.
         src = work / name / "budgets.png"
         paths |= _copy_figure(src if src.is_file() else work / name / "loss_curves.png", fig_dir, name)
     for name, p in render_content_probes_figures(report["probes"], fig_dir).items():

@@ -2,14 +2,15 @@
 
 - structure: ``grammar_probe build`` and ``run`` in child processes (beside the content stages), each the
   recorded command line itself;
-- the headline pair and the reader and trace ablations: sweeps declared here from the plan's sections and run
-  on the experiment runner (:mod:`eval.sweep`: one run layout with result.json, one rate rule, resume) into
-  ``WORK/language_model`` and ``WORK/ablation_{predictor,trace}``; the numbers are read from the runner's results,
-  the command recorded is the one that reproduces each folder from the plan it keeps (``sweep.yaml``);
+- the headline pair, the reader and trace ablations and depth: sweeps declared here from the plan's sections (depth
+  as ``python -m eval.depth --config`` declares it: :func:`eval.depth.experiment_plan`) and run on the experiment
+  runner (:mod:`eval.sweep`: one run layout with result.json, one rate rule, resume) into ``WORK/language_model``,
+  ``WORK/ablation_{predictor,trace}`` and ``WORK/depth``; the numbers are read from the runner's results (turned into
+  the shapes the report reads: ablation.json's, depth.json's), the command recorded is the one that reproduces each
+  folder from the plan it keeps (``sweep.yaml``);
 - the content probes: a typed call (:func:`eval.probes.experiment.run_content_probes`) with the plan's checked
   values: identity at lag on the runner's final models, the recall map on fresh models; the command line that
-  reproduces it is written from the same values as a by-product (:func:`command_line`);
-- depth: :func:`eval.depth.run_depth_experiment` (its own paired runs).
+  reproduces it is written from the same values as a by-product (:func:`command_line`).
 
 Outputs stay under ``WORK`` (``OUT/work`` in the finished report): datasets, checkpoints, results.
 """
@@ -348,7 +349,7 @@ def ablation(work: Path, plan: Plan, axis: str, lr: float, tokenizer: Path) -> d
     at each (the shorter ones at the rates the longest chose); the result is the longest budget's, with every
     budget's comparisons under ``budgets`` (the verdict is the longest's). The result has eval.ablation's
     ablation.json shape and carries the command that reproduces the sweep."""
-    from eval.ablation import DESIGN, PREDICTOR_VARIANTS, REFERENCE, TRACE_VARIANTS
+    from eval.ablation import CURVE_POINTS, DESIGN, PREDICTOR_VARIANTS, REFERENCE, TRACE_VARIANTS
     from eval.ablation import _plot as plot_ablation
     from eval.runs import read_metrics
 
@@ -360,9 +361,10 @@ def ablation(work: Path, plan: Plan, axis: str, lr: float, tokenizer: Path) -> d
     reference = REFERENCE[axis]
     seeds = [cfg["seed"] + i for i in range(a.seeds)]
     folder = work / f"ablation_{axis}"
-    # More validation and logging points for the curves than the YAML's (eval.ablation's CURVE_POINTS); neither
-    # draws random numbers, so every run's trajectory is the one the YAML alone gives.
-    curve_points = {"eval_steps": max(1, longest // 8), "logging_steps": max(1, longest // 32)}
+    # More validation and logging points for the curves than the YAML's; neither draws random numbers, so every
+    # run's trajectory is the one the YAML alone gives.
+    curve_points = {"eval_steps": max(1, longest // CURVE_POINTS),
+                    "logging_steps": max(1, longest // (4 * CURVE_POINTS))}
     grid = sorted(a.lr_grid) if a.lr_grid else [lr]
     results = run_sweep(folder, {
         "name": f"{plan.name}-ablation-{axis}", "trainer": "train", "analysis": "none", "seeds": seeds,
@@ -520,27 +522,80 @@ def regime(lm: dict[str, Any], ngram: dict[str, Any]) -> dict[str, Any]:
 # Depth: fixed accumulation (the residual sum) against selection in depth (Attention Residuals)
 # ---------------------------------------------------------------------------------------------
 
-DEPTH = ("python", "-m", "eval.depth")
-
-
 def depth(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any] | None:
-    """The depth-dilution experiment of the plan's ``depth`` section (:func:`eval.depth.run_depth_experiment`):
-    the deep narrow SPEN with ``residual="add"`` and ``"attention"``, paired by seed, on the report's data and
-    tokenizer; None when the plan has no depth section. The result carries the command line that reproduces it
-    (``python -m eval.depth --config``)."""
-    from eval.depth import run_depth_experiment
+    """The depth-dilution experiment of the plan's ``depth`` section: the deep narrow SPEN with ``residual="add"``
+    and ``"attention"``, paired by seed, on the report's data and tokenizer, as a sweep on the experiment runner
+    (``work/depth``) declared as ``python -m eval.depth --config`` declares it (:func:`eval.depth.experiment_plan`),
+    scored on validation, each final model measured (``measure: [depth]``). None when the plan has no depth section.
+    The result is eval.depth's depth.json (the paired table, the competence gate against the Kneser-Ney bigram on the
+    validation blocks, the claim's verdict), written with its figure into the sweep folder, and carries the command
+    that reproduces the sweep."""
+    from ema_boundary.io import write_json
+    from eval.depth import (
+        CLAIM,
+        CLAIM_RULE,
+        DESIGN,
+        MIN_SEEDS,
+        REFERENCE,
+        RESIDUALS,
+        claim_verdict,
+        competence_gate,
+        experiment_plan,
+        paired_table,
+        render_experiment_figure,
+        run_scalars,
+    )
+    from eval.runs import param_count, read_spen_yaml
+    from eval.sweep.analyses import ngram_lines
+    from eval.sweep.plan import plan_from_dict
 
     d = plan.depth
     if d is None:
         return None
     config = in_repo(d.config)
-    out = work / "depth"
+    folder = work / "depth"
     margins = {"token_accuracy": d.accuracy_margin, "earlier_share": d.share_margin, "val_loss": d.loss_margin}
-    result = run_depth_experiment(config, d.seeds, out, max_steps=d.max_steps, data=plan.data, tokenizer=tokenizer,
-                                  workers=plan.workers, margins=margins)
-    result["command"] = command_line(DEPTH, {
-        "--config": config, "--seeds": d.seeds, "--max_steps": d.max_steps, "--data": plan.data,
-        "--tokenizer": tokenizer, "--workers": plan.workers, "--token_accuracy_margin": d.accuracy_margin,
-        "--earlier_share_margin": d.share_margin, "--val_loss_margin": d.loss_margin, "--output_dir": out})
-    result["folder"] = str(out)
+    cfg = read_spen_yaml(config, "the experiment swaps SPEN's residual")
+    steps = d.max_steps or cfg["max_steps"]
+    declared = experiment_plan(config, d.seeds, max_steps=steps, data=plan.data, workers=plan.workers,
+                               margins=margins)
+    # The loss and the gate on validation, as depth.json reads them; one validation at the end of each run and the
+    # final model only (neither draws random numbers: the trajectory is the YAML's).
+    declared |= {"name": f"{plan.name}-depth", "score": "validation"}
+    for arm in declared["arms"].values():
+        arm["config"] |= {"eval_steps": steps, "logging_steps": max(1, steps // 20), "save_steps": steps,
+                          "save_total_limit": 1}
+    results = run_sweep(folder, declared, tokenizer)
+
+    seeds = declared["seeds"]
+    runs: dict[str, dict[str, dict[str, Any]]] = {}
+    parameters = {}
+    for residual in RESIDUALS:
+        by_seed = results["arms"][residual]["budgets"][str(steps)]
+        runs[residual] = {}
+        for s in seeds:
+            r, out = _run_of(folder, by_seed, s)
+            measured = r["depth"]
+            runs[residual][str(s)] = {**run_scalars(measured), "val_loss": r["val_loss"], "rms": measured["rms"],
+                                      "recovered": measured["recovered"], "run_dir": str(out.relative_to(folder)),
+                                      "command": _run_command(folder, r)}
+        parameters[residual] = param_count(_run_of(folder, by_seed, seeds[0])[1] / "final")
+    model = json.loads((Path(cfg["model_name_or_path"]) / "config.json").read_text())
+    tokens = steps * cfg["total_train_batch_size"] * cfg["block_size"]
+    lines = ngram_lines(plan_from_dict(declared, str(folder / "sweep.yaml")), folder, tokens)
+    ngram = {k: lines[k] for k in ("unigram", "bigram", "trigram", "train_tokens", "eval_tokens")}
+    gate = competence_gate({r: statistics.fmean(x["val_loss"] for x in runs[r].values()) for r in RESIDUALS}, ngram)
+    table = paired_table(runs, margins)
+    result: dict[str, Any] = {
+        "claim": CLAIM, "rule": CLAIM_RULE, "design": DESIGN, "config": str(config),
+        "model_config": cfg["model_name_or_path"], "num_layers": model["num_hidden_layers"],
+        "hidden_size": model["hidden_size"], "residuals": list(RESIDUALS), "reference": REFERENCE, "seeds": seeds,
+        "max_steps": steps, "tokens": tokens, "lr": declared["rate"]["lr_grid"][0], "data": list(plan.data),
+        "margins": margins, "min_seeds": MIN_SEEDS,
+        "probe": {**declared["arms"][REFERENCE]["config"]["depth"],
+                  "inputs": "the first validation blocks (held-out text)"},
+        "parameters": parameters, "runs": runs, "ngram": ngram, "gate": gate, "table": table,
+        **claim_verdict(table, gate), "command": sweep_command(folder), "folder": str(folder)}
+    write_json(folder / "depth.json", result)
+    render_experiment_figure(result, folder / "depth.png")  # the report's figure of this experiment
     return result
