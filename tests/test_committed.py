@@ -335,3 +335,58 @@ def test_the_shipped_plans_show_every_claim_source() -> None:
     for name in ("default", "quick", "full"):
         text = (REPO / "hub_configs" / "report" / f"{name}.yaml").read_text()
         assert set(re.findall(r"^(?:#   |  )(\w+): docs/sweeps/", text, re.M)) == set(SOURCES), name
+
+
+def fake_gap(monkeypatch: pytest.MonkeyPatch, baseline_control: float, contrast: float) -> None:
+    """eval.gap's result as the ladder analysis would get it (eval.gap's ``a`` is the ladder's baseline, GPT-2):
+    the baseline's windowed control and the AR-hit contrast chosen by the test."""
+    from eval.sweep import analyses
+
+    def control(label: str, value: float) -> dict[str, Any]:
+        return {"label": label, "window": 16, "control": value, "ci95": [value - 0.01, value + 0.01],
+                "positive": value - 0.01 > 0}
+
+    def group(name: str, diff: float, tokens: int) -> dict[str, Any]:
+        return {"class": name, "tokens": tokens, "difference": diff, "ci95": [diff - 0.02, diff + 0.02],
+                "share_of_gap": 0.3}
+
+    gap = {"total": {"difference": -0.1, "tokens": 1000, "documents": 5},
+           "groups": [group("ar_hit", -0.1 + contrast, 200), group("first", -0.1, 600)],
+           "contrasts": {"ar_hit - first": {"value": contrast, "ci95": [contrast - 0.02, contrast + 0.02]}},
+           # SPEN's control strongly positive: a gate that read it instead of GPT-2's would always hold
+           "context_use": {"window": 16, "a": control("gpt2", baseline_control), "b": control("spen", 0.3)},
+           "text": {"split": "test", "tokens": 1000, "documents": 5}, "interval": "95% t interval over 3 seeds"}
+    monkeypatch.setattr(analyses, "_gap_at", lambda *a, **k: gap)
+
+
+def test_the_gap_row_reads_the_ladder_where_the_baseline_retrieves(tmp_path: Path, monkeypatch) -> None:
+    fake_gap(monkeypatch, baseline_control=0.2, contrast=0.08)
+    ladder_sweep(tmp_path / "ok", [3.40, 3.41, 3.42], [3.50, 3.52, 3.51], 3.50)
+    rows = evaluate(report_with(sweeps_block({"ladder": str(tmp_path / "ok")})))
+    r = row(rows, "gap_on_recall_ladder")
+    assert r["verdict"] == "met" and r["value"] == "+0.080 [+0.060, +0.100] nats (w128)"
+    assert "gpt2's windowed control (W = 16) +0.200 nats" in str(r["preconditions"])
+    assert "gpt2 +0.200 [+0.190, +0.210], spen +0.300" in r["conditions"]
+    # The one-screen table prints one row for the two readings of the claim: the committed one.
+    assert [a["id"] for a, _ in one_screen(rows)].count("gap_on_recall_ladder") == 1
+    assert "gap_on_recall" not in [a["id"] for a, _ in one_screen(rows)]
+    # GPT-2 shows no retrieval (SPEN does): neither content row is read.
+    fake_gap(monkeypatch, baseline_control=0.0, contrast=0.08)
+    ladder_sweep(tmp_path / "blind", [3.40, 3.41, 3.42], [3.50, 3.52, 3.51], 3.50)
+    rows = evaluate(report_with(sweeps_block({"ladder": str(tmp_path / "blind")})))
+    for claim in ("gap_on_recall_ladder", "perplexity_gap_ladder"):
+        r = row(rows, claim)
+        assert r["verdict"] == verdicts.NOT_TESTABLE and "gpt2's windowed control" in r["detail"]
+        assert "no retrieval shown" in r["detail"]
+
+
+def test_a_ladder_size_not_run_yet_says_so(tmp_path: Path) -> None:
+    params = {"total": 700_000, "embedding": 170_000, "non_embedding": 530_000}
+    seed = lambda loss: {"score": loss, "tokens": 4_096_000, "parameters": params}  # noqa: E731
+    arms = {"w48/spen": {"2000": {}}, "w48/gpt2": {"2000": {}},  # the runner lists every declared arm, run or not
+            "w128/spen": {"2000": {str(i): seed(x) for i, x in enumerate([3.40, 3.41, 3.42])}},
+            "w128/gpt2": {"2000": {str(i): seed(x) for i, x in enumerate([3.50, 3.52, 3.51])}},
+            "w128/reference": {"2000": {"0": seed(3.50)}}}
+    write_sweep(tmp_path / "l", "ladder", arms)
+    r = row(evaluate(report_with(sweeps_block({"ladder": str(tmp_path / "l")}))), "perplexity_gap_ladder")
+    assert "w48: not run yet" in r["conditions"] and "(0 non-embedding parameters" not in r["conditions"]

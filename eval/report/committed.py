@@ -218,8 +218,10 @@ def ladder_size_text(block: dict[str, Any], e: dict[str, Any]) -> str:
     """One size in words: parameters, both losses, the n-gram line and the plain reference, the gap."""
     a = block["analysis"]
     an, bn, order = a["a"], a["b"], a.get("gate_ngram", "bigram")
-    params = (e.get("parameters") or {}).get(an) or {}
-    n = e[an].get("n", 0)
+    params = (e.get("parameters") or {}).get(an) or (e.get("parameters") or {}).get(bn) or {}
+    n = e[an].get("n") or e[bn].get("n", 0)  # a size where one model has run so far counts that one's seeds
+    if e[an].get("mean") is None and e[bn].get("mean") is None:
+        return f"{e['name']}: not run yet"
     def loss(name: str) -> str:  # a size still running may lack one model's score
         return "–" if e[name].get("mean") is None else f"{e[name]['mean']:.3f}"
 

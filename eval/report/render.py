@@ -663,8 +663,8 @@ def claim_detail(report: dict, row: dict, also: dict | None = None) -> list[str]
     if also is not None:
         cells.append(("also read", f"{_other_reading(also)}: **{verdict_text(also)}**{outside_text(also)}; the rule "
                                    f"alone reads {also['ours']}"))
-    for r in (row, also):
-        if r is not None and r.get("conditions"):
+    for r in (row, also):  # the two readings may share their conditions (the same committed sweep): print once
+        if r is not None and r.get("conditions") and (r is row or r["conditions"] != row.get("conditions")):
             cells.append(("conditions", r["conditions"]))
     for e in row["explanations"]:
         cells.append(("tested explanation", _explanation(e).strip().removeprefix("Tested explanation: ")))
@@ -678,7 +678,8 @@ def _other_reading(row: dict) -> str:
     if block == "sweeps":
         return f"the committed sweep `{row['measurement'].split('.')[1]}`"
     return {"scale_ladder": "the committed scale ladder", "ablation_budgets": "the committed ablation at several "
-            "budgets", "content": "this run's headline pair", "ablation": "this run's reader ablation",
+            "budgets", "content": "this run's headline pair", "gap": "this run's headline pair (eval.gap)",
+            "ablation": "this run's reader ablation",
             "traces": "this run's trace ablation"}.get(block, f"report.json `{row['measurement']}`")
 
 

@@ -174,7 +174,9 @@ def ladder(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, 
         reference = _interval(list(ref_scores.values()))["mean"] if ref_scores else references.get(size)
         if ref_scores:
             entry["reference"] = _interval(list(ref_scores.values()))
-        if b:
+        if b and reference is None and f"{size}/reference" in results["arms"]:  # declared, not finished yet
+            gates.append(verdicts.Gate("reference", None, f"{b_name}'s plain reference has not run yet"))
+        elif b:
             gates.append(verdicts.reference_gate(b_name, entry[b_name]["mean"], reference, ref_margin))
         # Where both models can speak and the baseline is sound: where the gap lives (eval.gap, with the windowed
         # context-use control), and the gate that the attention baseline retrieves from context.
@@ -182,8 +184,8 @@ def ladder(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, 
             gap = _gap_at(plan, results, folder, size, a_arm, b_arm)
             if gap is not None:
                 entry["gap_decomposition"] = {k: gap[k] for k in ("total", "groups", "contrasts", "context_use",
-                                                                  "command") if k in gap}
-                gates.append(verdicts.context_gate(b_name, gap.get("context_use", {}).get("b")))
+                                                                  "text", "interval", "command") if k in gap}
+                gates.append(verdicts.context_gate(b_name, baseline_context_use(gap)))
         entry["gates"] = [g.as_dict() for g in gates]
         # A size is read only with both models scored (a partial size's reference check alone decides nothing).
         entry["gate"] = bool(a and b) and bool(gates) and all(g.holds for g in gates)
@@ -192,6 +194,12 @@ def ladder(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, 
     deciding = next((e for e in reversed(sizes) if e["gate"] and e["checked"] and e["gap"]["ci95"]), None)
     return {"a": a_name, "b": b_name, "gate_ngram": order, "reference_margin": ref_margin, "sizes": sizes,
             "deciding_size": deciding["name"] if deciding else None}
+
+
+def baseline_context_use(gap: dict[str, Any]) -> dict[str, Any] | None:
+    """The attention baseline's windowed control in an eval.gap result of :func:`_gap_at`: eval.gap's first model
+    (``a``) is the ladder's baseline ``b``."""
+    return (gap.get("context_use") or {}).get("a")
 
 
 def _gap_at(plan: SweepPlan, results: dict[str, Any], folder: Path, size: str, a_arm: str, b_arm: str
