@@ -59,8 +59,9 @@ def recall_seed(acc: float, arm: str, state: int, rule: str = "fixed") -> dict[s
 def recall_sweep(folder: Path, accuracies: dict[str, list[float]], **kw: Any) -> dict[str, Any]:
     states = {"gpt2": 0, "linear-ema16": 1024, "linear-selective_ssm": 1216, "linear_attention-sequence": 1280}
     rules = {"linear-ema16": "fixed", "linear-selective_ssm": "selective", "linear_attention-sequence": "outer"}
-    arms = {arm: {"2000": {s: recall_seed(a, arm, states[arm], rules.get(arm, "cache"))
-                           for s, a in zip(SEEDS, accs, strict=False)}} for arm, accs in accuracies.items()}
+    arms = {arm: {"4000" if arm.endswith("-x2") else "2000": {
+                s: recall_seed(a, arm, states[arm.removesuffix("-x2")], rules.get(arm.removesuffix("-x2"), "cache"))
+                for s, a in zip(SEEDS, accs, strict=False)}} for arm, accs in accuracies.items()}
     return write_sweep(folder, "recall-map", arms, **kw)
 
 
@@ -390,3 +391,20 @@ def test_a_ladder_size_not_run_yet_says_so(tmp_path: Path) -> None:
     write_sweep(tmp_path / "l", "ladder", arms)
     r = row(evaluate(report_with(sweeps_block({"ladder": str(tmp_path / "l")}))), "perplexity_gap_ladder")
     assert "w48: not run yet" in r["conditions"] and "(0 non-embedding parameters" not in r["conditions"]
+
+
+def test_the_budget_check_names_the_cap_the_verdict_holds_under(tmp_path: Path) -> None:
+    fixed, selective = [0.10, 0.11, 0.09, 0.10, 0.12], [0.09, 0.10, 0.10, 0.11, 0.10]
+    recall_sweep(tmp_path / "flat", {"gpt2": SOLVED, "linear-ema16": fixed, "linear-selective_ssm": selective,
+                                     "linear-ema16-x2": [0.105], "linear-selective_ssm-x2": [0.11]})
+    r = row(evaluate(report_with(sweeps_block({"recall_map": str(tmp_path / "flat")}))), "selection_escapes_recall")
+    assert ("the budget check (twice the cap, one seed): `linear-ema16` seed 0: 10.0% at 2,000 → 10.5% at 4,000 "
+            "steps") in r["conditions"]
+    assert "no arm crossed the copying bar (11.2%) with the longer budget" in r["conditions"]
+    assert "`linear-ema16-x2`" not in r["conditions"]  # named in the check, not again among the other arms
+    # The selective state escapes with twice the budget: the row says its verdict holds under the cap only.
+    recall_sweep(tmp_path / "binds", {"gpt2": SOLVED, "linear-ema16": fixed, "linear-selective_ssm": selective,
+                                      "linear-ema16-x2": [0.105], "linear-selective_ssm-x2": [0.6]})
+    r = row(evaluate(report_with(sweeps_block({"recall_map": str(tmp_path / "binds")}))), "selection_escapes_recall")
+    assert ("linear-selective_ssm crossed the copying bar (11.2%) with twice the budget: the verdict holds under the "
+            "cap only") in r["conditions"]

@@ -175,6 +175,19 @@ def test_a_plan_with_arms_added_grows_the_sweep(tmp_path: Path, corpus_file: str
     assert sweep_main([str(more), "--resume_from", str(out)]) == 0
     assert set(scores(out)["wide"]["4"]) == {"1", "2"} and scores(out)["linear"] == before["linear"]
     assert json.loads((out / "sweep.json").read_text())["invocations"][-1]["added_arms"] == ["wide: seeds 2"]
+    # A setting the analysis reads may be added after the runs (it changes no run); a declared one may not change.
+    noted = tiny_plan(tmp_path, corpus_file, "noted.yaml", seeds=[0], rate={"lr_grid": [1.0e-3]},
+                      arms={**extra["arms"], "wide": {**extra["arms"]["wide"], "seeds": [1, 2]}},
+                      settings={"note": "added"})
+    assert sweep_main([str(noted), "--resume_from", str(out)]) == 0
+    assert json.loads((out / "sweep.json").read_text())["invocations"][-1]["added_arms"] == ["settings: note"]
+    assert scores(out)["linear"] == before["linear"]
+    moved = tiny_plan(tmp_path, corpus_file, "moved.yaml", seeds=[0], rate={"lr_grid": [1.0e-3]},
+                      arms={**extra["arms"], "wide": {**extra["arms"]["wide"], "seeds": [1, 2]}},
+                      settings={"note": "added", "equivalence_margin": 0.5})
+    capsys.readouterr()
+    assert sweep_main([str(moved), "--resume_from", str(out)]) == 2
+    assert "settings.equivalence_margin" in capsys.readouterr().err
     fewer = tiny_plan(tmp_path, corpus_file, "fewer.yaml", seeds=[0], rate={"lr_grid": [1.0e-3]},
                       arms={**extra["arms"], "wide": {**extra["arms"]["wide"], "seeds": [2]}})
     assert sweep_main([str(fewer), "--resume_from", str(out)]) == 2

@@ -39,7 +39,8 @@ UNDER_TRAINED = "baseline under-trained"  # eval.verdicts.reference_gate's words
 ZOOLOGY = ("Zoology (Arora et al. 2023): associative-recall capacity grows with the state size for gated "
            "convolutions and recurrences, while attention solves it at any size")
 
-__all__ = ["SOURCES", "UNDER_TRAINED", "ZOOLOGY", "ablation_conditions", "ablation_gate", "ablation_longest", "cap",
+__all__ = ["SOURCES", "UNDER_TRAINED", "ZOOLOGY", "ablation_conditions", "ablation_gate", "ablation_longest",
+           "budget_check_text", "cap",
            "depth_conditions", "escape_arms", "escape_conditions", "escape_row", "escape_text", "ladder_conditions",
            "ladder_deciding", "ladder_gate", "ladder_size_text", "partial", "read_sweep", "sweep_block", "sweeps_block"]
 
@@ -185,9 +186,13 @@ def escape_conditions(block: dict[str, Any]) -> str | None:
             f"{r['rules'][0]} (`{r['a']}`, {r['state_numbers'][0]:,}) − {r['rules'][1]} (`{r['b']}`, "
             f"{r['state_numbers'][1]:,}) {_interval(r['difference'], r.get('ci95'), 100, 1, ' points')}, "
             f"{r['verdict']}" for r in rules))
+    checks = a.get("budget_check") or []
+    if checks:
+        parts.append(budget_check_text(block))
     named = {x for k, r in (a.get("escape") or {}).items() for x in escape_arms(block, k, r)[:2]}
     named |= {x for r in rules for x in (r["a"], r["b"])} | {(a.get("control") or {}).get("numbers", {})
                                                              .get("control")}
+    named |= {c["longer"] for c in checks}
     rest = {k: v for k, v in (a.get("arms") or {}).items() if k not in named}
     if rest:
         parts.append("other arms: " + ", ".join(
@@ -195,6 +200,23 @@ def escape_conditions(block: dict[str, Any]) -> str | None:
             f"{cap(block, k)} steps)" for k, v in rest.items()))
     parts.append(ZOOLOGY)
     return _joined(*parts)
+
+
+def budget_check_text(block: dict[str, Any]) -> str | None:
+    """The budget check in words: each checked arm at its cap and at the longer cap, seed by seed, and whether
+    any crossed the copying bar with the longer budget (then the row's verdict is the cap's, not the arm's)."""
+    checks = block["analysis"].get("budget_check") or []
+    if not checks:
+        return None
+    words = ", ".join(
+        f"`{c['arm']}` " + ", ".join(f"seed {k}: {_pct(c['at_cap'][k])} at {c['cap']:,} → {_pct(c['at_longer'][k])} "
+                                     f"at {c['longer_cap']:,} steps" for k in c["seeds"]) for c in checks)
+    crossed = [c["arm"] for c in checks if c["crosses_copy_bar"]]
+    bar = block["analysis"].get("copy_bar")
+    tail = (f"{', '.join(crossed)} crossed the copying bar ({_pct(bar)}) with twice the budget: the verdict holds "
+            "under the cap only" if crossed else
+            f"no arm crossed the copying bar ({_pct(bar)}) with the longer budget")
+    return f"the budget check (twice the cap, one seed): {words}; {tail}"
 
 
 def cap(block: dict[str, Any], arm: str) -> str:

@@ -274,6 +274,24 @@ def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[s
                     {k: v for k, v in arms[fix]["per_seed"].items() if v is not None},
                     copying=copying, min_effect=s.get("min_effect", 0.05), copy_margin=s.get("copy_margin", 0.05),
                     margin=s.get("equivalence_margin", 0.05), control=control, min_seeds=s.get("min_seeds", 5))}
+    # The budget check (issue 34 item 3): an arm at its cap against the same arm at a longer cap, seed by seed; the
+    # verdict holds under the cap only if no arm crosses the copying bar with the longer budget.
+    copy_bar = copying + s.get("copy_margin", 0.05)
+    checks = []
+    for arm, longer in (s.get("budget_check") or {}).items():
+        if arm not in arms or longer not in arms:
+            continue
+        seeds = [k for k in arms[longer]["per_seed"] if arms[arm]["per_seed"].get(k) is not None
+                 and arms[longer]["per_seed"][k] is not None]
+        if not seeds:
+            continue
+        at_cap = {k: arms[arm]["per_seed"][k] for k in seeds}
+        at_longer = {k: arms[longer]["per_seed"][k] for k in seeds}
+        caps = [max(results["arms"][x]["budgets"], key=int) for x in (arm, longer)]
+        checks.append({"arm": arm, "longer": longer, "cap": int(caps[0]), "longer_cap": int(caps[1]), "seeds": seeds,
+                       "at_cap": at_cap, "at_longer": at_longer,
+                       "steps_longer": {k: arms[longer]["steps"][k] for k in seeds},
+                       "crosses_copy_bar": any(at_cap[k] < copy_bar <= at_longer[k] for k in seeds)})
     # Write rules at about equal state (issue 34 item 4): each pair of a group, paired by seed, behind the control.
     rules = []
     for group in s.get("write_rules", []):
@@ -293,7 +311,7 @@ def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[s
                               "reason": why})
     headline = s.get("headline")
     return {"pairs": int(pairs), "copying": copying, "control": control.as_dict(), "arms": arms, "escape": escapes,
-            "write_rules": rules,
+            "write_rules": rules, "budget_check": checks, "copy_bar": copy_bar,
             "headline": headline, "verdict": escapes.get(headline, {}).get("verdict", verdicts.NOT_RUN),
             "reason": escapes.get(headline, {}).get("reason", "the headline comparison has not run")}
 

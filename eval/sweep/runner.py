@@ -85,13 +85,18 @@ def _first_difference(a: Any, b: Any, path: str = "") -> str | None:
     return None if a == b else f"{path}: {a!r} here, {b!r} now"
 
 
-def _added_arms(recorded: dict, identity: dict) -> list[str]:
-    """What ``identity`` adds to ``recorded`` when adding is its only difference: new arms, and seeds added to an
-    arm's own list (``"w192/spen: seeds 1, 2"``); else []. A sweep may grow, never change what its finished runs
-    ran: a run's spec does not depend on the other seeds, and the seed that chooses a rate stays the first."""
+def _added(recorded: dict, identity: dict) -> list[str]:
+    """What ``identity`` adds to ``recorded`` when adding is its only difference: new arms, seeds added to an arm's
+    own list (``"w192/spen: seeds 1, 2"``) and settings the analysis reads that were not declared before
+    (``"settings: budget_check"``); else []. A sweep may grow, never change what its finished runs ran or what its
+    analysis declared before the run: a run's spec does not depend on the other seeds, the seed that chooses a rate
+    stays the first, and a declared setting (a margin, a bar) keeps its value."""
     old_arms, new_arms = recorded.get("arms", {}), identity.get("arms", {})
-    same_rest = {k: v for k, v in recorded.items() if k != "arms"} == {k: v for k, v in identity.items() if k != "arms"}
-    if not same_rest or any(name not in new_arms for name in old_arms):
+    old_set, new_set = recorded.get("settings") or {}, identity.get("settings") or {}
+    rest = (set(recorded) | set(identity)) - {"arms", "settings"}
+    if any(recorded.get(k) != identity.get(k) for k in rest) or any(name not in new_arms for name in old_arms):
+        return []
+    if any(k not in new_set or new_set[k] != v for k, v in old_set.items()):
         return []
     grown = []
     for name, spec in old_arms.items():
@@ -103,7 +108,8 @@ def _added_arms(recorded: dict, identity: dict) -> list[str]:
         if not (same_else and old_seeds and new_seeds and new_seeds[:len(old_seeds)] == old_seeds):
             return []
         grown.append(f"{name}: seeds {', '.join(map(str, new_seeds[len(old_seeds):]))}")
-    return grown + [name for name in new_arms if name not in old_arms]
+    return (grown + [name for name in new_arms if name not in old_arms]
+            + [f"settings: {k}" for k in new_set if k not in old_set])
 
 
 def open_folder(plan: SweepPlan, folder: Path, command: str, resume: bool) -> None:
@@ -117,11 +123,11 @@ def open_folder(plan: SweepPlan, folder: Path, command: str, resume: bool) -> No
         recorded = json.loads((folder / IDENTITY).read_text())
         invocation: dict[str, Any] = {"command": command, "started": now}
         diff = _first_difference(recorded["identity"], identity)
-        added = _added_arms(recorded["identity"], identity) if diff else []
+        added = _added(recorded["identity"], identity) if diff else []
         if diff and not added:
             raise SweepError(f"--resume_from {folder}: the plan differs from the one this sweep ran ({diff}); "
                              "resume with the recorded plan (its sweep.yaml), or start a new --output_dir")
-        if added:  # the same plan with arms added: the sweep grows; every finished run stays valid
+        if added:  # the same plan with arms, seeds or settings added: it grows; every finished run stays valid
             recorded.update(plan=relative(plan.path), identity=identity)
             invocation["added_arms"] = added
             write_text(folder / PLAN_COPY, f"# the plan of this sweep, as declared ({plan.path})\n" + dump(plan))
