@@ -821,8 +821,14 @@ def _sweep_escape_rule(report: Report, block: Mapping[str, Any]) -> Outcome:
     control = a.get("control") or {}
     ours = (sweeps.escape_text(block, key, row) + f"; copying level {pct(row['copying'])} (an arm escapes above "
             f"{pct(row['copy_bar'])})" + (f"; {control['why']}" if control.get("why") else ""))
+    fix = sweeps.escape_arms(block, key, row)[1]
+    choices = [c for arm in (sel, fix) for c in ((block["arms"].get(arm) or {}).get("choices") or {}).values()
+               if c.get("chosen") is not None]
+    edges = sum(not c.get("interior") for c in choices)
     strength = (f"{len(row.get('seeds') or [])} paired seed(s), each at its own rate; a winner must lead by "
-                f"{100 * row['min_effect']:g} points (declared before the run); cap {sweeps.cap(block, sel)} steps")
+                f"{100 * row['min_effect']:g} points (declared before the run); cap {sweeps.cap(block, sel)} steps"
+                + (f"; the rate at an edge of the declared grid in {edges} of {len(choices)} choices (a wider grid "
+                   "was not tried)" if edges else ""))
     verdict = _verdict_of(row["verdict"])
     detail = row.get("reason", "") if verdict in (Verdict.NEITHER_ESCAPES, Verdict.NOT_RESOLVED) else ""
     return Outcome(verdict, ours, detail, strength)
