@@ -186,6 +186,13 @@ def escape_conditions(block: dict[str, Any]) -> str | None:
             f"{r['rules'][0]} (`{r['a']}`, {r['state_numbers'][0]:,}) − {r['rules'][1]} (`{r['b']}`, "
             f"{r['state_numbers'][1]:,}) {_interval(r['difference'], r.get('ci95'), 100, 1, ' points')}, "
             f"{r['verdict']}" for r in rules))
+    escaped = a.get("rule_escape") or {}
+    if escaped:
+        parts.append(f"which write rule escapes (accuracy at {a['pairs']} pairs, 95% interval over seeds, against "
+                     f"the copying bar {_pct(a.get('copy_bar'))}): " + ", ".join(
+                         f"{e['rule']} (`{arm}`, {e['state_numbers']:,}) {_pct(e['accuracy'])}"
+                         + (f" [{_pct(e['ci95'][0])}, {_pct(e['ci95'][1])}]" if e.get("ci95") else "")
+                         + f" {e['escape']}" for arm, e in escaped.items()))
     checks = a.get("budget_check") or []
     if checks:
         parts.append(budget_check_text(block))

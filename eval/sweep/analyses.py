@@ -305,12 +305,24 @@ def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[s
                 c = stats.compare(sa, sb, s.get("equivalence_margin", 0.05))
                 kind, ci, why = verdicts.difference_verdict(c, s.get("min_seeds", 5), (-1.0, 1.0))
                 verdict, why = verdicts.gated(kind, [control]) if control.holds is not True else (kind, why)
+                kind = {"a higher": f"`{a}` higher", "a lower": f"`{b}` higher"}.get(kind, kind)
+                verdict = {"a higher": f"`{a}` higher", "a lower": f"`{b}` higher"}.get(verdict, verdict)
                 rules.append({"a": a, "b": b, "rules": [arms[a]["write_rule_label"], arms[b]["write_rule_label"]],
                               "state_numbers": [arms[a]["state_numbers"], arms[b]["state_numbers"]],
                               "difference": c.difference, "ci95": ci, "seeds": list(c.seeds), "verdict": verdict,
                               "reason": why})
+    # Which write rule escapes (item 4): each arm of a write-rule group against the copying bar, its 95% interval
+    # over seeds wholly above it (escapes), wholly below (does not), or across it (not resolved).
+    escaped = {}
+    for arm in dict.fromkeys(x for group in s.get("write_rules", []) for x in group if x in arms):
+        acc = arms[arm]["accuracy"]
+        ci = acc.get("ci95")
+        state = ("not resolved" if not ci or acc.get("n", 0) < s.get("min_seeds", 5) else
+                 "escapes" if ci[0] > copy_bar else "does not escape" if ci[1] < copy_bar else "not resolved")
+        escaped[arm] = {"rule": arms[arm]["write_rule_label"], "state_numbers": arms[arm]["state_numbers"],
+                        "accuracy": acc.get("mean"), "ci95": ci, "n": acc.get("n", 0), "escape": state}
     headline = s.get("headline")
-    return {"pairs": int(pairs), "copying": copying, "control": control.as_dict(), "arms": arms, "escape": escapes,
+    return {"pairs": int(pairs), "rule_escape": escaped, "copying": copying, "control": control.as_dict(), "arms": arms, "escape": escapes,
             "write_rules": rules, "budget_check": checks, "copy_bar": copy_bar,
             "headline": headline, "verdict": escapes.get(headline, {}).get("verdict", verdicts.NOT_RUN),
             "reason": escapes.get(headline, {}).get("reason", "the headline comparison has not run")}
