@@ -322,8 +322,8 @@ def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[s
         escaped[arm] = {"rule": arms[arm]["write_rule_label"], "state_numbers": arms[arm]["state_numbers"],
                         "accuracy": acc.get("mean"), "ci95": ci, "n": acc.get("n", 0), "escape": state}
     headline = s.get("headline")
-    return {"pairs": int(pairs), "rule_escape": escaped, "copying": copying, "control": control.as_dict(), "arms": arms, "escape": escapes,
-            "write_rules": rules, "budget_check": checks, "copy_bar": copy_bar,
+    return {"pairs": int(pairs), "copying": copying, "control": control.as_dict(), "arms": arms, "escape": escapes,
+            "write_rules": rules, "rule_escape": escaped, "budget_check": checks, "copy_bar": copy_bar,
             "headline": headline, "verdict": escapes.get(headline, {}).get("verdict", verdicts.NOT_RUN),
             "reason": escapes.get(headline, {}).get("reason", "the headline comparison has not run")}
 
