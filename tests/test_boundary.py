@@ -47,7 +47,7 @@ def test_a_panel_without_its_data_says_not_run(committed: dict, tmp_path: Path) 
     from matplotlib import pyplot as plt
 
     bare = copy.deepcopy(committed)
-    for key in ("scale_ladder", "ablation_budgets", "depth", "content", "sweeps"):
+    for key in ("ablation_budgets", "depth", "content", "sweeps"):
         bare.pop(key, None)
     bare["probes"]["recall"] = {}
     bare["claims"] = [r for r in bare["claims"] if r["side"] == "structure"]

@@ -125,13 +125,22 @@ def test_an_incomplete_sweep_is_read_for_what_it_has_and_says_so(tmp_path: Path)
     assert "ema-boundary sweep --resume_from part" in r["conditions"]
 
 
-def ladder_sweep(folder: Path, spen: list[float], gpt2: list[float], reference: float, **kw: Any) -> dict[str, Any]:
+def ladder_sizes(folder: Path, sizes: dict[str, tuple[list[float], list[float], float]],
+                 **kw: Any) -> dict[str, Any]:
+    """A ladder sweep (hub_configs/sweeps/ladder.yaml) with the given sizes: size -> (SPEN's losses by seed,
+    GPT-2's, the plain reference's)."""
     params = {"total": 700_000, "embedding": 170_000, "non_embedding": 530_000}
     seed = lambda loss: {"score": loss, "tokens": 4_096_000, "parameters": params}  # noqa: E731
-    arms = {"w128/spen": {"2000": {str(i): seed(x) for i, x in enumerate(spen)}},
-            "w128/gpt2": {"2000": {str(i): seed(x) for i, x in enumerate(gpt2)}},
-            "w128/reference": {"2000": {"0": seed(reference)}}}
+    arms = {}
+    for size, (spen, gpt2, reference) in sizes.items():
+        arms |= {f"{size}/spen": {"2000": {str(i): seed(x) for i, x in enumerate(spen)}},
+                 f"{size}/gpt2": {"2000": {str(i): seed(x) for i, x in enumerate(gpt2)}},
+                 f"{size}/reference": {"2000": {"0": seed(reference)}}}
     return write_sweep(folder, "ladder", arms, **kw)
+
+
+def ladder_sweep(folder: Path, spen: list[float], gpt2: list[float], reference: float, **kw: Any) -> dict[str, Any]:
+    return ladder_sizes(folder, {"w128": (spen, gpt2, reference)}, **kw)
 
 
 def test_the_ladder_row_reads_the_deciding_size_and_keeps_the_regime_wording(tmp_path: Path) -> None:
@@ -146,6 +155,48 @@ def test_the_ladder_row_reads_the_deciding_size_and_keeps_the_regime_wording(tmp
     r = row(evaluate(report_with(sweeps_block({"ladder": str(tmp_path / "under")}))), "perplexity_gap_ladder")
     assert r["verdict"] == verdicts.NOT_TESTABLE and r["verdict_short"] == "not testable: baseline under-trained"
     assert "baseline under-trained at w128: gpt2 3.610 vs the plain reference 3.450 nats" in r["detail"]
+
+
+WORSE = ([3.55, 3.56, 3.57], [3.50, 3.52, 3.51])  # SPEN worse at every seed
+BETTER = ([3.40, 3.41, 3.42], [3.50, 3.52, 3.51])
+UNCLEAR = ([3.45, 3.55, 3.50], [3.50, 3.49, 3.52])
+
+
+@pytest.mark.parametrize("losses,verdict,detail", [
+    (WORSE, "met", "SPEN worse (direction)"),
+    (BETTER, "opposite direction", "SPEN better"),  # read on the embedded corpus, the claim's regime is C4
+    (UNCLEAR, "not resolved at this budget", ""),
+])
+def test_the_ladder_row_follows_the_sign_of_the_paired_interval(tmp_path: Path, losses: Any, verdict: str,
+                                                                detail: str) -> None:
+    ladder_sweep(tmp_path / "l", *losses, 3.50)
+    r = row(evaluate(report_with(sweeps_block({"ladder": str(tmp_path / "l")}))), "perplexity_gap_ladder")
+    assert r["verdict"] == verdict and r["detail"] == detail
+    assert r["ours"].startswith("w128 (530,000 non-embedding parameters, 3 seeds)")
+    assert r["preconditions"][0]["holds"] is True
+
+
+def test_a_ladder_whose_largest_size_cannot_speak_is_not_testable(tmp_path: Path) -> None:
+    # w96 passes its gates with one seed (no interval: never the deciding size); w128's baseline is under-trained.
+    ladder_sizes(tmp_path / "l", {"w96": ([3.60], [3.62], 3.62),
+                                  "w128": ([3.40, 3.41, 3.42], [3.60, 3.62, 3.61], 3.45)})
+    rows = evaluate(report_with(sweeps_block({"ladder": str(tmp_path / "l")})))
+    r = row(rows, "perplexity_gap_ladder")
+    assert r["verdict"] == verdicts.NOT_TESTABLE and "w128" in r["detail"] and r["ours"].startswith("w128")
+    # The headline row keeps its own gate and says where along the ladder the gap can be read.
+    head = row(rows, "perplexity_gap")
+    assert f"committed ladder `{tmp_path / 'l'}`" in head["conditions"]
+    assert "w96 (530,000 non-embedding parameters, 1 seed)" in head["conditions"]
+
+
+def test_the_ladder_sweep_is_in_the_readme_block() -> None:
+    from eval.report.render import readme_results
+
+    report = json.loads((REPO / "docs" / "report" / "report.json").read_text())
+    report["sweeps"] = sweeps_block({"ladder": "docs/sweeps/ladder"})
+    report["claims"] = evaluate(report)
+    text = readme_results(report)
+    assert "committed sweep `docs/sweeps/ladder`" in text and "docs/scale" not in text
 
 
 def ablation_sweep(folder: Path, plan: str, arms: dict[str, list[float]], line: float) -> dict[str, Any]:
@@ -227,8 +278,12 @@ def test_the_depth_rows_read_the_sweep_the_loss_behind_its_gate(tmp_path: Path) 
 def test_without_a_committed_sweep_the_rows_keep_their_older_readers() -> None:
     rows = evaluate({"plan": {"corpus": "embedded"}})
     assert row(rows, "selection_escapes_recall")["measurement"] == "probes.recall_escape"
-    assert row(rows, "perplexity_gap_ladder")["measurement"] == "scale_ladder"
     assert row(rows, "depth_selection_recovers")["verdict"] == "not run"
+    # The ladder has no older reader (docs/scale is retired): without the sweep both ladder rows are not run.
+    for claim in ("perplexity_gap_ladder", "gap_on_recall_ladder"):
+        r = row(rows, claim)
+        assert r["verdict"] == "not run" and r["measurement"] == "sweeps.ladder", r
+    assert row(rows, "perplexity_gap").get("conditions") is None
 
 
 def plan_naming(tmp_path: Path, committed: dict[str, str]) -> Path:
@@ -413,3 +468,26 @@ def test_the_budget_check_names_the_cap_the_verdict_holds_under(tmp_path: Path) 
     r = row(evaluate(report_with(sweeps_block({"recall_map": str(tmp_path / "binds")}))), "selection_escapes_recall")
     assert ("linear-selective_ssm crossed the copying bar (11.2%) with twice the budget: the verdict holds under the "
             "cap only") in r["conditions"]
+
+
+def test_render_upgrade_drops_the_retired_scale_ladder(tmp_path: Path, capsys: Any) -> None:
+    """An older report's ``scale_ladder`` (the retired docs/scale reader) goes on ``render --upgrade``; the plan's
+    committed ladder sweep carries the row and nothing else moves. ``render --ladder`` is gone."""
+    from eval.report.cli import main as ema_boundary
+    from eval.report.schema import validate
+
+    folder = tmp_path / "report"
+    shutil.copytree(REPO / "docs" / "report", folder)
+    before = json.loads((folder / "report.json").read_text())
+    before.setdefault("scale_ladder", {"source": "docs/scale/report.json", "sizes": []})  # as older reports hold
+    (folder / "report.json").write_text(json.dumps(before))
+    assert ema_boundary(["render", str(folder), "--upgrade", "--ladder", "docs/scale/report.json"]) == 2
+    assert "--ladder" in capsys.readouterr().err
+    assert ema_boundary(["render", str(folder), "--upgrade"]) == 0
+    after = json.loads((folder / "report.json").read_text())
+    validate(after)
+    assert "scale_ladder" not in after
+    assert row(after["claims"], "perplexity_gap_ladder")["measurement"] == "sweeps.ladder.analysis.sizes"
+    moved = ("claims", "scale_ladder", "sweeps")  # sweeps: re-read from the plan's committed sweeps on --upgrade
+    assert {k: v for k, v in after.items() if k not in moved} == {k: v for k, v in before.items() if k not in moved}
+    assert "docs/scale" not in (folder / "index.md").read_text()

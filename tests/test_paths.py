@@ -62,10 +62,10 @@ def test_paths_of_the_repository_and_the_output_folder_become_relative() -> None
                              "--output_dir /scratch/.run1.tmp-ab12/work/lm --tokenizer /scratch/run1/work/tokenizer "
                              f"--data /data/mine.txt --init {REPO}/hub_configs/spen-tiny",
                   "models": "a=/scratch/run1/work/x,/scratch/run1/work/y", "loss": 3.25, "prose": "SPEN / GPT-2"},
-        "scale_ladder": {"source": "docs/scale/report.json",
-                         "command": "'python -m eval.scale' --output_dir /w/runs/scale --resume_from /w/runs/.s.tmp-1"},
-        "ablation_budgets": {"source": "docs/ablation", "trace": {"command": "python -m eval.ablation --output_dir "
-                                                                            "/w/abl/trace --seeds 5"}},
+        "ablation_budgets": {"source": "docs/ablation",
+                             "trace": {"command": "'python -m eval.ablation' --output_dir /w/abl/trace --resume_from "
+                                                  "/w/abl/.t.tmp-1 --seeds 5"},
+                             "predictor": {"command": "python -m eval.ablation --output_dir /w/abl/p --seeds 5"}},
     }
     new = portable(report)
     assert new["command"] == f"ema-boundary report --output_dir {DEFAULT_OUTPUT}"
@@ -75,9 +75,11 @@ def test_paths_of_the_repository_and_the_output_folder_become_relative() -> None
                                        "--data /data/mine.txt --init hub_configs/spen-tiny")  # a user's file stays
     assert new["stage"]["models"] == "a=outputs/report/work/x,outputs/report/work/y"
     assert new["stage"]["loss"] == 3.25 and new["stage"]["prose"] == "SPEN / GPT-2"
-    assert new["scale_ladder"]["command"] == "python -m eval.scale --output_dir docs/scale"
+    # a committed run's program recorded as one quoted word is split, its --resume_from goes
     assert new["ablation_budgets"]["trace"]["command"] == ("python -m eval.ablation --output_dir docs/ablation/trace "
                                                            "--seeds 5")
+    assert new["ablation_budgets"]["predictor"]["command"] == ("python -m eval.ablation --output_dir "
+                                                               "docs/ablation/predictor --seeds 5")
     assert portable(new) == new
     assert report["command"].endswith("/scratch/run1")  # the input is not changed in place
 

@@ -18,7 +18,6 @@ from eval.report.ablation_budgets import budgets_block, read_budgets
 from eval.report.claims import evaluate
 from eval.report.committed import sweeps_block
 from eval.report.conditions import conditions_block, read_arms
-from eval.report.ladder import ladder_block, read_ladder
 from eval.report.paths import portable
 from eval.report.plan import in_repo
 from eval.report.schema import SCHEMA_VERSION
@@ -134,9 +133,6 @@ def assemble(plan: Any, structure: dict, lm: dict, ngram: dict, regime: dict, pr
     }
     if plan.grammar.arms:
         report["structure_conditions"] = conditions_block(read_arms(in_repo(plan.grammar.arms)), plan.grammar.arms)
-    if plan.language_model.ladder:
-        report["scale_ladder"] = ladder_block(read_ladder(in_repo(plan.language_model.ladder)),
-                                              plan.language_model.ladder)
     if plan.ablation.committed:
         report["ablation_budgets"] = budgets_block(read_budgets(in_repo(plan.ablation.committed)),
                                                    plan.ablation.committed)

@@ -203,23 +203,22 @@ def _recall(ax: Any, report: dict, rows: dict[str, dict]) -> None:
     _title(ax, "Content lost? Recall by write rule and state", rows, ("recall_lost", "selection_escapes_recall"))
 
 
-def _ladder_points(report: dict, ladder: dict) -> list[dict]:
-    """Each size's name, SPEN's total parameters, the gap and its gate: the committed ladder sweep's when the plan
-    names one, else the older committed ladder's."""
-    if sweep := (report.get("sweeps") or {}).get("ladder"):
-        a = sweep["analysis"]
-        return [{"name": e["name"], "params": ((e.get("parameters") or {}).get(a["a"]) or {}).get("total"),
-                 "gap": e["gap"], "gate": e.get("gate")} for e in a.get("sizes") or []
-                if ((e.get("parameters") or {}).get(a["a"]) or {}).get("total") and e["gap"].get("mean") is not None]
-    return [{"name": s["name"], "params": s["architectures"]["spen"]["parameters"]["total"], "gap": s["gap"],
-             "gate": s["gate"]} for s in ladder.get("sizes") or []]
+def _ladder_points(report: dict) -> list[dict]:
+    """Each size's name, SPEN's total parameters, the gap and its gate, from the committed ladder sweep the plan
+    names (none without one)."""
+    sweep = (report.get("sweeps") or {}).get("ladder")
+    if not sweep:
+        return []
+    a = sweep["analysis"]
+    return [{"name": e["name"], "params": ((e.get("parameters") or {}).get(a["a"]) or {}).get("total"),
+             "gap": e["gap"], "gate": e.get("gate")} for e in a.get("sizes") or []
+            if ((e.get("parameters") or {}).get(a["a"]) or {}).get("total") and e["gap"].get("mean") is not None]
 
 
 def _scale(ax: Any, report: dict, rows: dict[str, dict]) -> None:
-    ladder = report.get("scale_ladder") or {}
     content = report.get("content") or {}
     drawn = False
-    for i, s in enumerate(_ladder_points(report, ladder)):
+    for i, s in enumerate(_ladder_points(report)):
         gap, params = s["gap"], s["params"]
         lo, hi = gap.get("ci95") or (gap["mean"], gap["mean"])
         face = "#2e86c1" if s["gate"] else "white"

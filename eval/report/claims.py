@@ -32,8 +32,6 @@ from eval.probes.render import reader_kind
 from eval.report import committed as sweeps
 from eval.report.ablation_budgets import longest as longest_budget
 from eval.report.ablation_budgets import phrase as budgets_phrase
-from eval.report.ladder import MIN_SEEDS, deciding_size, size_text
-from eval.report.ladder import phrase as ladder_phrase
 
 Report = Mapping[str, Any]
 
@@ -300,20 +298,6 @@ TRACE_GATE = Precondition(
 CONTROL_GATE = Precondition(
     "control_solves", f"the positive control (the GPT-2 architecture) reaches {RECALL_BAR:.0%} at the largest pair "
     "count: otherwise a model that fails may fail for the recipe", _control_solves)
-def _ladder_speaks(report: Report) -> Check:
-    block = get(report, ("scale_ladder",))
-    if not block:
-        return Check(None, "no committed scale ladder in this report (the plan's language_model.ladder)")
-    size = deciding_size(block)
-    if size is None:
-        speak = [s["name"] for s in block["sizes"] if s["gate"]]
-        return Check(False, f"no size with both models below the bigram and {block['min_seeds']} or more seeds "
-                            f"(below the bigram at {', '.join(speak) if speak else 'no size'}); largest: "
-                            + size_text(max(block["sizes"], key=lambda s: s["architectures"]["spen"]["parameters"]
-                                            ["non_embedding"])))
-    return Check(True, size_text(size))
-
-
 def _committed_reference_below_bigram(axis: str) -> Callable[[Report], Check]:
     """The committed ablation's gate: its reference arm below the Kneser-Ney bigram on the same tokens, at the
     longest budget (the one the verdict reads)."""
@@ -348,10 +332,6 @@ def _budgets_conditions(axis: str) -> Callable[[Report], str | None]:
     return conditions
 
 
-LADDER_GATE = Precondition(
-    "ladder_speaks", "a size of the committed scale ladder at which every seed of both architectures is below the "
-    f"Kneser-Ney bigram on the same test tokens, with an interval over at least {MIN_SEEDS} paired seeds",
-    _ladder_speaks)
 WINDOW_GATE = Precondition(
     "no_short_window", "the structural roles are ones no short window decides (the best k-token window's ceiling "
     "stays the required gap below the causal ceiling)", _window_gap)
@@ -530,36 +510,13 @@ def _perplexity_rule(report: Report, c: Mapping[str, Any]) -> Outcome:
     return Outcome(Verdict.NOT_RESOLVED, ours, "", strength, at)
 
 
-def _ladder_rule(report: Report, block: Mapping[str, Any]) -> Outcome:
-    """The ladder's paired gap at the largest size whose models can speak (:func:`eval.report.ladder.deciding_size`);
-    with none, the largest size's numbers (the precondition then says why the row cannot be read)."""
-    size = deciding_size(block) or max(block["sizes"], key=lambda s: s["architectures"]["spen"]["parameters"]
-                                       ["non_embedding"])
-    gap, spen = size["gap"], size["architectures"]["spen"]
-    tpp = spen["tokens_per_parameter"]["non_embedding"]
-    ours = (f"{size_text(size)}; {size['train_tokens']:,} training tokens ({tpp:.1f} per non-embedding parameter), "
-            f"{block['scored_on']} blocks")
-    strength = (f"{gap['n']} paired seed{'s' * (gap['n'] != 1)}, 95% t interval; another scale and corpus than the "
-                "paper's, so only the sign of the gap is compared")
-    at = _committed_at(report, spen["parameters"]["total"], size["train_tokens"], block.get("corpus"))
-    if gap.get("ci95") is None:
-        return Outcome(Verdict.NOT_RESOLVED, ours, "no interval at this size", strength, at)
-    lo, hi = gap["ci95"]
-    # Only the direction transfers across scales (as the headline row): SPEN worse meets it, SPEN better refutes it.
-    if lo > 0:
-        return Outcome(Verdict.MET, ours, "SPEN worse (direction)", strength, at)
-    if hi < 0:
-        return Outcome(Verdict.REFUTED, ours, "SPEN better", strength, at)
-    return Outcome(Verdict.NOT_RESOLVED, ours, "", strength, at)
-
-
 def _ladder_conditions(report: Report) -> str | None:
-    """The perplexity gap along the committed scale ladder, when the plan named one (report.json's
-    ``scale_ladder``)."""
-    if sweep := get(report, ("sweeps", "ladder")):  # the plan's committed sweep, when it names one
-        return "; ".join(p for p in (sweeps.partial(sweep), _safe(sweeps.ladder_conditions, sweep)) if p) or None
-    block = report.get("scale_ladder")
-    return ladder_phrase(block) if block else None
+    """The perplexity gap along the committed ladder sweep, when the plan names one (``committed: ladder:``,
+    report.json's ``sweeps.ladder``)."""
+    sweep = get(report, ("sweeps", "ladder"))
+    if not sweep:
+        return None
+    return "; ".join(p for p in (sweeps.partial(sweep), _safe(sweeps.ladder_conditions, sweep)) if p) or None
 
 
 def _gap_rule(report: Report, c: Mapping[str, Any]) -> Outcome:
@@ -1127,16 +1084,6 @@ def _v_perplexity(report: Report) -> str | None:
     return f"{c['perplexity_ratio']:.2f}x [{lo:.2f}, {hi:.2f}]"
 
 
-def _v_ladder(report: Report) -> str | None:
-    block = get(report, ("scale_ladder",))
-    size = deciding_size(block) if block else None
-    if size is None:
-        return None
-    gap = size["gap"]
-    lo, hi = gap["ci95"]
-    return f"{math.exp(gap['mean']):.2f}x [{math.exp(lo):.2f}, {math.exp(hi):.2f}] ({size['name']})"
-
-
 def _v_gap(report: Report) -> str | None:
     c = get(report, ("gap", "contrasts", "ar_hit - first")) or {}
     return _interval(c["value"], c.get("ci95"), unit=" nats") if c.get("value") is not None else None
@@ -1250,12 +1197,8 @@ CLAIMS: tuple[Claim, ...] = (
           f"SPEN's perplexity is {PAPER['perplexity_ratio']:.1f}x GPT-2's at 130M on C4 (read on the committed scale "
           "ladder)",
           _fixed(f"{PAPER['perplexity_spen_c4']:.0f} vs {PAPER['perplexity_gpt2_c4']:.0f}"),
-          ("scale_ladder",), _ladder_rule,
-          f"at the ladder's largest size where both models are below the bigram (>= {MIN_SEEDS} paired seeds): met "
-          "if the 95% interval of SPEN − GPT-2 loss lies above 0 (SPEN worse: only the sign transfers), refuted if "
-          "below 0, otherwise not resolved",
-          (LADDER_GATE,), short=PERPLEXITY_SHORT, regime=PAPER_LM, paper_short=PERPLEXITY_PAPER, value=_v_ladder,
-          sweep=LADDER_SWEEP),
+          ("sweeps", "ladder"), _sweep_ladder_rule, LADDER_SWEEP.rule_text, (), short=PERPLEXITY_SHORT,
+          regime=PAPER_LM, paper_short=PERPLEXITY_PAPER, sweep=LADDER_SWEEP),
     Claim("gap_on_recall", "content",
           "SPEN's deficit is larger on AR hits than on first occurrences (the paper's mechanism: content lost in the "
           "traces costs most where a lookup in the context would predict the token)",

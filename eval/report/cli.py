@@ -77,17 +77,6 @@ def _readme(parser: UsageParser, report: Path, readme: Path) -> int:
     return 0
 
 
-def _attach_ladder(parser: UsageParser, report: dict, ladder: str, command: str) -> None:
-    """report.json's ``scale_ladder`` from a committed ladder, for a report run before the plan named one."""
-    from eval.report.ladder import ladder_block, read_ladder
-
-    try:
-        block = ladder_block(read_ladder(ladder), ladder)
-    except UsageError as e:
-        parser.error(f"--ladder {first_line(e).removeprefix('language_model.ladder: ')}")
-    report["scale_ladder"] = {**block, "attached_by": command}
-
-
 def _attach_ablation(parser: UsageParser, report: dict, folder: str, command: str, report_folder: Path) -> None:
     """report.json's ``ablation_budgets`` from a committed ablation folder, for a report run before the plan named
     one; its figures are copied into ``report_folder``."""
@@ -126,8 +115,7 @@ def _attach_sweeps(parser: UsageParser, report: dict, command: str) -> None:
         report.pop("sweeps", None)
 
 
-def _render(parser: UsageParser, folder: Path, upgrade: bool, ladder: str | None = None, command: str = "",
-            ablation: str | None = None) -> int:
+def _render(parser: UsageParser, folder: Path, upgrade: bool, command: str = "", ablation: str | None = None) -> int:
     """index.md from report.json; with ``upgrade`` report.json is first rewritten in the current schema, its claims
     evaluated by today's claims table."""
     from ema_boundary.io import write_json
@@ -137,15 +125,15 @@ def _render(parser: UsageParser, folder: Path, upgrade: bool, ladder: str | None
 
     if not (folder / "report.json").is_file():
         parser.error(f"{folder}: no report.json")
-    for flag, given in (("--ladder", ladder), ("--ablation", ablation)):
-        if given is not None and not upgrade:
-            parser.error(f"{flag} rewrites report.json: give it with --upgrade")
+    if ablation is not None and not upgrade:
+        parser.error("--ablation rewrites report.json: give it with --upgrade")
     report = _read_report(parser, folder / "report.json")
-    if ladder is not None:
-        _attach_ladder(parser, report, ladder, command)
     if ablation is not None:
         _attach_ablation(parser, report, ablation, command, folder)
     if upgrade:
+        # The old unshuffled scale ladder (docs/scale, `scale_ladder`) is retired: the plan's committed ladder sweep
+        # (`committed: ladder:`, re-read below) carries the perplexity row, so an older report's block goes.
+        report.pop("scale_ladder", None)
         _attach_sweeps(parser, report, command)
     report = portable(report)  # recorded paths relative to the repository or the output folder
     if upgrade:
@@ -187,9 +175,6 @@ def parser() -> tuple[UsageParser, dict[str, UsageParser]]:
                         help="also rewrite report.json in the current schema, its claims evaluated by today's "
                              "claims table on the committed sweeps its plan names now (committed:, re-read) and every "
                              "recorded path relative to the repository or the output folder (numbers unchanged)")
-    render.add_argument("--ladder", metavar="REPORT_JSON",
-                        help="with --upgrade: attach a committed `ema-boundary scale` report.json (report.json's "
-                             "scale_ladder, as the plan's language_model.ladder does) before the claims are evaluated")
     render.add_argument("--ablation", metavar="DIR",
                         help="with --upgrade: attach a committed ablation folder (predictor/ and trace/ "
                              "budgets.json of `python -m eval.ablation --budgets`; report.json's ablation_budgets, "
@@ -217,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = p.parse_args(argv)
         if args.command == "render":
-            return _render(subs["render"], Path(args.folder), args.upgrade, args.ladder,
+            return _render(subs["render"], Path(args.folder), args.upgrade,
                            shlex.join(["ema-boundary", *(argv if argv is not None else sys.argv[1:])]),
                            args.ablation)
         if args.command == "readme":

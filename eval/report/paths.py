@@ -3,7 +3,7 @@
 A report records the command behind every number, and the paths in those commands are the machine's where it
 ran: the clone it ran from (``/tmp/ci/hub_configs/...``), its output folder (``/tmp/def-report/work/...``, or the
 temporary folder beside it while it was being built) and, for a committed run the report cites, the folder it
-was run into (``/work/runs/scale``). :func:`portable` rewrites each of them so that the command runs as written
+was run into (``/work/runs/ablation``). :func:`portable` rewrites each of them so that the command runs as written
 from the root of any clone:
 
 - a path inside the repository (the one it ran from, or this one) becomes repository-relative
@@ -53,7 +53,7 @@ def _flag_value(argv: list[str], flags: tuple[str, ...]) -> str | None:
 
 
 def _split(command: str) -> list[str]:
-    """A recorded command's argv; a program recorded as one quoted word (``'python -m eval.scale'``) split."""
+    """A recorded command's argv; a program recorded as one quoted word (``'python -m eval.ablation'``) split."""
     try:
         argv = shlex.split(command)
     except ValueError:
@@ -141,7 +141,7 @@ def portable_command(command: str, committed_in: str) -> str:
             skip = True
             continue
         out.append(arg)
-    # The program itself (``python -m eval.scale``) is not quoted as one word.
+    # The program itself (``python -m eval.ablation``) is not quoted as one word.
     program = 3 if out[:2] == ["python", "-m"] else 1
     return " ".join(out[:program]) + (" " + shlex.join(out[program:]) if out[program:] else "")
 
@@ -162,9 +162,6 @@ def portable(report: dict[str, Any]) -> dict[str, Any]:
     roots = _roots(report)
     new = _walk(copy.deepcopy(report), roots)
     # Committed runs the report cites: their own output folder is the one they are committed in.
-    if isinstance(ladder := new.get("scale_ladder"), dict) and isinstance(ladder.get("command"), str):
-        source = str(PurePosixPath(ladder.get("source") or "docs/scale/report.json").parent)
-        ladder["command"] = portable_command(ladder["command"], source)
     if isinstance(budgets := new.get("ablation_budgets"), dict):
         for axis, block in budgets.items():
             if isinstance(block, dict) and isinstance(block.get("command"), str):

@@ -109,9 +109,6 @@ class LanguageModelPlan:
     extend_factor: float | None = _rule(_factor)  # None: the grid's own ratio at that edge
     max_extensions: int = _rule(_positive, 2)  # rates added per architecture, at most
     gap_max_tokens: int | None = _rule(_positive)  # where the gap lives (eval.gap): tokens scored; None: all
-    # A committed `ema-boundary scale` report.json (repository-relative): the same fair pair at several sizes, too
-    # long for the report's budget; its largest size where both models pass the bigram gate carries the verdict.
-    ladder: str | None = None
 
     def rate_rule(self) -> dict[str, Any]:
         """The runner's rate rule (``rate:`` of a sweep plan, :class:`eval.sweep.plan.RateRule`) this section
@@ -168,6 +165,10 @@ SECTIONS: dict[str, type] = {"grammar": GrammarPlan, "language_model": LanguageM
                              "recall": RecallPlan}
 SECTIONS["depth"] = DepthPlan
 OPTIONAL_SECTIONS = ("depth",)  # absent from a plan: the stage does not run (Plan's field is None)
+# Fields a plan may no longer name, each with what to write instead (refused in one line at its YAML line).
+RETIRED = {("language_model", "ladder"): "the old unshuffled ladder (docs/scale) no longer carries a row; name the "
+                                         "ladder sweep under `committed: ladder:` instead (committed: {ladder: "
+                                         "docs/sweeps/ladder})"}
 
 
 @dataclass(frozen=True)
@@ -187,7 +188,8 @@ class Plan:
     depth: DepthPlan | None = None  # None: the plan has no depth section, the stage does not run
     # Committed sweeps (``committed:``, eval/report/committed.py): a claim source (recall_map, ladder,
     # ablation_predictor, ablation_trace, depth) -> the folder of an `ema-boundary sweep` whose results.json
-    # carries that claim's row; a source the plan does not name keeps its older reader.
+    # carries that claim's row; a source the plan does not name keeps its older reader (ablation.committed, this
+    # run's own stages), except the ladder, which has none: without `ladder` its rows are not run.
     committed: dict[str, str] = field(default_factory=dict)
     declared: dict[str, Any] = field(default_factory=dict)  # the YAML as read
     lines: dict[tuple[str, ...], int] = field(default_factory=dict, repr=False, compare=False)  # key path -> line
@@ -256,6 +258,10 @@ class _Checker(Checker):
         for key in raw:
             if key not in SECTIONS and key not in top:
                 raise self.error((key,), f"is not a field (fields: {', '.join([*top, *SECTIONS])})")
+        for where, instead in RETIRED.items():
+            section = raw.get(where[0])
+            if isinstance(section, dict) and where[1] in section:
+                raise self.error(where, f"is retired: {instead}")
         parts = {name: self.section(name, cls, raw.get(name)) for name, cls in SECTIONS.items()}
         name = self.value(("name",), str, raw.get("name", self.path.stem))
         workers = self.value(("workers",), int, raw.get("workers", 2), _positive)
@@ -304,13 +310,6 @@ class _Checker(Checker):
                 read_arms(in_repo(arms))
             except UsageError as e:
                 raise self.error(("grammar", "arms"), str(e).removeprefix("grammar.arms: ")) from None
-        if lm.ladder is not None:
-            from eval.report.ladder import read_ladder
-
-            try:
-                read_ladder(in_repo(lm.ladder), lm.ladder)
-            except UsageError as e:
-                raise self.error(("language_model", "ladder"), str(e).removeprefix("language_model.ladder: ")) from None
         if ablation.committed is not None:
             from eval.report.ablation_budgets import read_budgets
 

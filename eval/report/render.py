@@ -323,39 +323,6 @@ def content_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
     return lines
 
 
-def ladder_section(report: dict) -> list[str]:
-    """The committed scale ladder the plan names: the same fair pair at every size against the bigram, and the
-    row its largest speaking size decides (empty when the report has no ladder)."""
-    block = report.get("scale_ladder")
-    if not block:
-        return []
-    attached = (f" It was attached to this report after the report's run, by `{block['attached_by']}`."
-                if block.get("attached_by") else "")
-    lines = ["## The perplexity gap along the scale ladder (committed)", "",
-             f"From `{block['source']}` (`{block.get('command') or 'ema-boundary scale'}`; its time in the ladder's "
-             "own index.md): SPEN and the GPT-2 "
-             "architecture built by the same fair recipe at every size, each rate chosen on validation, scored on "
-             f"the {block['scored_on']} blocks ({block['eval_tokens']:,} tokens) beside the Kneser-Ney bigram on the "
-             f"same tokens. A size's gap is read only where every seed of both is below the bigram, and the row "
-             f"below reads the largest such size with at least {block['min_seeds']} paired seeds.{attached}", "",
-             "| size | non-embedding parameters (SPEN / GPT-2) | tokens per non-embedding parameter | rates (SPEN / "
-             "GPT-2) | SPEN loss | GPT-2 loss | bigram | both below | SPEN − GPT-2 [95% interval] |",
-             "|---|---:|---:|---|---:|---:|---:|---|---|"]
-    for s in block["sizes"]:
-        a = s["architectures"]
-        gap = s["gap"]
-        interval = f" [{gap['ci95'][0]:+.3f}, {gap['ci95'][1]:+.3f}]" if gap.get("ci95") else " (one seed)"
-        rates = " / ".join(f"{a[k]['lr']:g}{'' if a[k]['lr_interior'] else '*'}" for k in ("spen", "gpt2"))
-        lines.append(f"| {s['name']} | {a['spen']['parameters']['non_embedding']:,} / "
-                     f"{a['gpt2']['parameters']['non_embedding']:,} | "
-                     f"{a['spen']['tokens_per_parameter']['non_embedding']:.1f} | {rates} | "
-                     f"{_ci(a['spen']['loss'])} | {_ci(a['gpt2']['loss'])} | {s['bigram_loss']:.3f} | "
-                     f"{'yes' if s['gate'] else 'no'} | {gap['mean']:+.3f}{interval} |")
-    lines += ["", "\\* a rate at the edge of the rates tried.", "",
-              _verdict_line(_claim_row(report, "perplexity_gap_ladder")), ""]
-    return lines
-
-
 AXIS_TITLES = {"predictor": "readers (swap the predictor, keep the traces)",
                "trace": "traces (swap the trace under the linear reader)"}
 
@@ -633,8 +600,6 @@ def _runs(report: dict, row: dict) -> str:
         state = "complete" if sweep.get("complete") else f"partial, {sweep.get('missing', 0)} run(s) still to run"
         return (f"committed sweep `{sweep.get('source')}` ({state}; reproduce: `{commands.get('reproduce', '')}`, "
                 f"summarise: `{commands.get('summarize', '')}`)")
-    if block == "scale_ladder" and data:
-        return f"committed ladder `{data['source']}` (`{data.get('command') or 'python -m eval.scale'}`)"
     if block == "ablation_budgets" and data:
         axis = row["measurement"].split(".")[1]
         return f"committed ablation `{data['source']}/{axis}` (`{(data.get(axis) or {}).get('command', '')}`)"
@@ -677,9 +642,8 @@ def _other_reading(row: dict) -> str:
     block = row["measurement"].split(".")[0]
     if block == "sweeps":
         return f"the committed sweep `{row['measurement'].split('.')[1]}`"
-    return {"scale_ladder": "the committed scale ladder", "ablation_budgets": "the committed ablation at several "
-            "budgets", "content": "this run's headline pair", "gap": "this run's headline pair (eval.gap)",
-            "ablation": "this run's reader ablation",
+    return {"ablation_budgets": "the committed ablation at several budgets", "content": "this run's headline pair",
+            "gap": "this run's headline pair (eval.gap)", "ablation": "this run's reader ablation",
             "traces": "this run's trace ablation"}.get(block, f"report.json `{row['measurement']}`")
 
 
@@ -698,8 +662,7 @@ ESCAPE_CLAIMS = ("selection_escapes_recall", "recall_lost", "depth_selection_rec
 
 
 def content_claims_section(report: dict) -> list[str]:
-    """The language-model claims at the level of the paper's rows, then the ladder that decides the perplexity
-    row."""
+    """The language-model claims at the level of the paper's rows (the committed ladder sweep's row among them)."""
     reg = report["content"]["regime"]
     return ["## Content: language modelling, the paper's rows", "",
             f"This run's headline pair has {reg['parameters']:,} parameters and trains on {reg['train_tokens']:,} "
@@ -707,7 +670,7 @@ def content_claims_section(report: dict) -> list[str]:
             "direction of a gap carries over. Where a committed run (the scale ladder, the ablation at several "
             "budgets) reads a claim that this run cannot, the claim's row is the committed run's and this run's "
             "reading is one of its conditions. The runs themselves are in the appendix.", "",
-            *_details(report, CONTENT_CLAIMS), *ladder_section(report)]
+            *_details(report, CONTENT_CLAIMS)]
 
 
 def structure_claims_section(report: dict) -> list[str]:
@@ -803,7 +766,7 @@ def readme_results(report: dict, index: str = "docs/report/index.md") -> str:
     plan = (report["plan"]["path"] or "?").split("/")[-1]
     folder = index.rsplit("/", 1)[0]
     sources = [f"{what} `{report[key]['source']}`" for key, what in (
-        ("scale_ladder", "committed ladder"), ("ablation_budgets", "committed ablation at several budgets"),
+        ("ablation_budgets", "committed ablation at several budgets"),
         ("structure_conditions", "committed grammar_probe arms")) if report.get(key)]
     sources += [f"committed sweep `{b['source']}`" + ("" if b.get("complete") else f" (partial: {b.get('missing', 0)} "
                 "run(s) still to run)") for b in (report.get("sweeps") or {}).values()]
