@@ -91,8 +91,8 @@ def test_selective_escapes_reads_the_headline_with_both_numbers_and_its_conditio
     assert "cap 2,000 steps" in r["strength"]
     assert "write rules at about equal state" in r["conditions"] and "Zoology (Arora et al. 2023)" in r["conditions"]
     # Which write rule escapes: each against the copying bar; each pair names the higher arm.
-    assert ("against the copying bar 11.2%): fixed (`linear-ema16`, 1,024) 10.4% [9.0%, 11.8%] not resolved, "
-            "selective (`linear-selective_ssm`, 1,216) 41.8% [38.2%, 45.4%] escapes, outer "
+    assert ("against the copying bar 11.2%): fixed (EMA rates) (`linear-ema16`, 1,024) 10.4% [9.0%, 11.8%] "
+            "not resolved, selective (`linear-selective_ssm`, 1,216) 41.8% [38.2%, 45.4%] escapes, outer "
             "(`linear_attention-sequence`, 1,280) 90.6% [89.5%, 91.7%] escapes") in r["conditions"]
     assert "`linear_attention-sequence` higher" in r["conditions"] and "a lower" not in r["conditions"]
     assert "partial" not in r["conditions"]

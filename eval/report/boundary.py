@@ -140,11 +140,12 @@ def _recall_sweep(ax: Any, sweep: dict, rows: dict[str, dict]) -> None:
     """The committed recall-map sweep: accuracy at its pairs against state numbers per layer, one line per write
     rule, with intervals over seeds and the copying level."""
     a = sweep["analysis"]
-    arms = {n: r for n, r in (a.get("arms") or {}).items() if (r.get("state_numbers") or 0) > 0}
+    longer = {c["longer"] for c in a.get("budget_check") or []}  # the budget check: a table row, not a point
+    arms = {n: r for n, r in (a.get("arms") or {}).items() if (r.get("state_numbers") or 0) > 0 and n not in longer}
     for rule in dict.fromkeys(r["write_rule"] for r in arms.values()):
         label, marker, color = RULE_STYLE.get(rule, (rule, "o", "#7f8c8d"))
-        pts = sorted((r["state_numbers"], r["accuracy"]) for r in arms.values() if r["write_rule"] == rule
-                     and r["accuracy"].get("mean") is not None)
+        pts = sorted(((r["state_numbers"], r["accuracy"]) for r in arms.values() if r["write_rule"] == rule
+                      and r["accuracy"].get("mean") is not None), key=lambda p: p[0])
         if not pts:
             continue
         xs, ys = [x for x, _ in pts], [100 * acc["mean"] for _, acc in pts]

@@ -71,15 +71,18 @@ def read_sweep(folder: str | Path, source: str, name: str | None = None) -> dict
 
 
 def _arms(results: dict[str, Any]) -> dict[str, Any]:
-    """Per arm: per budget (steps) the seeds finished and the tokens a run read, and the parameters of its first
-    finished run (what the claims need to say where a verdict was read)."""
+    """Per arm: per budget (steps) the seeds finished and the tokens a run read, the parameters of its first
+    finished run (what the claims need to say where a verdict was read) and its rate choices."""
     out = {}
     for arm, a in results["arms"].items():
         budgets = a.get("budgets") or {}
         first = next((r for seeds in budgets.values() for r in seeds.values()), {})
         out[arm] = {"budgets": {b: {"seeds": len(s), "tokens": next((r.get("tokens") for r in s.values()), None)}
                                 for b, s in sorted(budgets.items(), key=lambda kv: int(kv[0]))},
-                    "parameters": first.get("parameters")}
+                    "parameters": first.get("parameters"),
+                    # each choosing seed's rate and whether it lies inside the rates tried (a row says so)
+                    "choices": {k: {"chosen": v.get("chosen"), "interior": v.get("interior")}
+                                for k, v in (a.get("choices") or {}).items()}}
     return out
 
 

@@ -242,6 +242,8 @@ def _gap_at(plan: SweepPlan, results: dict[str, Any], folder: Path, size: str, a
 
 def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, Any]:
     """Accuracy at ``pairs`` for every arm (with write rule and state numbers), and the escape comparisons."""
+    from eval.recall import WRITE_RULES  # delayed: eval.recall imports torch, the other analyses need none
+
     s = plan.settings
     pairs = str(s.get("pairs", 16))
     arms: dict[str, Any] = {}
@@ -254,7 +256,9 @@ def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[s
         first = next(iter(seeds.values()))
         acc = {k: r["score"].get(pairs) for k, r in seeds.items()}
         arms[arm] = {"accuracy": _interval([v for v in acc.values() if v is not None]), "per_seed": acc,
-                     "write_rule": first["arm"]["write_rule"], "write_rule_label": first["arm"]["write_rule_label"],
+                     # the label of today's table (a run records the one of its day)
+                     "write_rule": first["arm"]["write_rule"], "write_rule_label": WRITE_RULES.get(
+                         first["arm"]["write_rule"], first["arm"]["write_rule_label"]),
                      "state_numbers": first["arm"]["state_numbers"], "state_parts": first["arm"]["state_parts"],
                      "grows": first["arm"]["state_grows_with_length"], "chance": first["chance"],
                      "non_embedding_parameters": first["parameters"]["non_embedding"],

@@ -21,15 +21,14 @@ RULE_STYLE = {"fixed": ("tab:gray", "o"), "learned_lti": ("tab:brown", "v"),
 
 
 def recall_map_figure(analysis: dict[str, Any], path: Path) -> Path | None:
-    arms = {k: v for k, v in analysis["arms"].items() if v["accuracy"]["mean"] is not None}
+    longer = {c["longer"] for c in analysis.get("budget_check") or []}  # the budget check: a table row, not a point
+    arms = {k: v for k, v in analysis["arms"].items() if v["accuracy"]["mean"] is not None and k not in longer}
     if not arms:
         return None
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(7.5, 4.5))
     by_rule: dict[str, list[tuple[float, dict, str]]] = {}
     for name, a in arms.items():
-        if name.endswith("-x2"):  # the budget check is a row of the table, not a point of the map
-            continue
         x = a["state_numbers"]
         by_rule.setdefault(a["write_rule"] or "other", []).append((x, a, name))
     for rule, points in by_rule.items():

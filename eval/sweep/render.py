@@ -61,6 +61,21 @@ def render_markdown(results: dict[str, Any]) -> str:
         for name, c in analysis["escape"].items():
             lines.append(f"- {name}: `{c['selective']}` − `{c['fixed']}` = {c['difference']:+.3f} "
                          f"[{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}]: **{c['verdict']}** ({c['reason']})")
+        if analysis.get("rule_escape"):
+            lines += ["", f"## Which write rule escapes (against the copying bar {analysis['copy_bar']:.4f})", "",
+                      "| arm | write rule | state numbers | accuracy | escapes |", "|---|---|---|---|---|"]
+            lines += [f"| `{arm}` | {e['rule']} | {e['state_numbers']} | "
+                      f"{_interval({'mean': e['accuracy'], 'ci95': e['ci95'], 'n': e['n']})} | {e['escape']} |"
+                      for arm, e in analysis["rule_escape"].items()]
+            lines += [""] + [f"- `{w['a']}` − `{w['b']}` = {w['difference']:+.3f} [{w['ci95'][0]:+.3f}, "
+                             f"{w['ci95'][1]:+.3f}]: {w['verdict']}" for w in analysis.get("write_rules", [])]
+        if analysis.get("budget_check"):
+            lines += ["", "## Budget check (the same arm at a longer cap)", "",
+                      "| arm | seed | at the cap | at the longer cap | crosses the copying bar |",
+                      "|---|---|---|---|---|"]
+            lines += [f"| `{c['arm']}` | {k} | {c['at_cap'][k]:.4f} ({c['cap']} steps) | {c['at_longer'][k]:.4f} "
+                      f"({c['longer_cap']} steps) | {'yes' if c['crosses_copy_bar'] else 'no'} |"
+                      for c in analysis["budget_check"] for k in c["seeds"]]
     if kind == "ablation":
         for steps, e in analysis["budgets"].items():
             lines += ["", f"## {steps} steps", ""]
