@@ -371,3 +371,14 @@ def test_a_run_another_process_trains_is_left_to_it(tmp_path: Path, corpus_file:
         assert not results["complete"] and "runs/linear/lr_0.003/seed_0/steps_2" in results["missing"]
     assert sweep_main(["--resume_from", str(out)]) == 0
     assert json.loads((out / "results.json").read_text())["complete"]
+
+
+def test_an_alias_names_itself_in_the_runners_errors(tmp_path: Path, capsys) -> None:
+    """The runner's errors carry the command the user typed (an alias of the runner says its own name)."""
+    from eval.scale import main as scale_main
+
+    assert scale_main(["--resume_from", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("python -m eval.scale: error:") and "not a sweep folder" in err
+    assert sweep_main(["--resume_from", str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith("ema-boundary sweep: error:")

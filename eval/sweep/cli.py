@@ -81,14 +81,14 @@ def run(parser: UsageParser, args: argparse.Namespace, command: str) -> int:
                   max_runs=args.max_runs)
         return 0
     except RunFailed as e:
-        print(f"{PROG}: error: {first_line(e, 600)}", file=sys.stderr)
+        print(f"{parser.prog}: error: {first_line(e, 600)}", file=sys.stderr)  # an alias's errors say its name
         return EXIT_FAILED
     except (PlanError, UsageError) as e:
-        print(f"{PROG}: error: {first_line(e, 600)}", file=sys.stderr)
+        print(f"{parser.prog}: error: {first_line(e, 600)}", file=sys.stderr)
         return EXIT_USAGE
     except (KeyboardInterrupt, Preempted) as e:
         where = args.output_dir or args.resume_from
-        print(f"{PROG}: interrupted; finished runs are kept; continue with: {PROG} --resume_from {where}",
+        print(f"{parser.prog}: interrupted; finished runs are kept; continue with: {parser.prog} --resume_from {where}",
               file=sys.stderr)
         return 128 + (e.signum if isinstance(e, Preempted) else signal.SIGINT)
 
