@@ -87,6 +87,11 @@ def test_rate_rule_extends_until_interior_and_caps() -> None:
     assert rule.next_rate({1e-3: 2.0, 3e-3: 1.0}, 2) is None  # the cap
     assert rule.next_rate({1e-3: 0.2, 3e-3: 0.9}, 0, lower_is_better=False) == pytest.approx(9e-3)
     assert RateRule(lr_grid=(1e-3, 3e-3)).next_rate({1e-3: 2.0, 3e-3: 1.0}, 0) is None  # no extension declared
+    # A lone rate extends only by a declared factor: above it first, then toward the better side by the same rule.
+    lone = RateRule(lr_grid=(1e-3,), extend=True, max_extensions=2, factor=3.0)
+    assert lone.next_rate({1e-3: 2.0}, 0) == pytest.approx(3e-3)
+    assert lone.next_rate({1e-3: 1.0, 3e-3: 2.0}, 1) == pytest.approx(3.33333e-4)
+    assert RateRule(lr_grid=(1e-3,), extend=True).next_rate({1e-3: 2.0}, 0) is None  # no factor: no side to go
 
 
 # ------------------------------------------------------------------------------------------ runs

@@ -67,8 +67,13 @@ class RateRule:
         next rate is not below 1."""
         rates = sorted(values)
         best = choose(values, lower_is_better)
-        if not self.extend or added >= self.max_extensions or len(rates) < 2 or rates[0] < best < rates[-1]:
+        if not self.extend or added >= self.max_extensions or rates[0] < best < rates[-1]:
             return None
+        if len(rates) < 2:  # a lone rate has no ratio and no side: with a declared factor, try above it first
+            if self.factor is None:
+                return None
+            nxt = float(f"{best * self.factor:.{self.digits}g}")
+            return nxt if nxt < 1 else None
         up = best == rates[-1]
         f = self.factor or (rates[-1] / rates[-2] if up else rates[1] / rates[0])
         nxt = float(f"{best * f if up else best / f:.{self.digits}g}")
