@@ -34,7 +34,7 @@ def test_shipped_plans_load() -> None:
     assert len(default.language_model.lr_grid) >= 3
     assert isinstance(default.language_model.lr_grid[0], float)  # typed: an int in the YAML is read as a float
     capped = Plan.make(max_steps=7)
-    assert capped.language_model.max_steps == 7 and capped.recall.steps == 7 and capped.ablation.max_steps == 7
+    assert capped.language_model.max_steps == 7 and capped.recall.max_steps == 7 and capped.ablation.max_steps == 7
 
 
 def test_the_names_are_the_variant_tables() -> None:
@@ -52,7 +52,7 @@ def test_the_names_are_the_variant_tables() -> None:
 @pytest.mark.parametrize("text,line,message", [
     ("name: x\nrecall:\n  models: [gpt2, spen-linaer]\n", 3, "recall.models names an unknown model 'spen-linaer'"),
     ("language_model:\n  lr_grid: [1.0e-3,\n    2]\n", 3, "language_model.lr_grid must be a rate in (0, 1), got 2.0"),
-    ("recall: {lrs: [0]}\n", 1, "recall.lrs must be a rate in (0, 1)"),
+    ("recall: {lr_grid: [0]}\n", 1, "recall.lr_grid must be a rate in (0, 1)"),
     ("ablation:\n  equivalence_margin: 3\n", 2, "ablation.equivalence_margin must be a margin in nats"),
     ("language_model: {lr_grid: []}\n", 1, "language_model.lr_grid must be a non-empty list"),
     ("\n\nablation:\n  seeds: 0\n", 4, "ablation.seeds must be positive"),
@@ -68,6 +68,9 @@ def test_the_names_are_the_variant_tables() -> None:
     # issue 32: the old ladder reader is retired; the plan says where the ladder goes now
     ("language_model:\n  ladder: docs/scale/report.json\n", 2, "language_model.ladder is retired: the old unshuffled "
      "ladder (docs/scale) no longer carries a row; name the ladder sweep under `committed: ladder:` instead"),
+    # issue 32: one vocabulary with the sweep plans: the recall section's rate grid and step cap are renamed
+    ("name: x\nrecall:\n  pairs: [2]\n  lrs: [1.0e-3]\n", 4, "recall.lrs is retired: write `lr_grid:` instead"),
+    ("recall: {steps: 30}\n", 1, "recall.steps is retired: write `max_steps:` instead"),
     ("recall: [\n", 2, "not valid YAML"),
     # issue 37: a key written twice is refused with both lines (YAML would keep the later value silently)
     ("language_model:\n  lr_grid: [1.0e-3]\n  lr_grid: [3.0e+3]\n", 3,
@@ -104,10 +107,10 @@ def test_a_plan_that_is_not_a_mapping(tmp_path: Path) -> None:
 
 def test_where_names_a_fields_line(tmp_path: Path) -> None:
     path = tmp_path / "plan.yaml"
-    path.write_text("name: x\n\nrecall:\n  lrs: [1.0e-3]\n  pairs: [2, 4]\n")
+    path.write_text("name: x\n\nrecall:\n  lr_grid: [1.0e-3]\n  pairs: [2, 4]\n")
     plan = Plan.load(path)
     assert plan.where("recall", "pairs") == f"{path}:5: recall.pairs"
-    assert plan.recall.pairs == (2, 4) and plan.recall.lrs == (1e-3,)
+    assert plan.recall.pairs == (2, 4) and plan.recall.lr_grid == (1e-3,)
 
 
 @pytest.mark.parametrize("text,needle", [
@@ -132,7 +135,7 @@ def test_probe_settings_carry_the_plans_values(tmp_path: Path) -> None:
     from eval.report.stages import probe_settings
 
     path = tmp_path / "plan.yaml"
-    path.write_text("recall: {steps: 30, lrs: [2.0e-3], pairs: [2, 4], quick: true}\n")
+    path.write_text("recall: {max_steps: 30, lr_grid: [2.0e-3], pairs: [2, 4], quick: true}\n")
     settings = probe_settings(Plan.load(path, seed=3))
     assert settings.task.pairs == (2, 4) and settings.recipe.lrs == (2e-3,) and settings.recipe.steps == 30
     assert settings.seed == 3

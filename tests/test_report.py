@@ -75,7 +75,7 @@ grammar: {train_size: 200, quick: true, seeds: 2, train_sentences: 80, eval_sent
 language_model: {lr_grid: [1.0e-3, 3.0e-3], seeds: 2, max_steps: 3, equivalence_margin: 0.05, extend_grid: true,
                  max_extensions: 1}
 ablation: {seeds: 2, max_steps: 2, predictors: [none, linear], traces: [linear, linear-selective]}
-recall: {models: [gpt2, linear], steps: 3, lrs: [1.0e-3], pairs: [1, 2], quick: true}
+recall: {models: [gpt2, linear], max_steps: 3, lr_grid: [1.0e-3], pairs: [1, 2], quick: true}
 """
 
 
@@ -372,7 +372,7 @@ def test_the_probe_stage_records_the_command_of_its_call(tmp_path: Path, monkeyp
     assert prog == "eval.probes" and probes_cli.main(argv) == 0
     (names, out, settings, kwargs), (names2, out2, settings2, kwargs2) = calls
     assert names == names2 and str(out) == str(out2) and settings == settings2
-    assert settings.recipe.lrs == plan.recall.lrs and settings.task.pairs == plan.recall.pairs
+    assert settings.recipe.lrs == plan.recall.lr_grid and settings.task.pairs == plan.recall.pairs
     for key in ("identity", "workers", "control"):
         assert kwargs[key] == kwargs2[key], key
     assert list(kwargs["recall"]) == list(kwargs2["recall"]) == list(plan.recall.models)

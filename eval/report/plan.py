@@ -141,8 +141,8 @@ class RecallPlan:
     """The recall map (eval.probes with the map's models): one recipe for every model."""
 
     models: tuple[str, ...] | None = _rule(_one_of(RECALL_MODELS, "model"))  # None: every model of the map
-    steps: int | None = _rule(_positive)  # None: the recipe's (or its quick preset's)
-    lrs: tuple[float, ...] | None = _rule(_rate)
+    max_steps: int | None = _rule(_positive)  # None: the recipe's (or its quick preset's)
+    lr_grid: tuple[float, ...] | None = _rule(_rate)  # each model's rate chosen on its held-out sequences
     pairs: tuple[int, ...] | None = _rule(_pairs)
     seeds: tuple[int, ...] | None = _rule(_non_negative)  # each arm trains once per seed (None: the report's seed)
     quick: bool = False  # the probes' quick settings (identity-at-lag sizes and the recall preset)
@@ -168,7 +168,10 @@ OPTIONAL_SECTIONS = ("depth",)  # absent from a plan: the stage does not run (Pl
 # Fields a plan may no longer name, each with what to write instead (refused in one line at its YAML line).
 RETIRED = {("language_model", "ladder"): "the old unshuffled ladder (docs/scale) no longer carries a row; name the "
                                          "ladder sweep under `committed: ladder:` instead (committed: {ladder: "
-                                         "docs/sweeps/ladder})"}
+                                         "docs/sweeps/ladder})",
+           # issue 32: one vocabulary with the sweep plans (hub_configs/sweeps: lr_grid, max_steps)
+           ("recall", "lrs"): "write `lr_grid:` instead (the same rate grid, the sweep plans' word)",
+           ("recall", "steps"): "write `max_steps:` instead (the same step cap, the sweep plans' word)"}
 
 
 @dataclass(frozen=True)
@@ -208,7 +211,7 @@ class Plan:
         cap = lambda v: max_steps if v is None else min(v, max_steps)  # noqa: E731
         p = replace(p, language_model=replace(p.language_model, max_steps=cap(p.language_model.max_steps)),
                     ablation=replace(p.ablation, max_steps=cap(p.ablation.max_steps)),
-                    recall=replace(p.recall, steps=cap(p.recall.steps)))
+                    recall=replace(p.recall, max_steps=cap(p.recall.max_steps)))
         return p if p.depth is None else replace(p, depth=replace(p.depth, max_steps=cap(p.depth.max_steps)))
 
     @staticmethod

@@ -458,10 +458,10 @@ def probe_settings(plan: Plan) -> Any:
 
     r = plan.recall
     try:
-        return ProbeSettings.make(quick=r.quick, seed=plan.seed, recall_pairs=r.pairs, recall_lrs=r.lrs,
-                                  recall_steps=r.steps, recall_seeds=r.seeds)
+        return ProbeSettings.make(quick=r.quick, seed=plan.seed, recall_pairs=r.pairs, recall_lrs=r.lr_grid,
+                                  recall_steps=r.max_steps, recall_seeds=r.seeds)
     except ProbeInputError as e:
-        field = {"recall_pairs": "pairs", "recall_lrs": "lrs", "recall_steps": "steps",
+        field = {"recall_pairs": "pairs", "recall_lrs": "lr_grid", "recall_steps": "max_steps",
                  "recall_seeds": "seeds"}.get(e.field or "")
         raise UsageError(f"{plan.where('recall', field)}: {e}" if field else f"{plan.path}: recall: {e}") from None
 
@@ -493,7 +493,7 @@ def content_probes(work: Path, plan: Plan, checkpoints: dict[str, Path]) -> dict
     result["command"] = command_line(PROBES, {
         "--model_name_or_path": trained, "--default_map": True, "--recall_models": recall_models,
         "--control": "gpt2", "--output_dir": out, "--text": text_file, "--seed": plan.seed,
-        "--workers": plan.workers, "--quick": r.quick, "--max_steps": r.steps, "--learning_rate": r.lrs,
+        "--workers": plan.workers, "--quick": r.quick, "--max_steps": r.max_steps, "--learning_rate": r.lr_grid,
         "--recall_pairs": r.pairs, "--recall_seeds": r.seeds})
     return result
 
