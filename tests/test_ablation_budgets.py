@@ -79,6 +79,8 @@ def _folder(tmp_path: Path, predictor: dict | None, trace: dict | None) -> Path:
 def _report_with(block: dict | None) -> dict:
     report = json.loads((COMMITTED / "report.json").read_text())
     report.pop("ablation_budgets", None)
+    # the older reader under test: without the committed trace sweep the plan names (it would carry that row)
+    report["sweeps"] = {k: v for k, v in (report.get("sweeps") or {}).items() if k != "ablation_trace"}
     if block is not None:
         report["ablation_budgets"] = block
     report["claims"] = evaluate(report)
@@ -187,7 +189,10 @@ def test_render_attaches_a_committed_ablation_to_an_existing_report(tmp_path, ca
     validate(after)
     assert after["ablation_budgets"]["attached_by"].startswith("ema-boundary render")
     assert _row(after, "readers_identical_budgets")["verdict"] == "met"
-    assert _row(after, "selection_escapes_budgets")["verdict"] == "refuted"
+    # The trace row reads the plan's committed sweep (docs/sweeps/ablation-trace), which the older reader does not
+    # override; the attached folder's trace axis is kept in ablation_budgets.
+    assert _row(after, "selection_escapes_budgets")["measurement"].startswith("sweeps.ablation_trace")
+    assert "trace" in after["ablation_budgets"]
     changed = ("claims", "ablation_budgets", "figures", "sweeps")  # sweeps: re-read on --upgrade (attached_by)
     unchanged = {k: v for k, v in after.items() if k not in changed}
     assert unchanged == {k: v for k, v in copy.deepcopy(before).items() if k not in changed}
@@ -223,6 +228,7 @@ def test_the_committed_report_reads_the_committed_ablation():
     assert {k: v for k, v in report["ablation_budgets"].items() if k != "attached_by"} == block
     assert _row(report, "readers_identical_budgets")["verdict"] == "met"
     assert _row(report, "selection_escapes_budgets")["verdict"] == "met"
-    for own in ("readers_identical", "selection_escapes"):
+    cited = {"readers_identical": "docs/ablation/", "selection_escapes": "docs/sweeps/ablation-trace"}
+    for own, source in cited.items():  # the trace row is read on the shuffled sweep the plan names
         row = _row(report, own)
-        assert row["verdict"] == "not testable in this regime" and "docs/ablation/" in row["conditions"]
+        assert row["verdict"] == "not testable in this regime" and source in row["conditions"]

@@ -19,11 +19,12 @@ from eval.report.schema import migrate
 
 @pytest.fixture(scope="module")
 def committed() -> dict:
-    """The committed report without the committed ladder and depth sweeps its plan names: these tests read the
-    report's own blocks (and the older ladder and ablation readers); the sweep readers are tested in
+    """The committed report without the committed ladder, depth and trace-ablation sweeps its plan names: these
+    tests read the report's own blocks (and the older ladder and ablation readers); the sweep readers are tested in
     tests/test_committed.py."""
     report = migrate(json.loads((REPO / "docs/report/report.json").read_text()))
-    report["sweeps"] = {k: v for k, v in (report.get("sweeps") or {}).items() if k not in ("ladder", "depth")}
+    report["sweeps"] = {k: v for k, v in (report.get("sweeps") or {}).items()
+                        if k not in ("ladder", "depth", "ablation_trace")}
     return report
 
 
