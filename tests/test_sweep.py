@@ -387,3 +387,18 @@ def test_an_alias_names_itself_in_the_runners_errors(tmp_path: Path, capsys) -> 
     assert err.startswith("python -m eval.scale: error:") and "not a sweep folder" in err
     assert sweep_main(["--resume_from", str(tmp_path)]) == 2
     assert capsys.readouterr().err.startswith("ema-boundary sweep: error:")
+
+
+def test_the_recall_trainer_refuses_an_arm_it_cannot_read(tmp_path: Path) -> None:
+    """One line naming the plan and the arm: a key the recall trainer does not read, an arm without its model,
+    a recipe field the sweep sets itself."""
+    from ema_boundary.cli import UsageError
+    from eval.sweep.trainers import TRAINERS
+
+    raw = yaml.safe_load((ROOT / "hub_configs/sweeps/recall-map.yaml").read_text())
+    for arm, words in (({"model": "gpt2", "lr": 0.1}, r"arms.bad: lr is not a recall setting \(model, width"),
+                       ({"width": 64}, r"arms.bad: no `model` \(gpt2 or a SPEN variant name\)"),
+                       ({"model": "gpt2", "recipe": {"steps": 9}}, r"arms.bad: recipe.steps is set by the sweep")):
+        (tmp_path / "p.yaml").write_text(yaml.safe_dump({**raw, "arms": {"bad": {"config": arm}}}))
+        with pytest.raises(UsageError, match=words):
+            TRAINERS["recall"].check(load_plan(tmp_path / "p.yaml"))

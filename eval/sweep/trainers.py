@@ -19,6 +19,7 @@ import json
 import math
 import shlex
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -261,11 +262,19 @@ class InProcessTrainer:
     name = ""  # the trainer's name in a plan (words in messages)
     KEYS: tuple[str, ...] = ()
 
-    def check_keys(self, where: str, cfg: dict[str, Any]) -> None:
-        for key in cfg:
-            if key not in self.KEYS:
-                raise UsageError(f"{where}: {key} is not {'an' if self.name[0] in 'aeiou' else 'a'} {self.name} "
-                                 f"setting ({', '.join(self.KEYS)})")
+    def arm_configs(self, plan: SweepPlan, required: str, what: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Each arm's settings with the words that name it in a message (``where``), checked: every key one of
+        ``KEYS`` and ``required`` present (``what`` says what it should be)."""
+        for arm in plan.arms:
+            cfg = plan.config_of(arm)
+            where = f"{plan.path}: arms.{arm.name}"
+            for key in cfg:
+                if key not in self.KEYS:
+                    raise UsageError(f"{where}: {key} is not {'an' if self.name[0] in 'aeiou' else 'a'} "
+                                     f"{self.name} setting ({', '.join(self.KEYS)})")
+            if required not in cfg:
+                raise UsageError(f"{where}: no `{required}` ({what})")
+            yield where, cfg
 
     def prepare(self, plan: SweepPlan, folder: Path) -> dict[str, str]:
         return {}
@@ -289,12 +298,7 @@ class RecallTrainer(InProcessTrainer):
     KEYS = ("model", "width", "layers", "heads", "set", "task", "recipe")
 
     def check(self, plan: SweepPlan) -> None:
-        for arm in plan.arms:
-            cfg = plan.config_of(arm)
-            where = f"{plan.path}: arms.{arm.name}"
-            self.check_keys(where, cfg)
-            if "model" not in cfg:
-                raise UsageError(f"{where}: no `model` (gpt2 or a SPEN variant name)")
+        for where, cfg in self.arm_configs(plan, "model", "gpt2 or a SPEN variant name"):
             for key in ("steps", "lrs"):
                 if key in cfg.get("recipe", {}):
                     raise UsageError(f"{where}: recipe.{key} is set by the sweep (budgets, rate rule)")
@@ -376,12 +380,7 @@ class ArmsTrainer(InProcessTrainer):
                              "s * 1000 + r)")
         fields = {"size": {f.name for f in dataclasses.fields(RunSize)} - {"train_sentences"},
                   "protocol": {"word_dropout", "unseen"}, "spcn": {f.name for f in dataclasses.fields(SPCNConfig)}}
-        for arm in plan.arms:
-            cfg = plan.config_of(arm)
-            where = f"{plan.path}: arms.{arm.name}"
-            self.check_keys(where, cfg)
-            if "dataset" not in cfg:
-                raise UsageError(f"{where}: no `dataset` (a folder of `python -m grammar_probe build`)")
+        for where, cfg in self.arm_configs(plan, "dataset", "a folder of `python -m grammar_probe build`"):
             for key, known in fields.items():
                 extra = sorted(set(cfg.get(key) or {}) - known)
                 if extra:
