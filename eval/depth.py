@@ -479,16 +479,17 @@ def sweep_plan(args: argparse.Namespace) -> Any:
     return build_plan(raw, args.output_dir)
 
 
-def experiment_plan(config: str | Path, seeds: int, *, seed: int | None = None, max_steps: int | None = None,
-                    lr: float | None = None, data: Sequence[str] | None = None, tokenizer: str | Path | None = None,
-                    workers: int = 1, margins: Mapping[str, float] = MARGINS, num_sequences: int = 64,
-                    seq_len: int = 128, ridge: float = 1e-3) -> dict[str, Any]:
+def experiment_plan(config: str | Path, seeds: int | Sequence[int], *, seed: int | None = None,
+                    max_steps: int | None = None, lr: float | None = None, data: Sequence[str] | None = None,
+                    tokenizer: str | Path | None = None, workers: int = 1, margins: Mapping[str, float] = MARGINS,
+                    num_sequences: int = 64, seq_len: int = 128, ridge: float = 1e-3) -> dict[str, Any]:
     """The experiment as a sweep plan's mapping (the shape of ``hub_configs/sweeps/depth.yaml``; what the command
     line and the report's depth stage declare): the YAML ``config`` as the base, one arm per residual over its
-    model (only ``residual`` set), seeds ``seed`` (default: the YAML's) + 0..seeds-1, one budget (``max_steps``,
-    default the YAML's) at one rate (``lr``, default the YAML's), every final model measured (``measure: [depth]``
-    on the first ``num_sequences`` validation blocks), read by the runner's ``depth`` analysis against the declared
-    ``margins``. Bad values: one UsageError naming the flag."""
+    model (only ``residual`` set), ``seeds`` (a list: those seeds; a count, the command line's: ``seed``, default
+    the YAML's, + 0..seeds-1), one budget (``max_steps``, default the YAML's) at one rate (``lr``, default the
+    YAML's), every final model measured (``measure: [depth]`` on the first ``num_sequences`` validation blocks),
+    read by the runner's ``depth`` analysis against the declared ``margins``. Bad values: one UsageError naming
+    the flag."""
     from eval.runs import read_spen_yaml
     from eval.sweep.alias import data_sources, repo_path
 
@@ -503,6 +504,7 @@ def experiment_plan(config: str | Path, seeds: int, *, seed: int | None = None, 
         raise UsageError(f"--tokenizer {tokenizer}: not a tokenizer folder (no tokenizer_config.json)")
     cfg = read_spen_yaml(Path(config), "the experiment swaps SPEN's residual")
     first = cfg["seed"] if seed is None else seed
+    seed_list = [first + i for i in range(seeds)] if isinstance(seeds, int) else list(seeds)
     shared: dict[str, Any] = {"measure": ["depth"],
                               "depth": {"num_sequences": num_sequences, "seq_len": seq_len, "ridge": ridge}}
     if data or any(Path(d).exists() for d in cfg["data"]):  # files: named as the plan reads them
@@ -511,7 +513,7 @@ def experiment_plan(config: str | Path, seeds: int, *, seed: int | None = None, 
         shared["tokenizer_name"] = repo_path(tokenizer)
     model = repo_path(cfg["model_name_or_path"])
     return {
-        "name": "depth", "trainer": "train", "analysis": "depth", "seeds": [first + i for i in range(seeds)],
+        "name": "depth", "trainer": "train", "analysis": "depth", "seeds": seed_list,
         "budgets": [max_steps or cfg["max_steps"]],
         "score": "test" if cfg["test_every"] else "validation", "workers": workers,
         "rate": {"lr_grid": [float(lr or cfg["learning_rate"])], "choose": "first_seed"},

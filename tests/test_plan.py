@@ -28,9 +28,9 @@ from eval.report.plan import (
 def test_shipped_plans_load() -> None:
     for path in set(PLANS.values()):
         plan = Plan.load(REPO / path)
-        assert plan.language_model.lr_grid and plan.ablation.seeds >= 2
+        assert plan.language_model.lr_grid and len(plan.ablation.seeds) >= 2
     default = Plan.load(REPO / PLANS["tiny", False])
-    assert default.ablation.seeds >= 5 and default.language_model.seeds >= 5
+    assert len(default.ablation.seeds) >= 5 and len(default.language_model.seeds) >= 5
     assert len(default.language_model.lr_grid) >= 3
     assert isinstance(default.language_model.lr_grid[0], float)  # typed: an int in the YAML is read as a float
     capped = Plan.make(max_steps=7)
@@ -55,7 +55,10 @@ def test_the_names_are_the_variant_tables() -> None:
     ("recall: {lr_grid: [0]}\n", 1, "recall.lr_grid must be a rate in (0, 1)"),
     ("ablation:\n  equivalence_margin: 3\n", 2, "ablation.equivalence_margin must be a margin in nats"),
     ("language_model: {lr_grid: []}\n", 1, "language_model.lr_grid must be a non-empty list"),
-    ("\n\nablation:\n  seeds: 0\n", 4, "ablation.seeds must be positive"),
+    ("\n\nablation:\n  seeds: [-1]\n", 4, "ablation.seeds must be a non-negative integer"),
+    ("\n\nablation:\n  seeds: 5\n", 4,
+     "ablation.seeds lists the seeds themselves (the sweep plans' word), not a count: write seeds: [0, 1, 2, 3, 4]"),
+    ("language_model: {seeds: [0, 0]}\n", 1, "language_model.seeds lists 0 twice"),
     ("ablation: {predictors: [linear, bogus]}\n", 1, "ablation.predictors names an unknown arm 'bogus'"),
     ("ablation: {traces: [linear-selective]}\n", 1, "ablation.traces must include the reference arm 'linear'"),
     ("recall:\n  pairs: [2, 2]\n", 2, "recall.pairs lists 2 twice"),
@@ -146,16 +149,16 @@ def test_the_depth_section_is_optional_checked_and_capped(tmp_path: Path) -> Non
 
     assert Plan.load(REPO / PLANS["tiny", False]).depth is None  # the default leaves it to the full plan
     full = Plan.load(REPO / "hub_configs/report/full.yaml")
-    assert isinstance(full.depth, DepthPlan) and full.depth.seeds >= 5
+    assert isinstance(full.depth, DepthPlan) and len(full.depth.seeds) >= 5
     assert (REPO / full.depth.config).is_file()
     path = tmp_path / "plan.yaml"
-    path.write_text("name: t\ndepth:\n  seeds: 5\n  max_steps: 40\n")
+    path.write_text("name: t\ndepth:\n  seeds: [0, 1, 2, 3, 4]\n  max_steps: 40\n")
     plan = Plan.load(path)
-    assert plan.depth == DepthPlan(seeds=5, max_steps=40) and plan.depth.loss_margin == 0.02
+    assert plan.depth == DepthPlan(seeds=(0, 1, 2, 3, 4), max_steps=40) and plan.depth.loss_margin == 0.02
     capped = Plan.make(plan=path, max_steps=7)
     assert capped.depth.max_steps == 7 and Plan.make(plan=path, max_steps=70).depth.max_steps == 40
     for text, needle in (("depth:\n  config: nope.yaml\n", ":2: depth.config 'nope.yaml': no such train.py YAML"),
-                         ("depth:\n  seeds: 0\n", ":2: depth.seeds must be positive"),
+                         ("depth:\n  seeds: 2\n", ":2: depth.seeds lists the seeds themselves"),
                          ("depth:\n  accuracy_margin: 1.5\n", ":2: depth.accuracy_margin must be a rate"),
                          ("depth:\n  residual: add\n", ":2: depth.residual is not a field")):
         path.write_text(text)

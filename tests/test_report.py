@@ -72,9 +72,9 @@ name: test
 workers: 1
 grammar: {train_size: 200, quick: true, seeds: 2, train_sentences: 80, eval_sentences: 40, validation_size: 40,
           test_size: 40, ceiling_sentences: 300, window_sentences: 300, workers: 1}
-language_model: {lr_grid: [1.0e-3, 3.0e-3], seeds: 2, max_steps: 3, equivalence_margin: 0.05, extend_grid: true,
+language_model: {lr_grid: [1.0e-3, 3.0e-3], seeds: [0, 1], max_steps: 3, equivalence_margin: 0.05, extend_grid: true,
                  max_extensions: 1}
-ablation: {seeds: 2, max_steps: 2, predictors: [none, linear], traces: [linear, linear-selective]}
+ablation: {seeds: [0, 1], max_steps: 2, predictors: [none, linear], traces: [linear, linear-selective]}
 recall: {models: [gpt2, linear], max_steps: 3, lr_grid: [1.0e-3], pairs: [1, 2], quick: true}
 """
 
@@ -284,13 +284,13 @@ def test_bad_arguments_give_one_line_and_write_nothing(tmp_path: Path, capsys, c
     a_file = tmp_path / "afile"
     a_file.write_text("x")
     bad_plan = tmp_path / "bad.yaml"
-    bad_plan.write_text("ablation: {seeds: -1}\n")
+    bad_plan.write_text("ablation: {seeds: [-1]}\n")
     out = tmp_path / "o"
     argv, expected = {
         "missing corpus": (["--corpus", str(tmp_path / "missing.txt")], "--corpus"),
         "binary corpus": (["--corpus", str(binary)], "not text"),
         "out is a file": (["--output_dir", str(a_file)], "--output_dir"),
-        "bad plan": (["--plan", str(bad_plan)], "ablation.seeds must be positive"),
+        "bad plan": (["--plan", str(bad_plan)], "ablation.seeds must be a non-negative integer"),
         "no plan": (["--plan", str(tmp_path / "none.yaml")], "--plan"),
     }[case]
     argv = ["report", *argv, *([] if "--output_dir" in argv else ["--output_dir", str(out)])]
@@ -467,7 +467,7 @@ def test_the_depth_stage_is_the_commands_sweep_and_writes_depth_json(tmp_path: P
     plan = _tiny_plan(tmp_path / "none")
     assert plan.depth is None and stages.depth(tmp_path, plan, tmp_path / "tokenizer") is None  # not in the plan
     config = _deep_micro_yaml(tmp_path)  # 3 blocks of width 16 on tmp_path/corpus.txt
-    (tmp_path / "depth.yaml").write_text(TINY_PLAN + f"depth:\n  config: {config}\n  seeds: 2\n  max_steps: 2\n"
+    (tmp_path / "depth.yaml").write_text(TINY_PLAN + f"depth:\n  config: {config}\n  seeds: [7, 8]\n  max_steps: 2\n"
                                          "  loss_margin: 0.05\n")
     plan = Plan.load(tmp_path / "depth.yaml", corpus=str(tmp_path / "corpus.txt"))
     tokenizer = build_tokenizer(train_config.read_yaml(config), plan.data, tmp_path / "tokenizer")

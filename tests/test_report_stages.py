@@ -20,8 +20,9 @@ from eval.sweep.trainers import TRAINERS
 PLAN = """\
 name: test
 workers: 1
-language_model: {lr_grid: [1.0e-3, 3.0e-3, 1.0e-2], seeds: 3, max_steps: 4, extend_grid: true, max_extensions: 1}
-ablation: {seeds: 2, max_steps: 2, predictors: [none, linear], traces: [linear, linear-selective]}
+language_model: {lr_grid: [1.0e-3, 3.0e-3, 1.0e-2], seeds: [0, 1, 2], max_steps: 4, extend_grid: true,
+                 max_extensions: 1}
+ablation: {seeds: [0, 1], max_steps: 2, predictors: [none, linear], traces: [linear, linear-selective]}
 """
 
 

@@ -82,6 +82,13 @@ class GrammarPlan:
     arms: str | None = None
 
 
+# The seeds a section trains when the plan names none: five, the suite's minimum for a verdict on a difference.
+FIVE_SEEDS = (0, 1, 2, 3, 4)
+# Sections whose ``seeds`` once was a count (seeds from the YAML's seed on): a count is refused with the list it
+# meant, so an old plan is never read with other seeds than it declared.
+SEED_LISTS = ("language_model", "ablation", "depth")
+
+
 def _factor(v: Any) -> str | None:
     return None if 1 < v < math.inf else "must be a factor above 1"
 
@@ -102,7 +109,8 @@ class LanguageModelPlan:
     spen: str = "hub_configs/spen-f48/train.yaml"
     gpt2: str = "hub_configs/gpt2-f48/train.yaml"
     lr_grid: tuple[float, ...] = _rule(_rate, (1e-3, 3e-3, 1e-2))  # each architecture's rate chosen on validation
-    seeds: int = _rule(_positive, 5)  # per architecture at its chosen rate; the first is the grid's seed
+    seeds: tuple[int, ...] = _rule(_non_negative, FIVE_SEEDS)  # per architecture at its chosen rate; the first
+    # chooses the rate (the grid's seed)
     max_steps: int | None = _rule(_positive)  # None: the YAMLs' own
     equivalence_margin: float = _rule(_margin, 0.02)  # nats
     extend_grid: bool = False  # extend the grid beyond an edge rate until the choice is interior
@@ -122,7 +130,7 @@ class LanguageModelPlan:
 class AblationPlan:
     """The reader and trace ablations (eval.ablation) at the SPEN rate the grid chose."""
 
-    seeds: int = _rule(_positive, 5)
+    seeds: tuple[int, ...] = _rule(_non_negative, FIVE_SEEDS)  # every arm, paired by seed
     max_steps: int | None = _rule(_positive)  # None: the language model's
     equivalence_margin: float = _rule(_margin, 0.02)  # nats
     predictors: tuple[str, ...] | None = _rule(_one_of(PREDICTOR_ARMS, "arm"))  # None: every predictor arm
@@ -154,7 +162,7 @@ class DepthPlan:
     and with Attention Residuals, paired by seed. Optional: a plan without a ``depth`` section does not run it."""
 
     config: str = "hub_configs/spen-depth8/train.yaml"  # the train.py YAML of the residual-sum arm
-    seeds: int = _rule(_positive, 5)
+    seeds: tuple[int, ...] = _rule(_non_negative, FIVE_SEEDS)  # both arms, paired by seed
     max_steps: int | None = _rule(_positive)  # None: the YAML's
     accuracy_margin: float = _rule(_rate, 0.02)  # token identity at the last layer, a fraction
     share_margin: float = _rule(_rate, 0.02)  # the share recovered of earlier blocks' outputs, a fraction
@@ -265,6 +273,11 @@ class _Checker(Checker):
             section = raw.get(where[0])
             if isinstance(section, dict) and where[1] in section:
                 raise self.error(where, f"is retired: {instead}")
+        for name in SEED_LISTS:
+            count = (raw.get(name) or {}).get("seeds") if isinstance(raw.get(name), dict) else None
+            if isinstance(count, int) and not isinstance(count, bool):
+                raise self.error((name, "seeds"), f"lists the seeds themselves (the sweep plans' word), not a count: "
+                                 f"write seeds: {list(range(max(count, 1)))} for {count} seeds from 0")
         parts = {name: self.section(name, cls, raw.get(name)) for name, cls in SECTIONS.items()}
         name = self.value(("name",), str, raw.get("name", self.path.stem))
         workers = self.value(("workers",), int, raw.get("workers", 2), _positive)

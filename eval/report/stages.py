@@ -230,8 +230,8 @@ def language_model(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any]:
     if differ:
         raise UsageError(f"{plan.path}: the two architectures' YAMLs differ in {', '.join(differ)}; the pair must be "
                          "chosen and scored on the same blocks")
-    seed0 = cfgs["spen"]["seed"]
-    seeds = [seed0 + i for i in range(lm.seeds)]
+    seeds = list(lm.seeds)
+    seed0 = seeds[0]  # chooses the rate
     steps = {w: lm.max_steps or cfgs[w]["max_steps"] for w in ARCHITECTURES}
     folder = work / "language_model"
     rule = lm.rate_rule()
@@ -359,7 +359,7 @@ def ablation(work: Path, plan: Plan, axis: str, lr: float, tokenizer: Path) -> d
     longest = budgets[-1]
     arms = list(a.traces or TRACE_VARIANTS) if axis == "trace" else list(a.predictors or PREDICTOR_VARIANTS)
     reference = REFERENCE[axis]
-    seeds = [cfg["seed"] + i for i in range(a.seeds)]
+    seeds = list(a.seeds)
     folder = work / f"ablation_{axis}"
     # More validation and logging points for the curves than the YAML's; neither draws random numbers, so every
     # run's trajectory is the one the YAML alone gives.
