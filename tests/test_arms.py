@@ -87,16 +87,18 @@ def test_arms_cover_sizes_and_the_protocol_2x2(arms_dir):
 
 
 def test_arms_write_report_figures_and_each_runs_results(arms_dir):
-    from eval.report.conditions import conditions_block, read_arms
+    from eval.report.committed import read_sweep, sweep_block
 
     names = {p.name for p in arms_dir.iterdir()}
     assert {"arms.json", "arms.md", "arms_ratio_within_a.png", "arms_novel_structural_spcn_minus_bigru.png",
             "results.json", "results.md", "sweep.yaml"} <= names
     assert "### SPCN probe accuracy / BiGRU accuracy" in (arms_dir / "arms.md").read_text()
     assert _experiment(arms_dir, "size", 20)["size"]["train_sentences"] == 20
-    # the report reads the sweep's arms.json as it reads the committed one
-    block = conditions_block(read_arms(arms_dir / "arms.json"), "arms.json")
-    assert block["sizes"] == [20, 40] and block["rows"]
+    # the report reads the sweep as it reads the committed one (committed: arms): its structure conditions only
+    analysis = sweep_block(read_sweep(arms_dir, "arms"), "arms", "outputs/arms")["analysis"]
+    block = analysis["conditions"]
+    assert set(analysis) == {"kind", "complete", "conditions"} and block["source"] == "outputs/arms"
+    assert block["sizes"] == [20, 40] and block["rows"] and block["seeds"] == 2
 
 
 def test_protocol_arms_change_what_the_models_read(arms_dir):

@@ -297,7 +297,7 @@ def test_a_plan_names_sweeps_checked_once_at_load(tmp_path: Path) -> None:
     recall_sweep(tmp_path / "recall", {"gpt2": SOLVED})
     plan = Plan.load(plan_naming(tmp_path, {"recall_map": str(tmp_path / "recall")}))
     assert plan.committed == {"recall_map": str(tmp_path / "recall")}
-    assert set(SOURCES) == {"recall_map", "ladder", "ablation_predictor", "ablation_trace", "depth"}
+    assert set(SOURCES) == {"recall_map", "ladder", "ablation_predictor", "ablation_trace", "depth", "arms"}
 
 
 @pytest.mark.parametrize("make,message", [
@@ -488,6 +488,11 @@ def test_render_upgrade_drops_the_retired_scale_ladder(tmp_path: Path, capsys: A
     validate(after)
     assert "scale_ladder" not in after
     assert row(after["claims"], "perplexity_gap_ladder")["measurement"] == "sweeps.ladder.analysis.sizes"
-    moved = ("claims", "scale_ladder", "sweeps")  # sweeps: re-read from the plan's committed sweeps on --upgrade
+    # sweeps: re-read from the plan's committed sweeps on --upgrade; the structure conditions with them (the arms
+    # sweep, migrated from docs/structure/arms_seed21: every number the same)
+    moved = ("claims", "scale_ladder", "sweeps", "structure_conditions")
+    if "structure_conditions" in before:
+        conditions = after["sweeps"]["arms"]["analysis"]["conditions"]
+        assert "structure_conditions" not in after and conditions["rows"] == before["structure_conditions"]["rows"]
     assert {k: v for k, v in after.items() if k not in moved} == {k: v for k, v in before.items() if k not in moved}
     assert "docs/scale" not in (folder / "index.md").read_text()

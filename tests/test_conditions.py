@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
-import pytest
-
-from ema_boundary.cli import UsageError
-from eval.report.conditions import ARMS_SCHEMA, conditions_block, phrase, read_arms
+from eval.report.conditions import ARMS_SCHEMA, conditions_block, phrase, structure_conditions
 
 ROWS = {"ratio_within_a": ("ratio", 0.96), "novel_structural_spcn_minus_bigru": ("novel", "> 0")}
 
@@ -62,19 +57,16 @@ def test_phrase_names_each_arm_with_its_verdict_and_value_as_the_row_reads():
     assert phrase(block, "deep_accuracy") is None
 
 
-@pytest.mark.parametrize("content, message", [
-    (None, "no such file"),
-    ("{not json", "not a readable arms.json"),
-    (json.dumps({"schema": "grammar_probe.results/3"}), "expected 'grammar_probe.arms/1'"),
-    (json.dumps({"schema": ARMS_SCHEMA, "arms": {}}), "holds no arms"),
-])
-def test_read_arms_refuses_a_file_that_cannot_serve_in_one_line(tmp_path, content, message):
-    path = tmp_path / "arms.json"
-    if content is not None:
-        path.write_text(content)
-    with pytest.raises(UsageError, match=message) as e:
-        read_arms(path)
-    assert "\n" not in str(e.value) and str(e.value).startswith("grammar.arms: ")
+def test_the_conditions_come_from_the_committed_arms_sweep_else_an_older_report() -> None:
+    swept = conditions_block(_arms(), "docs/sweeps/arms")
+    older = conditions_block(_arms(), "docs/structure/arms/arms.json")
+    assert structure_conditions({"sweeps": {"arms": {"analysis": {"kind": "arms", "conditions": swept}}},
+                                 "structure_conditions": older}) is swept
+    # an arms sweep still running names no conditions (its partial line says why), never the older block
+    assert structure_conditions({"sweeps": {"arms": {"analysis": {"kind": "arms", "complete": False}}},
+                                 "structure_conditions": older}) is None
+    assert structure_conditions({"structure_conditions": older}) is older  # a report.json written before
+    assert structure_conditions({"sweeps": {"ladder": {}}}) is None
 
 
 def test_the_report_table_has_a_column_per_arm_and_a_cell_per_row():

@@ -67,7 +67,10 @@ def test_the_names_are_the_variant_tables() -> None:
     ("language_model: {spen: nowhere.yaml}\n", 1, "language_model.spen 'nowhere.yaml': no such train.py YAML"),
     ("workers: two\n", 1, "workers must be int, got 'two'"),
     ("grammar: {quick: 1}\n", 1, "grammar.quick must be bool"),
-    ("grammar:\n  arms: nowhere/arms.json\n", 2, "grammar.arms"),
+    ("grammar:\n  arms: docs/structure/arms_seed21/arms.json\n", 2, "grammar.arms is retired: the grammar arms are a "
+     "committed sweep now: name its folder under `committed: arms:`"),
+    ("committed:\n  arms: docs/sweeps/ladder\n", 2, "committed.arms docs/sweeps/ladder: results.json holds a 'ladder' "
+     "analysis, arms needs 'arms'"),
     # issue 32: the old ladder reader is retired; the plan says where the ladder goes now
     ("language_model:\n  ladder: docs/scale/report.json\n", 2, "language_model.ladder is retired: the old unshuffled "
      "ladder (docs/scale) no longer carries a row; name the ladder sweep under `committed: ladder:` instead"),

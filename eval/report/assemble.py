@@ -17,7 +17,6 @@ from ema_boundary.paper import PAPER
 from eval.report.ablation_budgets import budgets_block, read_budgets
 from eval.report.claims import evaluate
 from eval.report.committed import sweeps_block
-from eval.report.conditions import conditions_block, read_arms
 from eval.report.paths import portable
 from eval.report.plan import in_repo
 from eval.report.schema import SCHEMA_VERSION
@@ -131,8 +130,6 @@ def assemble(plan: Any, structure: dict, lm: dict, ngram: dict, regime: dict, pr
         },
         "command": top_command,
     }
-    if plan.grammar.arms:
-        report["structure_conditions"] = conditions_block(read_arms(in_repo(plan.grammar.arms)), plan.grammar.arms)
     if plan.ablation.committed:
         report["ablation_budgets"] = budgets_block(read_budgets(in_repo(plan.ablation.committed)),
                                                    plan.ablation.committed)

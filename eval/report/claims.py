@@ -739,12 +739,12 @@ def _structure_paper(row_id: str) -> Callable[[Report], str]:
 
 
 def _arms_conditions(row_id: str) -> Callable[[Report], str | None]:
-    """The row across the committed grammar_probe arms (labelled data size, unseen-word protocol), when the
-    plan named them (report.json's ``structure_conditions``)."""
+    """The row across the committed grammar arms sweep (labelled data size, unseen-word protocol), when the plan
+    names it (:func:`eval.report.conditions.structure_conditions`)."""
     def conditions(report: Report) -> str | None:
-        from eval.report.conditions import phrase
+        from eval.report.conditions import phrase, structure_conditions
 
-        block = report.get("structure_conditions")
+        block = structure_conditions(report)
         return phrase(block, row_id) if block else None
     return conditions
 

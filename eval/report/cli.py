@@ -113,6 +113,8 @@ def _attach_sweeps(parser: UsageParser, report: dict, command: str) -> None:
         report["sweeps"] = {k: {**v, "attached_by": command} for k, v in block.items()}
     else:
         report.pop("sweeps", None)
+    if "arms" in (report.get("sweeps") or {}):  # the structure conditions are read from the arms sweep now
+        report.pop("structure_conditions", None)
 
 
 def _render(parser: UsageParser, folder: Path, upgrade: bool, command: str = "", ablation: str | None = None) -> int:

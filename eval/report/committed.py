@@ -28,11 +28,12 @@ import yaml
 from ema_boundary.cli import UsageError
 from ema_boundary.io import read_json
 from eval.plans import in_repo
+from eval.report.conditions import conditions_block
 from eval.sweep.runner import RESULTS, SCHEMA, TOOL
 
 # A claim source of the plan's ``committed:`` -> the analysis kind its sweep must have (eval/sweep/analyses.py).
 SOURCES: dict[str, str] = {"recall_map": "recall_map", "ladder": "ladder", "ablation_predictor": "ablation",
-                           "ablation_trace": "ablation", "depth": "depth"}
+                           "ablation_trace": "ablation", "depth": "depth", "arms": "arms"}
 KEYS = ("tool", "schema", "name", "complete", "missing", "arms", "analysis", "commands")
 
 UNDER_TRAINED = "baseline under-trained"  # eval.verdicts.reference_gate's words for a failed check
@@ -102,13 +103,17 @@ def _corpus(results: dict[str, Any]) -> str | None:
 
 def sweep_block(results: dict[str, Any], source: str, folder: str) -> dict[str, Any]:
     """report.json's ``sweeps[source]``: what the claims read of one committed sweep; ``folder`` is the folder the
-    plan named (as written there)."""
+    plan named (as written there). The grammar arms keep of their analysis only the structure conditions the
+    claims read (:func:`eval.report.conditions.conditions_block`), not every arm's full rows."""
+    analysis = results["analysis"]
+    if analysis.get("kind") == "arms" and analysis.get("complete"):
+        analysis = {"kind": "arms", "complete": True, "conditions": conditions_block(analysis, folder)}
     return {"source": folder, "name": results["name"], "kind": results["analysis"]["kind"],
             "plan": (results.get("plan") or {}).get("path"), "scored_on": results.get("scored_on"),
             "corpus": _corpus(results), "complete": bool(results["complete"]), "missing": len(results["missing"]),
             "seconds": results.get("seconds"), "commands": results["commands"], "arms": _arms(results),
             "settings": ((results.get("plan") or {}).get("declared") or {}).get("settings") or {},
-            "analysis": results["analysis"]}
+            "analysis": analysis}
 
 
 def sweeps_block(committed: dict[str, str]) -> dict[str, Any]:

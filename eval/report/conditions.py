@@ -1,21 +1,18 @@
-"""The conditions each structure claim holds in, read from a committed ``python -m grammar_probe arms`` run.
+"""The conditions each structure claim holds in, read from the committed grammar arms sweep.
 
 The report's structure stage trains SPCN and its baselines at one labelled data size under one unseen-word
 protocol. The arms repeat that whole experiment at several sizes (250 to 4,000 labelled sentences per seed) and
 across the 2 x 2 protocol ({word dropout on, off} x {never-seen words as ``<unk>``, as fresh random codes}),
-5 seeds each: too long for the report's budget, so they run once, are committed (``docs/structure/``), and the
-plan names their ``arms.json`` (``grammar.arms``). This module checks that file, keeps what the report needs
-(report.json's ``structure_conditions``) and phrases, per paper row, where the row is met and where it is not.
+5 seeds each: too long for the report's budget, so they run once as a sweep (``hub_configs/sweeps/arms.yaml``),
+are committed (``docs/sweeps/arms``) and named in the plan like every committed sweep (``committed: arms``, read
+by :mod:`eval.report.committed`). This module keeps what the claims need of the sweep's ``arms`` analysis
+(:func:`conditions_block`) and phrases, per paper row, where the row is met and where it is not.
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
-
-from ema_boundary.cli import UsageError
-from ema_boundary.io import read_json
 
 ARMS_SCHEMA = "grammar_probe.arms/1"  # grammar_probe/arms.py's summary
 PROTOCOL_NAMES = {  # the protocol arms as a reader names them
@@ -25,23 +22,23 @@ PROTOCOL_NAMES = {  # the protocol arms as a reader names them
     "protocol_no_dropout_random_codes": "dropout off, random codes",
 }
 
-__all__ = ["ARMS_SCHEMA", "PROTOCOL_NAMES", "conditions_block", "phrase", "read_arms", "value_text"]
+__all__ = ["ARMS_SCHEMA", "PROTOCOL_NAMES", "conditions_block", "phrase", "structure_conditions", "value_text"]
 
 
-def read_arms(path: str | Path) -> dict[str, Any]:
-    """A committed ``arms.json``, checked: one line naming the file when it cannot serve."""
-    arms = read_json(path, "arms.json", "a `python -m grammar_probe arms` arms.json", name=f"grammar.arms: {path}")
-    if not isinstance(arms, dict) or arms.get("schema") != ARMS_SCHEMA:
-        raise UsageError(f"grammar.arms: {path}: schema {arms.get('schema') if isinstance(arms, dict) else None!r}, "
-                         f"expected {ARMS_SCHEMA!r}")
-    if not arms.get("arms"):
-        raise UsageError(f"grammar.arms: {path}: holds no arms")
-    return arms
+def structure_conditions(report: dict[str, Any]) -> dict[str, Any] | None:
+    """The structure conditions a report reads: those of the committed arms sweep its plan names (report.json's
+    ``sweeps.arms``; None while that sweep is incomplete), else the ``structure_conditions`` of a report.json
+    written before the arms ran as a sweep."""
+    block = (report.get("sweeps") or {}).get("arms")
+    if block is not None:
+        return (block.get("analysis") or {}).get("conditions")
+    return report.get("structure_conditions")
 
 
 def conditions_block(arms: dict[str, Any], source: str) -> dict[str, Any]:
-    """report.json's ``structure_conditions``: per paper row, every arm's SPCN value and verdict, and the
-    arms grouped by verdict. ``source`` is the arms.json the plan named (as written in the plan)."""
+    """The structure conditions: per paper row, every arm's SPCN value and verdict, and the arms grouped by verdict,
+    from an ``arms`` summary (schema ``grammar_probe.arms/1``: the sweep's analysis, or its arms.json). ``source``
+    is the folder the plan named (as written in the plan)."""
     first = next(iter(arms["arms"].values()))["rows"]
     rows: dict[str, Any] = {}
     for row, r in first.items():

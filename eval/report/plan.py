@@ -77,9 +77,6 @@ class GrammarPlan:
     train_sentences: int | None = _rule(_positive)
     eval_sentences: int | None = _rule(_positive)
     workers: int = _rule(_positive, 2)
-    # A committed `python -m grammar_probe arms` arms.json (repository-relative): the conditions (labelled data
-    # size, unseen-word protocol) each structure row holds in, too long to run inside the report's budget.
-    arms: str | None = None
 
 
 # The seeds a section trains when the plan names none: five, the suite's minimum for a verdict on a difference.
@@ -177,6 +174,8 @@ OPTIONAL_SECTIONS = ("depth",)  # absent from a plan: the stage does not run (Pl
 RETIRED = {("language_model", "ladder"): "the old unshuffled ladder (docs/scale) no longer carries a row; name the "
                                          "ladder sweep under `committed: ladder:` instead (committed: {ladder: "
                                          "docs/sweeps/ladder})",
+           ("grammar", "arms"): "the grammar arms are a committed sweep now: name its folder under `committed: arms:` "
+                                "instead (committed: {arms: docs/sweeps/arms})",
            # issue 32: one vocabulary with the sweep plans (hub_configs/sweeps: lr_grid, max_steps)
            ("recall", "lrs"): "write `lr_grid:` instead (the same rate grid, the sweep plans' word)",
            ("recall", "steps"): "write `max_steps:` instead (the same step cap, the sweep plans' word)"}
@@ -198,9 +197,10 @@ class Plan:
     recall: RecallPlan = field(default_factory=RecallPlan)
     depth: DepthPlan | None = None  # None: the plan has no depth section, the stage does not run
     # Committed sweeps (``committed:``, eval/report/committed.py): a claim source (recall_map, ladder,
-    # ablation_predictor, ablation_trace, depth) -> the folder of an `ema-boundary sweep` whose results.json
+    # ablation_predictor, ablation_trace, depth, arms) -> the folder of an `ema-boundary sweep` whose results.json
     # carries that claim's row; a source the plan does not name keeps its older reader (ablation.committed, this
-    # run's own stages), except the ladder, which has none: without `ladder` its rows are not run.
+    # run's own stages), except the ladder and the arms, which have none: without `ladder` its rows are not run,
+    # without `arms` the structure rows name no conditions.
     committed: dict[str, str] = field(default_factory=dict)
     declared: dict[str, Any] = field(default_factory=dict)  # the YAML as read
     lines: dict[tuple[str, ...], int] = field(default_factory=dict, repr=False, compare=False)  # key path -> line
@@ -318,14 +318,6 @@ class _Checker(Checker):
             given = getattr(lm, which)
             if not (REPO / given).is_file() and not Path(given).is_file():
                 raise self.error(("language_model", which), f"{given!r}: no such train.py YAML")
-        arms = parts["grammar"].arms
-        if arms is not None:
-            from eval.report.conditions import read_arms
-
-            try:
-                read_arms(in_repo(arms))
-            except UsageError as e:
-                raise self.error(("grammar", "arms"), str(e).removeprefix("grammar.arms: ")) from None
         if ablation.committed is not None:
             from eval.report.ablation_budgets import read_budgets
 

@@ -24,6 +24,7 @@ from eval.report.claims import (
     short_verdict,
     verdict_text,
 )
+from eval.report.conditions import structure_conditions
 from eval.report.paths import portable
 from eval.report.plan import in_repo
 from grammar_probe.render import render_structure_figures, render_structure_markdown
@@ -526,8 +527,9 @@ def conditions_table(block: dict) -> list[str]:
     arms = list(next(iter(rows.values()))["arms"].items()) if rows else []
     head = [f"{a['value']:,} sent." if a["axis"] == "train_sentences" else PROTOCOL_NAMES.get(n, n) for n, a in arms]
     lines = ["### The conditions each row holds in (committed arms)", "",
-             f"From `{block['source']}` (`python -m grammar_probe arms`, seed {block['seed']}): the whole structure "
-             f"experiment at {', '.join(f'{n:,}' for n in block['sizes'])} labelled sentences per seed, and the "
+             f"From `{block['source']}` (the grammar arms, `ema-boundary sweep hub_configs/sweeps/arms.yaml`, seed "
+             f"{block['seed']}): the whole structure experiment at {', '.join(f'{n:,}' for n in block['sizes'])} "
+             "labelled sentences per seed, and the "
              f"unseen-word protocol's 2 x 2 at {block['protocol_size']:,}; {block['seeds']} seeds per arm, "
              f"{block['seconds'] / 60:.0f} min. Each cell: SPCN's verdict (its mean).", "",
              "| row | " + " | ".join(head) + " |", "|---|" + "---|" * len(head)]
@@ -680,8 +682,9 @@ def structure_claims_section(report: dict) -> list[str]:
              "Each row against the shortcuts (the majority word, a k-token window, a plain EMA of the word codes, a "
              "frozen SPCN) and the exact ceilings; every model on every split and the per-role tables are in the "
              "appendix.", "", *_details(report, ids)]
-    if report.get("structure_conditions"):
-        lines += conditions_table(report["structure_conditions"])
+    block = structure_conditions(report)
+    if block:
+        lines += conditions_table(block)
     return lines
 
 

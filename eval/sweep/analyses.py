@@ -369,7 +369,7 @@ def arms(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, An
     Settings: ``size_arm`` (the arm whose budgets are the size arms ``size_<n>``: the protocol as fixed),
     ``protocol_size`` (the training sentences of the protocol 2 x 2) and ``protocol_arms`` (each cell of the 2 x 2
     -> the arm that ran it; the size arm where the cell is the fixed protocol: that run, not a second one)."""
-    from grammar_probe.arms import ARMS_SCHEMA, conditions_of, dataset_config, write_summary
+    from grammar_probe.arms import ARMS_SCHEMA, conditions_of, write_summary
 
     s = plan.settings
     size_arm, n_protocol = s.get("size_arm", "size"), s.get("protocol_size")
@@ -399,10 +399,19 @@ def arms(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, An
         "protocol_arms": {cell: dict(plan.arm(arm).config.get("protocol") or {}) if arm != size_arm else {}
                           for cell, arm in cells.items()},
         "base_protocol": base["protocol"], "seed": plan.seeds[0],
-        "dataset": dataset_config(in_repo(plan.config_of(plan.arm(size_arm))["dataset"])), "arms": out,
+        "dataset": _dataset(plan.config_of(plan.arm(size_arm))["dataset"]), "arms": out,
         "conditions": conditions_of(out), "seconds": results["seconds"]["runs"]}
     write_summary(folder, summary)
     return {"complete": True, "arms_json": "arms.json", **summary}
+
+
+def _dataset(declared: str) -> dict[str, Any] | None:
+    """The arms' corpus as ``grammar_probe build`` recorded it, its folder as the plan names it (repository-relative:
+    the committed summary names no path of the machine it ran on)."""
+    from grammar_probe.arms import dataset_config
+
+    found = dataset_config(in_repo(declared))
+    return found and {**found, "path": declared}
 
 
 ANALYSES: dict[str, Callable[[SweepPlan, dict[str, Any], Path], dict[str, Any]]] = {
