@@ -17,7 +17,7 @@ paired difference with its 95% interval, an equivalence test (TOST) against a ma
 Holm-adjusted across arms, and a verdict; the overall question (does any arm differ?) is the seed-blocked F test.
 
 What stays of the tool's own orchestration is the reading of the folders it wrote before it became an alias of
-the sweep (the committed ``docs/ablation``, which the report reads through ``eval/report/ablation_budgets.py``):
+the sweep (the committed ``docs/ablation``, the unshuffled record; the report reads the ablation sweeps instead):
 ``--summarize DIR`` (:func:`summarize_budgets`) rebuilds their budgets.json and budgets.png; :func:`rates_moved`
 (how far learned write rates moved). The report's ablation stage runs on the runner too and reads the comparisons
 through :func:`analyse` (``eval/report/stages.py``).

@@ -37,7 +37,6 @@ def test_every_claim_is_marked_with_its_verdict(committed: dict) -> None:
     for row, _ in one_screen(committed["claims"]):
         if row["side"] != "structure":
             assert f"{short_name(row)}: {short_verdict(row)}" in texts, row["id"]
-    assert "Identical loss across readers of the same traces: met" in texts
     assert "No reader of fixed-rate traces recovers token identity: partly refuted" in texts
     assert "transfer to grammar B: met" in texts and "within A: SPCN/BiGRU (x100): refuted" in texts
     assert items.count("not run") == 0  # every panel has its data (depth from the committed sweep)
@@ -47,7 +46,7 @@ def test_a_panel_without_its_data_says_not_run(committed: dict, tmp_path: Path) 
     from matplotlib import pyplot as plt
 
     bare = copy.deepcopy(committed)
-    for key in ("ablation_budgets", "depth", "content", "sweeps"):
+    for key in ("depth", "content", "sweeps"):
         bare.pop(key, None)
     bare["probes"]["recall"] = {}
     bare["claims"] = [r for r in bare["claims"] if r["side"] == "structure"]

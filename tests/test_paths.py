@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from eval.report.paths import DEFAULT_OUTPUT, absolute_paths, portable, portable_command
+from eval.report.paths import DEFAULT_OUTPUT, absolute_paths, portable
 from eval.report.plan import REPO
 
 COMMITTED = REPO / "docs/report"
@@ -62,10 +62,6 @@ def test_paths_of_the_repository_and_the_output_folder_become_relative() -> None
                              "--output_dir /scratch/.run1.tmp-ab12/work/lm --tokenizer /scratch/run1/work/tokenizer "
                              f"--data /data/mine.txt --init {REPO}/hub_configs/spen-tiny",
                   "models": "a=/scratch/run1/work/x,/scratch/run1/work/y", "loss": 3.25, "prose": "SPEN / GPT-2"},
-        "ablation_budgets": {"source": "docs/ablation",
-                             "trace": {"command": "'python -m eval.ablation' --output_dir /w/abl/trace --resume_from "
-                                                  "/w/abl/.t.tmp-1 --seeds 5"},
-                             "predictor": {"command": "python -m eval.ablation --output_dir /w/abl/p --seeds 5"}},
     }
     new = portable(report)
     assert new["command"] == f"ema-boundary report --output_dir {DEFAULT_OUTPUT}"
@@ -75,11 +71,6 @@ def test_paths_of_the_repository_and_the_output_folder_become_relative() -> None
                                        "--data /data/mine.txt --init hub_configs/spen-tiny")  # a user's file stays
     assert new["stage"]["models"] == "a=outputs/report/work/x,outputs/report/work/y"
     assert new["stage"]["loss"] == 3.25 and new["stage"]["prose"] == "SPEN / GPT-2"
-    # a committed run's program recorded as one quoted word is split, its --resume_from goes
-    assert new["ablation_budgets"]["trace"]["command"] == ("python -m eval.ablation --output_dir docs/ablation/trace "
-                                                           "--seeds 5")
-    assert new["ablation_budgets"]["predictor"]["command"] == ("python -m eval.ablation --output_dir "
-                                                               "docs/ablation/predictor --seeds 5")
     assert portable(new) == new
     assert report["command"].endswith("/scratch/run1")  # the input is not changed in place
 
@@ -89,8 +80,6 @@ def test_an_output_folder_inside_the_repository_keeps_its_name() -> None:
               "x": f"{REPO}/runs/mine/work/tokenizer"}
     new = portable(report)
     assert new == {"command": "ema-boundary report --output_dir runs/mine", "x": "runs/mine/work/tokenizer"}
-    kept = "python -m eval.gap --output_dir runs/g"
-    assert portable_command(kept, "docs/x") == kept
 
 
 @pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(), reason="no git checkout")

@@ -14,11 +14,9 @@ from typing import Any
 
 from ema_boundary import stats
 from ema_boundary.paper import PAPER
-from eval.report.ablation_budgets import budgets_block, read_budgets
 from eval.report.claims import evaluate
 from eval.report.committed import sweeps_block
 from eval.report.paths import portable
-from eval.report.plan import in_repo
 from eval.report.schema import SCHEMA_VERSION
 
 NAMES = {"spen": "spen", "gpt2": "gpt2_arch"}  # report.json's keys for the headline pair
@@ -130,9 +128,6 @@ def assemble(plan: Any, structure: dict, lm: dict, ngram: dict, regime: dict, pr
         },
         "command": top_command,
     }
-    if plan.ablation.committed:
-        report["ablation_budgets"] = budgets_block(read_budgets(in_repo(plan.ablation.committed)),
-                                                   plan.ablation.committed)
     if getattr(plan, "committed", None):  # the committed sweeps the plan names carry their claims' rows
         report["sweeps"] = sweeps_block(plan.committed)
     if depth is not None:

@@ -254,32 +254,27 @@ def _scale(ax: Any, report: dict, rows: dict[str, dict]) -> None:
     _title(ax, "The perplexity gap against scale", rows, ("perplexity_gap_ladder", "gap_on_recall"))
 
 
-def _budget_axis(report: dict, block: dict, axis: str) -> dict | None:
+def _budget_axis(report: dict, axis: str) -> dict | None:
     """One ablation axis as points: per arm (steps, comparison with the reference, the reference's gate holding),
-    from the committed ablation sweep when the plan names one, else the older committed ablation."""
-    if sweep := (report.get("sweeps") or {}).get(f"ablation_{axis}"):
-        a = sweep["analysis"]
-        budgets = sorted((a.get("budgets") or {}).items(), key=lambda kv: int(kv[0]))
-        arms = dict.fromkeys(arm for _, e in budgets for arm in e.get("comparisons") or {})
-        return {"reference": a["reference"], "equivalence_margin": a.get("equivalence_margin"),
-                "arms": {arm: [(int(k), e["comparisons"][arm], (e.get("gate") or {}).get("holds") is True)
-                               for k, e in budgets if arm in (e.get("comparisons") or {})] for arm in arms}}
-    a = block.get(axis)
-    if not a:
+    from the committed ablation sweep the plan names (None: it names none)."""
+    sweep = (report.get("sweeps") or {}).get(f"ablation_{axis}")
+    if not sweep:
         return None
+    a = sweep["analysis"]
+    budgets = sorted((a.get("budgets") or {}).items(), key=lambda kv: int(kv[0]))
+    arms = dict.fromkeys(arm for _, e in budgets for arm in e.get("comparisons") or {})
     return {"reference": a["reference"], "equivalence_margin": a.get("equivalence_margin"),
-            "arms": {arm: [(b["max_steps"], b["comparisons"][arm], b["reference_below_bigram"]) for b in a["budgets"]
-                           if arm in b["comparisons"]] for arm in a["lrs"] if arm != a["reference"]}}
+            "arms": {arm: [(int(k), e["comparisons"][arm], (e.get("gate") or {}).get("holds") is True)
+                           for k, e in budgets if arm in (e.get("comparisons") or {})] for arm in arms}}
 
 
 def _budgets(ax: Any, report: dict, rows: dict[str, dict]) -> None:
-    block = report.get("ablation_budgets") or {}
     colors = iter(["#2e86c1", "#8e44ad", "#e67e22", "#1a7f37", "#c0392b", "#7f8c8d"])
     drawn = False
     margin = None
     steps_seen: set[int] = set()
     for axis in ("predictor", "trace"):
-        a = _budget_axis(report, block, axis)
+        a = _budget_axis(report, axis)
         if not a:
             continue
         margin = a.get("equivalence_margin", margin)

@@ -30,8 +30,6 @@ from ema_boundary.paper import PAPER
 from eval import verdicts as sweep_verdicts
 from eval.probes.render import reader_kind
 from eval.report import committed as sweeps
-from eval.report.ablation_budgets import longest as longest_budget
-from eval.report.ablation_budgets import phrase as budgets_phrase
 
 Report = Mapping[str, Any]
 
@@ -298,37 +296,13 @@ TRACE_GATE = Precondition(
 CONTROL_GATE = Precondition(
     "control_solves", f"the positive control (the GPT-2 architecture) reaches {RECALL_BAR:.0%} at the largest pair "
     "count: otherwise a model that fails may fail for the recipe", _control_solves)
-def _committed_reference_below_bigram(axis: str) -> Callable[[Report], Check]:
-    """The committed ablation's gate: its reference arm below the Kneser-Ney bigram on the same tokens, at the
-    longest budget (the one the verdict reads)."""
-    def check(report: Report) -> Check:
-        block = get(report, ("ablation_budgets", axis))
-        if not block:
-            return Check(None, f"no committed {axis} ablation in this report (the plan's ablation.committed)")
-        top = longest_budget(block)
-        tokens = f", {block['eval_tokens']:,} tokens" if block.get("eval_tokens") else ""
-        return Check(bool(top["reference_below_bigram"]),
-                     f"reference `{block['reference']}` {top['reference_loss']:.3f} nats after {top['max_steps']:,} "
-                     f"steps; Kneser-Ney bigram {block['bigram_loss']:.3f} nats on the same "
-                     f"{block['scored_on']} blocks{tokens}")
-    return check
-
-
-COMMITTED_READER_GATE = Precondition(
-    "committed_reference_below_bigram", "the committed ablation's reference arm (the linear reader) below the "
-    "Kneser-Ney bigram loss on the same tokens at its longest budget", _committed_reference_below_bigram("predictor"))
-COMMITTED_TRACE_GATE = Precondition(
-    "committed_reference_below_bigram", "the committed ablation's reference arm (fixed-rate EMA traces) below the "
-    "Kneser-Ney bigram loss on the same tokens at its longest budget", _committed_reference_below_bigram("trace"))
-
-
 def _budgets_conditions(axis: str) -> Callable[[Report], str | None]:
-    """The claim at every budget of the committed ablation, when the plan named one (``ablation_budgets``)."""
+    """The claim at every budget of the committed ablation sweep, when the plan names one (``committed:
+    ablation_<axis>``)."""
     def conditions(report: Report) -> str | None:
-        if sweep := get(report, ("sweeps", f"ablation_{axis}")):  # the plan's committed sweep, when it names one
+        if sweep := get(report, ("sweeps", f"ablation_{axis}")):
             return "; ".join(p for p in (sweeps.partial(sweep), _safe(sweeps.ablation_conditions, sweep)) if p) or None
-        block = report.get("ablation_budgets")
-        return budgets_phrase(block, axis) if block else None
+        return None
     return conditions
 
 
@@ -464,11 +438,6 @@ def _headline_at(report: Report) -> TestedAt | None:
                     _corpus_tokens(report))
 
 
-def _flag(command: str | None, flag: str) -> str | None:
-    parts = (command or "").split()
-    return parts[parts.index(flag) + 1] if flag in parts[:-1] else None
-
-
 def _committed_at(report: Report, parameters: int, train_tokens: int, corpus: str | None) -> TestedAt:
     """A committed run's conditions; the corpus size is the headline pair's when the corpus is the same one."""
     ours = str(get(report, ("plan", "corpus")) or "?")
@@ -477,14 +446,8 @@ def _committed_at(report: Report, parameters: int, train_tokens: int, corpus: st
 
 
 def _ablation_at(report: Report, a: Mapping[str, Any]) -> TestedAt | None:
-    """The reference arm's size and the tokens it trained on: this run's ablation or a committed one (its longest
-    budget)."""
+    """The reference arm's size and the tokens it trained on in this run's ablation."""
     ref = a.get("reference")
-    if isinstance(a.get("budgets"), list):  # a committed ablation (report.json's ablation_budgets)
-        params = (a.get("parameters") or {}).get(ref) or {}
-        if "total" not in params or not a["budgets"]:
-            return None
-        return _committed_at(report, params["total"], longest_budget(a)["tokens"], _flag(a.get("command"), "--data"))
     reg = a.get("regime") or {}
     params = (reg.get("parameters") or {}).get(ref)
     return None if params is None else TestedAt(params, reg["train_tokens"], str(get(report, ("plan", "corpus"))
@@ -1226,13 +1189,12 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("readers_identical_budgets", "content",
           "identical loss across readers (linear, linear attention, softmax attention; read on the committed "
           "ablation at several budgets)",
-          _fixed(str(PAPER["predictor_ablation"])), ("ablation_budgets", "predictor"), _readers_rule,
-          "at the committed ablation's longest budget, each arm at its own rate: met if every arm is equivalent to "
-          "the reference within the declared margin (TOST, Holm); refuted if any arm is shown different or the "
-          "seed-blocked F test rejects equality; otherwise not resolved",
-          (COMMITTED_READER_GATE,), short=READERS_SHORT, regime=PAPER_ABLATION,
-          paper_short="identical (smaller model, C4)",
-          value=_v_arms("ablation_budgets", "predictor"), sweep=PREDICTOR_SWEEP),
+          _fixed(str(PAPER["predictor_ablation"])), ("sweeps", "ablation_predictor"), PREDICTOR_SWEEP.rule,
+          "at the committed ablation sweep's longest budget, each arm at its own rate: met if every arm is "
+          "equivalent to the reference within the declared margin (TOST, Holm); refuted if any arm is shown "
+          "different or the seed-blocked F test rejects equality; otherwise not resolved",
+          (), short=READERS_SHORT, regime=PAPER_ABLATION, paper_short="identical (smaller model, C4)",
+          sweep=PREDICTOR_SWEEP),
     Claim("selection_escapes", "content",
           "only input-dependent selection escapes (on language modelling)",
           _fixed("selective traces lower the loss; fixed and learned rates do not"), ("traces",), _selection_rule,
@@ -1244,13 +1206,12 @@ CLAIMS: tuple[Claim, ...] = (
     Claim("selection_escapes_budgets", "content",
           "only input-dependent selection escapes (on language modelling; read on the committed ablation at several "
           "budgets)",
-          _fixed("selective traces lower the loss; fixed and learned rates do not"), ("ablation_budgets", "trace"),
-          _selection_rule,
-          "at the committed ablation's longest budget, each arm at its own rate: met if the selective arm is lower "
-          "than the fixed-rate reference and every other arm equivalent; partly met if only the first; refuted if "
-          "the selective arm is shown not lower; otherwise not resolved",
-          (COMMITTED_TRACE_GATE,), short=SELECTION_SHORT, paper_short="selective lower, others equal",
-          value=_v_arms("ablation_budgets", "trace"), sweep=TRACE_SWEEP),
+          _fixed("selective traces lower the loss; fixed and learned rates do not"), ("sweeps", "ablation_trace"),
+          TRACE_SWEEP.rule,
+          "at the committed ablation sweep's longest budget, each arm at its own rate: met if the selective arm is "
+          "lower than the fixed-rate reference and every other arm equivalent; partly met if only the first; "
+          "refuted if the selective arm is shown not lower; otherwise not resolved",
+          (), short=SELECTION_SHORT, paper_short="selective lower, others equal", sweep=TRACE_SWEEP),
     Claim("selection_escapes_recall", "content",
           "only input-dependent selection escapes (associative recall, at equal state numbers)",
           _fixed("input-dependent selection (gates as in Mamba, attention) escapes the dilution; fixed rates do not"),

@@ -77,22 +77,6 @@ def _readme(parser: UsageParser, report: Path, readme: Path) -> int:
     return 0
 
 
-def _attach_ablation(parser: UsageParser, report: dict, folder: str, command: str, report_folder: Path) -> None:
-    """report.json's ``ablation_budgets`` from a committed ablation folder, for a report run before the plan named
-    one; its figures are copied into ``report_folder``."""
-    from eval.report.ablation_budgets import budgets_block, read_budgets
-    from eval.report.render import ablation_budgets_figures
-
-    try:
-        block = budgets_block(read_budgets(folder), folder)
-    except UsageError as e:
-        parser.error(f"--ablation {first_line(e).removeprefix('ablation.committed: ')}")
-    report["ablation_budgets"] = {**block, "attached_by": command}
-    # An earlier attachment's figures are not this one's: only the new folder's are named.
-    kept = {k: v for k, v in report.get("figures", {}).items() if not k.startswith("ablation_budgets_")}
-    report["figures"] = kept | ablation_budgets_figures(block, Path(folder), Path(report_folder) / "figures")
-
-
 def _attach_sweeps(parser: UsageParser, report: dict, command: str) -> None:
     """report.json's ``sweeps`` re-read from the committed sweeps that its plan (the file in the repository, as it
     is now) names in ``committed:``; a plan that names none leaves the report without them."""
@@ -117,7 +101,7 @@ def _attach_sweeps(parser: UsageParser, report: dict, command: str) -> None:
         report.pop("structure_conditions", None)
 
 
-def _render(parser: UsageParser, folder: Path, upgrade: bool, command: str = "", ablation: str | None = None) -> int:
+def _render(parser: UsageParser, folder: Path, upgrade: bool, command: str = "") -> int:
     """index.md from report.json; with ``upgrade`` report.json is first rewritten in the current schema, its claims
     evaluated by today's claims table."""
     from ema_boundary.io import write_json
@@ -127,15 +111,15 @@ def _render(parser: UsageParser, folder: Path, upgrade: bool, command: str = "",
 
     if not (folder / "report.json").is_file():
         parser.error(f"{folder}: no report.json")
-    if ablation is not None and not upgrade:
-        parser.error("--ablation rewrites report.json: give it with --upgrade")
     report = _read_report(parser, folder / "report.json")
-    if ablation is not None:
-        _attach_ablation(parser, report, ablation, command, folder)
     if upgrade:
-        # The old unshuffled scale ladder (docs/scale, `scale_ladder`) is retired: the plan's committed ladder sweep
-        # (`committed: ladder:`, re-read below) carries the perplexity row, so an older report's block goes.
+        # The old unshuffled scale ladder (docs/scale, `scale_ladder`) and the old ablation reader (docs/ablation,
+        # `ablation_budgets`) are retired: the plan's committed sweeps (`committed: ladder:`, `ablation_predictor:`,
+        # `ablation_trace:`, re-read below) carry their rows, so an older report's blocks and figures go.
         report.pop("scale_ladder", None)
+        report.pop("ablation_budgets", None)
+        report["figures"] = {k: v for k, v in report.get("figures", {}).items()
+                             if not k.startswith("ablation_budgets_")}
         _attach_sweeps(parser, report, command)
     report = portable(report)  # recorded paths relative to the repository or the output folder
     if upgrade:
@@ -177,10 +161,6 @@ def parser() -> tuple[UsageParser, dict[str, UsageParser]]:
                         help="also rewrite report.json in the current schema, its claims evaluated by today's "
                              "claims table on the committed sweeps its plan names now (committed:, re-read) and every "
                              "recorded path relative to the repository or the output folder (numbers unchanged)")
-    render.add_argument("--ablation", metavar="DIR",
-                        help="with --upgrade: attach a committed ablation folder (predictor/ and trace/ "
-                             "budgets.json of `python -m eval.ablation --budgets`; report.json's ablation_budgets, "
-                             "as the plan's ablation.committed does) before the claims are evaluated")
     readme = sub.add_parser("readme", help="rewrite the README's results block from a report.json",
                             description="Rewrite the results block of README.md from a report's report.json.")
     readme.add_argument("--report", default="docs/report/report.json", help="the report.json to read")
@@ -205,8 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         args = p.parse_args(argv)
         if args.command == "render":
             return _render(subs["render"], Path(args.folder), args.upgrade,
-                           shlex.join(["ema-boundary", *(argv if argv is not None else sys.argv[1:])]),
-                           args.ablation)
+                           shlex.join(["ema-boundary", *(argv if argv is not None else sys.argv[1:])]))
         if args.command == "readme":
             return _readme(subs["readme"], Path(args.report), Path(args.readme))
         if args.command == "sweep":

@@ -34,7 +34,7 @@ OUTPUT_FLAGS = ("--output_dir", "--output-dir", "--out")
 # An absolute path inside a recorded string: after the start, a blank, a quote, '=' or ',' (comma-separated lists).
 _ABSOLUTE = re.compile(r"(?<![^\s'\"=,(])/[^\s'\",()]+")
 
-__all__ = ["DEFAULT_OUTPUT", "absolute_paths", "portable", "portable_command"]
+__all__ = ["DEFAULT_OUTPUT", "absolute_paths", "portable"]
 
 
 def absolute_paths(text: str) -> list[str]:
@@ -119,33 +119,6 @@ def _rewrite(text: str, roots: list[tuple[PurePosixPath, str]]) -> str:
     return _ABSOLUTE.sub(lambda m: _rewrite_path(m.group(0), roots), text)
 
 
-def portable_command(command: str, committed_in: str) -> str:
-    """A committed run's command as it runs from a clone: its ``--output_dir`` the folder it is committed in,
-    without ``--resume_from``, its program one word per argument."""
-    argv = _split(command)
-    if not argv:
-        return command
-    out: list[str] = []
-    skip = False
-    for i, arg in enumerate(argv):
-        if skip:
-            skip = False
-            continue
-        if arg in ("--resume_from", "--resume-from"):
-            skip = True
-            continue
-        if arg.startswith(("--resume_from=", "--resume-from=")):
-            continue
-        if arg in OUTPUT_FLAGS and i + 1 < len(argv) and argv[i + 1].startswith("/"):
-            out += [arg, committed_in]
-            skip = True
-            continue
-        out.append(arg)
-    # The program itself (``python -m eval.ablation``) is not quoted as one word.
-    program = 3 if out[:2] == ["python", "-m"] else 1
-    return " ".join(out[:program]) + (" " + shlex.join(out[program:]) if out[program:] else "")
-
-
 def _walk(obj: Any, roots: list[tuple[PurePosixPath, str]]) -> Any:
     if isinstance(obj, dict):
         return {k: _walk(v, roots) for k, v in obj.items()}
@@ -160,11 +133,4 @@ def portable(report: dict[str, Any]) -> dict[str, Any]:
     """``report`` (a report.json's content) with every recorded path relative to the repository or the output
     folder (module docstring); a new dict, numbers untouched."""
     roots = _roots(report)
-    new = _walk(copy.deepcopy(report), roots)
-    # Committed runs the report cites: their own output folder is the one they are committed in.
-    if isinstance(budgets := new.get("ablation_budgets"), dict):
-        for axis, block in budgets.items():
-            if isinstance(block, dict) and isinstance(block.get("command"), str):
-                folder = f"{budgets.get('source', 'docs/ablation')}/{axis}"
-                block["command"] = portable_command(block["command"], folder)
-    return new
+    return _walk(copy.deepcopy(report), roots)

@@ -136,9 +136,6 @@ class AblationPlan:
     budgets: tuple[int, ...] | None = _rule(_positive)
     # Each arm's own rate, chosen from this grid at the longest budget (first seed); None: SPEN's chosen rate.
     lr_grid: tuple[float, ...] | None = _rule(_rate)
-    # A committed ablation at several budgets (``eval.ablation --budgets``, one sub-folder per axis) whose longest
-    # budget carries the reader and trace verdicts when this plan's own budget cannot (eval.report.ablation_budgets).
-    committed: str | None = None
 
 
 @dataclass(frozen=True)
@@ -174,6 +171,10 @@ OPTIONAL_SECTIONS = ("depth",)  # absent from a plan: the stage does not run (Pl
 RETIRED = {("language_model", "ladder"): "the old unshuffled ladder (docs/scale) no longer carries a row; name the "
                                          "ladder sweep under `committed: ladder:` instead (committed: {ladder: "
                                          "docs/sweeps/ladder})",
+           ("ablation", "committed"): "the old ablation reader (docs/ablation, unshuffled) no longer carries a row; "
+                                      "name the ablation sweeps under `committed:` instead (committed: "
+                                      "{ablation_predictor: docs/sweeps/ablation-predictor, ablation_trace: "
+                                      "docs/sweeps/ablation-trace})",
            ("grammar", "arms"): "the grammar arms are a committed sweep now: name its folder under `committed: arms:` "
                                 "instead (committed: {arms: docs/sweeps/arms})",
            # issue 32: one vocabulary with the sweep plans (hub_configs/sweeps: lr_grid, max_steps)
@@ -198,9 +199,9 @@ class Plan:
     depth: DepthPlan | None = None  # None: the plan has no depth section, the stage does not run
     # Committed sweeps (``committed:``, eval/report/committed.py): a claim source (recall_map, ladder,
     # ablation_predictor, ablation_trace, depth, arms) -> the folder of an `ema-boundary sweep` whose results.json
-    # carries that claim's row; a source the plan does not name keeps its older reader (ablation.committed, this
-    # run's own stages), except the ladder and the arms, which have none: without `ladder` its rows are not run,
-    # without `arms` the structure rows name no conditions.
+    # carries that claim's row; a source the plan does not name is read from this run's own stages where it has
+    # one (the ablations, the recall map, depth); the ladder and the arms have none: without `ladder` its rows
+    # are not run, without `arms` the structure rows name no conditions.
     committed: dict[str, str] = field(default_factory=dict)
     declared: dict[str, Any] = field(default_factory=dict)  # the YAML as read
     lines: dict[tuple[str, ...], int] = field(default_factory=dict, repr=False, compare=False)  # key path -> line
@@ -318,13 +319,6 @@ class _Checker(Checker):
             given = getattr(lm, which)
             if not (REPO / given).is_file() and not Path(given).is_file():
                 raise self.error(("language_model", which), f"{given!r}: no such train.py YAML")
-        if ablation.committed is not None:
-            from eval.report.ablation_budgets import read_budgets
-
-            try:
-                read_budgets(in_repo(ablation.committed), ablation.committed)
-            except UsageError as e:
-                raise self.error(("ablation", "committed"), str(e).removeprefix("ablation.committed: ")) from None
         if ablation.budgets is not None and ablation.max_steps is not None:
             raise self.error(("ablation", "budgets"), "and ablation.max_steps: give one (the longest budget is the "
                                                       "verdict's)")

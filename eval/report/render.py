@@ -26,7 +26,6 @@ from eval.report.claims import (
 )
 from eval.report.conditions import structure_conditions
 from eval.report.paths import portable
-from eval.report.plan import in_repo
 from grammar_probe.render import render_structure_figures, render_structure_markdown
 
 LABELS = {"spen": "SPEN (EMA traces)", "gpt2_arch": "GPT-2 architecture"}
@@ -46,8 +45,6 @@ def figures(report: dict, work: Path, fig_dir: Path) -> dict[str, str]:
     paths["learning_curves"] = "figures/learning_curves.png"
     for name in ("depth", "gap"):  # the depth experiment's and eval.gap's own figures
         paths |= _copy_figure(work / name / f"{name}.png", fig_dir, name)
-    if block := report.get("ablation_budgets"):
-        paths |= ablation_budgets_figures(block, in_repo(block["source"]), fig_dir)
     return paths | boundary_figures(report, fig_dir)
 
 
@@ -57,16 +54,6 @@ def boundary_figures(report: dict, fig_dir: Path) -> dict[str, str]:
 
     boundary_figure(report, fig_dir / "boundary.png")
     return {"boundary": "figures/boundary.png"}
-
-
-def ablation_budgets_figures(block: dict, folder: Path, fig_dir: Path) -> dict[str, str]:
-    """Copy each axis's budgets.png of a committed ablation ``folder`` into the report's figures (the report is
-    read wherever it is moved, so it holds its own copy); returns name -> path relative to the report."""
-    paths: dict[str, str] = {}
-    for axis in AXIS_TITLES:
-        if block.get(axis):
-            paths |= _copy_figure(folder / axis / "budgets.png", fig_dir, f"ablation_budgets_{axis}")
-    return paths
 
 
 def _copy_figure(src: Path, fig_dir: Path, name: str) -> dict[str, str]:
@@ -270,7 +257,6 @@ def content_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
         *_headline_pair(c, figure_paths),
         "",
         *_gap_section(report, figure_paths),
-        *ablation_budgets_section(report),
         "\"Equivalent\" appears only where the two one-sided tests pass against the margin the plan declared; a "
         "difference that is neither shown nor excluded is \"not resolved at this budget\".",
     ]
@@ -322,77 +308,6 @@ def content_section(report: dict, figure_paths: dict[str, str]) -> list[str]:
         if name in figure_paths:
             lines += ["", f"![{name}]({figure_paths[name]})"]
     return lines
-
-
-AXIS_TITLES = {"predictor": "readers (swap the predictor, keep the traces)",
-               "trace": "traces (swap the trace under the linear reader)"}
-
-
-def ablation_budgets_section(report: dict) -> list[str]:
-    """The committed ablation at several budgets the plan names: per axis every arm's rate and parameters, then
-    each budget's reference against the bigram and every arm's paired difference, and the row its longest budget
-    decides (empty when the report has none)."""
-    block = report.get("ablation_budgets")
-    if not block:
-        return []
-    attached = (f" It was attached to this report after the report's run, by `{block['attached_by']}`."
-                if block.get("attached_by") else "")
-    lines = ["## The reader and trace ablations at several budgets (committed)", "",
-             f"From `{block['source']}`: the same SPEN with one part swapped, every arm at its own rate (chosen from "
-             "the grid on the first seed's validation loss at the longest budget; the shorter budgets train at "
-             "those rates), paired by seed and scored on held-out blocks beside the Kneser-Ney bigram on the same "
-             f"tokens. A budget is read only where the reference arm is below the bigram; the rows below read the "
-             f"longest.{attached}", ""]
-    for axis, title in AXIS_TITLES.items():
-        a = block.get(axis)
-        if not a:
-            continue
-        ref, margin = a["reference"], a["equivalence_margin"]
-        diff = a.get("parameter_difference") or {}
-        lines += [f"### The {title}", "",
-                  f"{len(a['seeds'])} seeds, {a['scored_on']} blocks"
-                  + (f" ({a['eval_tokens']:,} tokens)" if a.get("eval_tokens") else "")
-                  + f", equivalence margin ±{margin:g} nats"
-                  + (f"; `{a['command']}`" if a.get("command") else "") + ".", "",
-                  "| arm | parameters (non-embedding) | minus reference's | rate |", "|---|---:|---:|---:|"]
-        rates = a.get("rates") or {}
-        for arm, rate in a["lrs"].items():
-            p = a["parameters"].get(arm, {})
-            edge = "*" if (rates.get(arm) or {}).get("edge") else ""
-            d = diff.get(arm)
-            lines.append(f"| `{arm}`{' (reference)' if arm == ref else ''} | {p.get('total', 0):,} "
-                         f"({p.get('non_embedding', 0):,}) | {'—' if d is None or arm == ref else f'{d:+,}'} | "
-                         f"{rate:g}{edge} |")
-        arms = [arm for arm in a["lrs"] if arm != ref]
-        lines += ["", "\\* a rate at the edge of the grid.", "",
-                  f"| steps | tokens | `{ref}` | bigram | reference below | "
-                  + " | ".join(f"`{arm}` − `{ref}`" for arm in arms) + " |",
-                  "|---:|---:|---:|---:|---|" + "---|" * len(arms)]
-        for b in a["budgets"]:
-            cells = []
-            for arm in arms:
-                c = b["comparisons"].get(arm)
-                cells.append("—" if c is None else f"{_signed(c)} {c['verdict']}")
-            lines.append(f"| {b['max_steps']:,} | {b['tokens']:,} | {b['reference_loss']:.3f} | {a['bigram_loss']:.3f} "
-                         f"| {'yes' if b['reference_below_bigram'] else 'no'} | " + " | ".join(cells) + " |")
-        moved = [(b["max_steps"], b["rates_moved"]) for b in a["budgets"] if b.get("rates_moved")]
-        if moved:
-            steps, rm = moved[-1]
-            lines += ["", f"How far the learned and selective rates moved from their fixed initial values after "
-                          f"{steps:,} steps: " + "; ".join(f"`{arm}` {_moved(m)}" for arm, m in rm.items())
-                      + (f" ({a['rates_moved_measure']})" if a.get("rates_moved_measure") else "") + "."]
-        row_id = "readers_identical_budgets" if axis == "predictor" else "selection_escapes_budgets"
-        lines += ["", _verdict_line(_claim_row(report, row_id)), ""]
-        if figure := report.get("figures", {}).get(f"ablation_budgets_{axis}"):
-            lines += [f"![the {title} at every budget]({figure})", ""]
-    return lines
-
-
-def _moved(m: object) -> str:
-    """max and mean |moved| over seeds (the per-seed values stay in budgets.json)."""
-    if isinstance(m, dict):
-        return ", ".join(f"{k} {v:.3g}" for k, v in m.items() if isinstance(v, (int, float)))
-    return str(m)
 
 
 def budget_table(a: dict) -> list[str]:
@@ -602,9 +517,6 @@ def _runs(report: dict, row: dict) -> str:
         state = "complete" if sweep.get("complete") else f"partial, {sweep.get('missing', 0)} run(s) still to run"
         return (f"committed sweep `{sweep.get('source')}` ({state}; reproduce: `{commands.get('reproduce', '')}`, "
                 f"summarise: `{commands.get('summarize', '')}`)")
-    if block == "ablation_budgets" and data:
-        axis = row["measurement"].split(".")[1]
-        return f"committed ablation `{data['source']}/{axis}` (`{(data.get(axis) or {}).get('command', '')}`)"
     if block == "structure" and data:
         return "; ".join(f"`{c}`" for c in data.get("command", []))
     if block == "content" and data:
@@ -644,7 +556,7 @@ def _other_reading(row: dict) -> str:
     block = row["measurement"].split(".")[0]
     if block == "sweeps":
         return f"the committed sweep `{row['measurement'].split('.')[1]}`"
-    return {"ablation_budgets": "the committed ablation at several budgets", "content": "this run's headline pair",
+    return {"content": "this run's headline pair",
             "gap": "this run's headline pair (eval.gap)", "ablation": "this run's reader ablation",
             "traces": "this run's trace ablation"}.get(block, f"report.json `{row['measurement']}`")
 
@@ -769,8 +681,7 @@ def readme_results(report: dict, index: str = "docs/report/index.md") -> str:
     plan = (report["plan"]["path"] or "?").split("/")[-1]
     folder = index.rsplit("/", 1)[0]
     sources = [f"{what} `{report[key]['source']}`" for key, what in (
-        ("ablation_budgets", "committed ablation at several budgets"),
-        ("structure_conditions", "committed grammar_probe arms")) if report.get(key)]
+        ("structure_conditions", "committed grammar_probe arms"),) if report.get(key)]
     sources += [f"committed sweep `{b['source']}`" + ("" if b.get("complete") else f" (partial: {b.get('missing', 0)} "
                 "run(s) still to run)") for b in (report.get("sweeps") or {}).values()]
     lines = [
