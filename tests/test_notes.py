@@ -23,7 +23,7 @@ SCRIPTS = sorted(p.relative_to(NOTES).as_posix() for p in NOTES.rglob("*.py"))
 # Scripts whose real run takes minutes: only their command line is checked.
 HELP_ONLY = ["issue14_prediction_loss.py", "issue14_recall_check.py", "issue14_recall_map.py", "issue20_regime.py"]
 # Scripts run below, each by its own test.
-RUN = ["compare_reports.py", "issue14_lm_regime.py", "issue14/exploration/ab.py", "issue14/exploration/docstrings.py",
+RUN = ["compare_reports.py", "migrate_arms.py", "issue14_lm_regime.py", "issue14/exploration/ab.py", "issue14/exploration/docstrings.py",
        "issue14/exploration/ex2.py", "issue14/exploration/rr.py", "issue14/exploration/rr2.py"]  # fmt: skip
 
 
@@ -83,6 +83,19 @@ def test_compare_reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
     after.write_text(json.dumps({"a": 1.5, "b": [2, 3]}))
     assert _run("compare_reports.py", [str(before), str(after)], monkeypatch) == 1
     assert "differs: a: 1.0 -> 1.5" in capsys.readouterr().out
+
+
+def test_migrate_arms_lays_the_committed_arms_out_as_a_sweep_number_for_number(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    # docs/structure/README.md: docs/sweeps/arms is docs/structure/arms_seed21 in the runner's layout, 0 values changed
+    out = tmp_path / "arms"
+    assert _run("migrate_arms.py", ["--output_dir", str(out)], monkeypatch) == 0
+    assert "8 runs, complete: True" in capsys.readouterr().out
+    assert len(list(out.glob("runs/*/*/seed_21/steps_*/result.json"))) == 8
+    assert _run("compare_reports.py", ["docs/structure/arms_seed21/arms.json", str(out / "arms.json"), "--strings"],
+                monkeypatch) == 0
+    assert "3491 values" in capsys.readouterr().out and (out / "results.json").is_file()
+    assert _run("migrate_arms.py", ["--output_dir", str(out)], monkeypatch) == 2  # nothing is overwritten
 
 
 def test_issue20_parameter_counts_match_the_note(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
