@@ -23,8 +23,9 @@ SCRIPTS = sorted(p.relative_to(NOTES).as_posix() for p in NOTES.rglob("*.py"))
 # Scripts whose real run takes minutes: only their command line is checked.
 HELP_ONLY = ["issue14_prediction_loss.py", "issue14_recall_check.py", "issue14_recall_map.py", "issue20_regime.py"]
 # Scripts run below, each by its own test.
-RUN = ["compare_reports.py", "migrate_arms.py", "issue14_lm_regime.py", "issue14/exploration/ab.py", "issue14/exploration/docstrings.py",
-       "issue14/exploration/ex2.py", "issue14/exploration/rr.py", "issue14/exploration/rr2.py"]  # fmt: skip
+RUN = ["compare_reports.py", "migrate_arms.py", "issue14_lm_regime.py", "issue14/exploration/ab.py",
+       "issue14/exploration/docstrings.py", "issue14/exploration/ex2.py", "issue14/exploration/rr.py",
+       "issue14/exploration/rr2.py"]  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
