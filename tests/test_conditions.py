@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from eval.report.conditions import ARMS_SCHEMA, conditions_block, phrase, structure_conditions
+from eval.report.conditions import conditions_block, phrase, structure_conditions
+from grammar_probe.arms import ARMS_SCHEMA
 
 ROWS = {"ratio_within_a": ("ratio", 0.96), "novel_structural_spcn_minus_bigru": ("novel", "> 0")}
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-ARMS_SCHEMA = "grammar_probe.arms/1"  # grammar_probe/arms.py's summary
 PROTOCOL_NAMES = {  # the protocol arms as a reader names them
     "protocol_dropout_unk": "dropout on, <unk>",
     "protocol_dropout_random_codes": "dropout on, random codes",
@@ -22,7 +21,7 @@ PROTOCOL_NAMES = {  # the protocol arms as a reader names them
     "protocol_no_dropout_random_codes": "dropout off, random codes",
 }
 
-__all__ = ["ARMS_SCHEMA", "PROTOCOL_NAMES", "conditions_block", "phrase", "structure_conditions", "value_text"]
+__all__ = ["PROTOCOL_NAMES", "conditions_block", "phrase", "structure_conditions", "value_text"]
 
 
 def structure_conditions(report: dict[str, Any]) -> dict[str, Any] | None:

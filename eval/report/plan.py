@@ -275,7 +275,7 @@ class _Checker(Checker):
             if isinstance(section, dict) and where[1] in section:
                 raise self.error(where, f"is retired: {instead}")
         for name in SEED_LISTS:
-            count = (raw.get(name) or {}).get("seeds") if isinstance(raw.get(name), dict) else None
+            count = raw[name].get("seeds") if isinstance(raw.get(name), dict) else None
             if isinstance(count, int) and not isinstance(count, bool):
                 raise self.error((name, "seeds"), f"lists the seeds themselves (the sweep plans' word), not a count: "
                                  f"write seeds: {list(range(max(count, 1)))} for {count} seeds from 0")
