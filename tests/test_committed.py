@@ -461,13 +461,37 @@ def test_the_budget_check_names_the_cap_the_verdict_holds_under(tmp_path: Path) 
     assert ("the budget check (twice the cap, one seed): `linear-ema16` seed 0: 10.0% at 2,000 → 10.5% at 4,000 "
             "steps") in r["conditions"]
     assert "no arm crossed the copying bar (11.2%) with the longer budget" in r["conditions"]
-    assert "`linear-ema16-x2`" not in r["conditions"]  # named in the check, not again among the other arms
+    assert "other arms" not in r["conditions"]  # the longer arms are named in the check, not again among others
     # The selective state escapes with twice the budget: the row says its verdict holds under the cap only.
     recall_sweep(tmp_path / "binds", {"gpt2": SOLVED, "linear-ema16": fixed, "linear-selective_ssm": selective,
                                       "linear-ema16-x2": [0.105], "linear-selective_ssm-x2": [0.6]})
     r = row(evaluate(report_with(sweeps_block({"recall_map": str(tmp_path / "binds")}))), "selection_escapes_recall")
     assert ("linear-selective_ssm crossed the copying bar (11.2%) with twice the budget: the verdict holds under the "
             "cap only") in r["conditions"]
+
+
+def test_the_headline_moves_to_the_longer_cap_once_both_arms_have_their_seeds(tmp_path: Path) -> None:
+    fixed, selective = [0.10, 0.11, 0.09, 0.10, 0.12], [0.09, 0.10, 0.10, 0.11, 0.10]
+    # One seed at the longer cap: the row stays at the cap and prints the longer cap's reading so far.
+    recall_sweep(tmp_path / "one", {"gpt2": SOLVED, "linear-ema16": fixed, "linear-selective_ssm": selective,
+                                    "linear-ema16-x2": [0.105], "linear-selective_ssm-x2": [0.6]})
+    r = row(evaluate(report_with(sweeps_block({"recall_map": str(tmp_path / "one")}))), "selection_escapes_recall")
+    assert r["verdict"] == verdicts.NEITHER_ESCAPES and "cap 2,000 steps" in r["strength"]
+    assert ("at the longer cap (settings.escape_longer), 4,000 steps (1 of 5 seeds so far): "
+            "`linear-selective_ssm-x2` 60.0% vs `linear-ema16-x2` 10.5% at 16 pairs (state per layer 1,216 vs 1,024 "
+            "numbers), not resolved at this budget") in r["conditions"]
+    # Five seeds of both: the row is read at 4,000 steps, the cap's reading beside it.
+    recall_sweep(tmp_path / "five", {"gpt2": SOLVED, "linear-ema16": fixed, "linear-selective_ssm": selective,
+                                     "linear-ema16-x2": [0.105, 0.10, 0.11, 0.10, 0.10],
+                                     "linear-selective_ssm-x2": [0.6, 0.5, 0.55, 0.62, 0.58]})
+    results = json.loads((tmp_path / "five" / RESULTS).read_text())
+    assert results["analysis"]["headline_at"] == "escape_longer" and results["analysis"]["verdict"] == verdicts.MET
+    r = row(evaluate(report_with(sweeps_block({"recall_map": str(tmp_path / "five")}))), "selection_escapes_recall")
+    assert r["verdict"] == "met" and "cap 4,000 steps" in r["strength"]
+    assert "`linear-selective_ssm-x2` 57.0% vs `linear-ema16-x2` 10.3% at 16 pairs" in r["ours"]
+    assert "at the cap, 2,000 steps (5 seeds): `linear-selective_ssm` 10.0% vs `linear-ema16` 10.4%" in r["conditions"]
+    assert "the budget check (twice the cap, 5 seeds)" in r["conditions"]
+    assert "the row is read at the longer cap" in r["conditions"]
 
 
 def test_render_upgrade_drops_the_retired_scale_ladder(tmp_path: Path, capsys: Any) -> None:

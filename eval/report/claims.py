@@ -737,11 +737,11 @@ def _sweep_escape_rule(report: Report, block: Mapping[str, Any]) -> Outcome:
     if row is None:
         return Outcome(Verdict.NOT_RUN, f"the committed sweep `{block['source']}` has not run both arms of its "
                                         f"headline comparison (N = {key}) yet")
-    sel = sweeps.escape_arms(block, key, row)[0]
+    setting = a.get("headline_at") or "escape"
+    sel, fix = sweeps.escape_arms(block, key, row, setting)[:2]
     control = a.get("control") or {}
-    ours = (sweeps.escape_text(block, key, row) + f"; copying level {pct(row['copying'])} (an arm escapes above "
-            f"{pct(row['copy_bar'])})" + (f"; {control['why']}" if control.get("why") else ""))
-    fix = sweeps.escape_arms(block, key, row)[1]
+    ours = (sweeps.escape_text(block, key, row, setting) + f"; copying level {pct(row['copying'])} (an arm escapes "
+            f"above {pct(row['copy_bar'])})" + (f"; {control['why']}" if control.get("why") else ""))
     choices = [c for arm in (sel, fix) for c in ((block["arms"].get(arm) or {}).get("choices") or {}).values()
                if c.get("chosen") is not None]
     edges = sum(not c.get("interior") for c in choices)
@@ -976,7 +976,8 @@ ESCAPE_SWEEP = SweepReader(
     "the positive control (the GPT-2 architecture: attention over the tokens) reaches its declared bar at the "
     "pairs read: otherwise a model that fails may fail for the recipe", _sweep_control, sweeps.escape_conditions,
     _sweep_escape_value,
-    rule_text="eval.verdicts.escape_verdict at the sweep's headline state size, selective − fixed paired by seed: "
+    rule_text="eval.verdicts.escape_verdict at the sweep's headline state size (at the declared longer cap once "
+              "both arms have their seeds there, else at the cap), selective − fixed paired by seed: "
               "met (selective escapes) if the 95% interval lies above 0, the lead is at least the declared effect and "
               "the selective arm is above copying level (1 / pairs) by the declared margin; refuted if the fixed "
               "bank escapes the same way or the two are equivalent above copying level; neither escapes if a "

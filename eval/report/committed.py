@@ -153,37 +153,63 @@ def _joined(*parts: str | None) -> str | None:
 
 
 def escape_row(block: dict[str, Any]) -> dict[str, Any] | None:
-    """The escape comparison at the sweep's headline state size (None when both arms have not run)."""
+    """The escape comparison that decides the row: at the sweep's headline state size, at the longer cap once both
+    arms have their declared seeds there (``headline_at``), else at the cap (None when both arms have not run)."""
     a = block["analysis"]
-    return (a.get("escape") or {}).get(str(a.get("headline")))
+    return (a.get(a.get("headline_at") or "escape") or {}).get(str(a.get("headline")))
 
 
-def escape_arms(block: dict[str, Any], key: str, row: dict[str, Any]) -> tuple[str, str, float | None, float | None]:
-    """(selective arm, fixed arm, their mean accuracies) of one escape comparison. The analysis row holds the
-    verdict's numbers, whose ``selective``/``fixed`` are the means (they overwrite the arms' names there), so the
-    names are read from the plan's ``settings.escape`` as the sweep declared it."""
-    declared = ((block.get("settings") or {}).get("escape") or {}).get(key) or ["?", "?"]
+def escape_other_cap(block: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The headline comparison at the cap that does not decide the row, with its setting's name, if it has run."""
+    a = block["analysis"]
+    other = "escape" if a.get("headline_at") == "escape_longer" else "escape_longer"
+    row = (a.get(other) or {}).get(str(a.get("headline")))
+    return (other, row) if row else None
+
+
+def escape_arms(block: dict[str, Any], key: str, row: dict[str, Any],
+                setting: str = "escape") -> tuple[str, str, float | None, float | None]:
+    """(selective arm, fixed arm, their mean accuracies) of one escape comparison. A row written before the analysis
+    kept the arms' names holds the means under ``selective``/``fixed``; its names are then read from the plan's
+    ``settings.<setting>`` as the sweep declared it."""
+    declared = ((block.get("settings") or {}).get(setting) or {}).get(key) or ["?", "?"]
     names = [row[w] if isinstance(row.get(w), str) else declared[i] for i, w in enumerate(("selective", "fixed"))]
     means = [row[w] if isinstance(row.get(w), (int, float)) else (block["analysis"]["arms"].get(names[i]) or {})
              .get("accuracy", {}).get("mean") for i, w in enumerate(("selective", "fixed"))]
     return names[0], names[1], means[0], means[1]
 
 
-def escape_text(block: dict[str, Any], key: str, row: dict[str, Any]) -> str:
+def escape_text(block: dict[str, Any], key: str, row: dict[str, Any], setting: str = "escape") -> str:
     """Both arms' accuracies at the pairs read, their state numbers and the paired difference."""
-    sel, fix, mean_s, mean_f = escape_arms(block, key, row)
+    sel, fix, mean_s, mean_f = escape_arms(block, key, row, setting)
     n = row["state_numbers"]
     diff = (f": difference {_interval(row['difference'], row.get('ci95'), 100, 1, ' points')}"
-            if isinstance(row.get("difference"), (int, float)) else "")
+            if isinstance(row.get("difference"), (int, float)) and len(row.get("seeds") or []) > 1 else "")
     return (f"`{sel}` {_pct(mean_s)} vs `{fix}` {_pct(mean_f)} at {block['analysis']['pairs']} pairs (state per "
             f"layer {n['selective']:,} vs {n['fixed']:,} numbers){diff}")
+
+
+def escape_other_cap_text(block: dict[str, Any]) -> str | None:
+    """The headline comparison at the other cap in words: its cap, its seeds so far and its reading."""
+    found = escape_other_cap(block)
+    if not found:
+        return None
+    setting, row = found
+    a = block["analysis"]
+    key = str(a.get("headline"))
+    seeds = len(row.get("seeds") or [])
+    want = ((block.get("settings") or {}).get("min_seeds")) or 5
+    so_far = f"{seeds} of {want} seeds so far" if seeds < want else f"{seeds} seeds"
+    which = "the longer cap (settings.escape_longer)" if setting == "escape_longer" else "the cap"
+    return (f"at {which}, {row.get('cap', '?'):,} steps ({so_far}): {escape_text(block, key, row, setting)}, "
+            f"{row['verdict']}")
 
 
 def escape_conditions(block: dict[str, Any]) -> str | None:
     """The other state sizes, the write rules at about equal state, every other arm's accuracy with its cap."""
     a = block["analysis"]
     headline = str(a.get("headline"))
-    parts = []
+    parts = [escape_other_cap_text(block)]
     others = [(k, r) for k, r in (a.get("escape") or {}).items() if k != headline]
     if others:
         parts.append("other state sizes: " + ", ".join(
@@ -204,7 +230,8 @@ def escape_conditions(block: dict[str, Any]) -> str | None:
     checks = a.get("budget_check") or []
     if checks:
         parts.append(budget_check_text(block))
-    named = {x for k, r in (a.get("escape") or {}).items() for x in escape_arms(block, k, r)[:2]}
+    named = {x for s in ("escape", "escape_longer") for k, r in (a.get(s) or {}).items()
+             for x in escape_arms(block, k, r, s)[:2]}
     named |= {x for r in rules for x in (r["a"], r["b"])} | {(a.get("control") or {}).get("numbers", {})
                                                              .get("control")}
     named |= {c["longer"] for c in checks}
@@ -228,10 +255,12 @@ def budget_check_text(block: dict[str, Any]) -> str | None:
                                      f"at {c['longer_cap']:,} steps" for k in c["seeds"]) for c in checks)
     crossed = [c["arm"] for c in checks if c["crosses_copy_bar"]]
     bar = block["analysis"].get("copy_bar")
-    tail = (f"{', '.join(crossed)} crossed the copying bar ({_pct(bar)}) with twice the budget: the verdict holds "
-            "under the cap only" if crossed else
-            f"no arm crossed the copying bar ({_pct(bar)}) with the longer budget")
-    return f"the budget check (twice the cap, one seed): {words}; {tail}"
+    decided_longer = block["analysis"].get("headline_at") == "escape_longer"
+    tail = (f"{', '.join(crossed)} crossed the copying bar ({_pct(bar)}) with twice the budget: "
+            + ("the row is read at the longer cap" if decided_longer else "the verdict holds under the cap only")
+            if crossed else f"no arm crossed the copying bar ({_pct(bar)}) with the longer budget")
+    n = max(len(c["seeds"]) for c in checks)
+    return f"the budget check (twice the cap, {'one seed' if n == 1 else f'{n} seeds'}): {words}; {tail}"
 
 
 def cap(block: dict[str, Any], arm: str) -> str:

@@ -268,16 +268,30 @@ def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[s
     control_acc = arms.get(control_name, {}).get("accuracy", {}).get("mean")
     control = verdicts.control_gate(control_name, control_acc, s.get("control_bar", 0.95), f"accuracy at {pairs} pairs")
     copying = 1 / int(pairs)
-    escapes = {}
-    for name, (sel, fix) in s.get("escape", {}).items():
-        if sel in arms and fix in arms:
-            escapes[name] = {"selective": sel, "fixed": fix, "state_numbers": {
-                "selective": arms[sel]["state_numbers"], "fixed": arms[fix]["state_numbers"]},
-                **verdicts.escape_verdict(
-                    {k: v for k, v in arms[sel]["per_seed"].items() if v is not None},
-                    {k: v for k, v in arms[fix]["per_seed"].items() if v is not None},
-                    copying=copying, min_effect=s.get("min_effect", 0.05), copy_margin=s.get("copy_margin", 0.05),
-                    margin=s.get("equivalence_margin", 0.05), control=control, min_seeds=s.get("min_seeds", 5))}
+
+    def escape(setting: str) -> dict[str, Any]:
+        """Each declared comparison of ``settings.<setting>`` (N -> [selective, fixed]) whose arms have run."""
+        rows = {}
+        for name, (sel, fix) in (s.get(setting) or {}).items():
+            if sel in arms and fix in arms:
+                rows[name] = {"selective": sel, "fixed": fix, "cap": int(max(results["arms"][sel]["budgets"], key=int)),
+                              "state_numbers": {"selective": arms[sel]["state_numbers"],
+                                                "fixed": arms[fix]["state_numbers"]},
+                              **verdicts.escape_verdict(
+                                  {k: v for k, v in arms[sel]["per_seed"].items() if v is not None},
+                                  {k: v for k, v in arms[fix]["per_seed"].items() if v is not None},
+                                  copying=copying, min_effect=s.get("min_effect", 0.05),
+                                  copy_margin=s.get("copy_margin", 0.05), margin=s.get("equivalence_margin", 0.05),
+                                  control=control, min_seeds=s.get("min_seeds", 5))}
+        return rows
+
+    escapes = escape("escape")
+    # The same comparisons at a longer cap (settings.escape_longer, declared before its runs): the headline is read
+    # there once both arms have the declared seeds, since a verdict under a cap the selective state is still
+    # learning at (the budget check) speaks for the cap, not for the write rule.
+    escapes_longer = escape("escape_longer")
+    headline = s.get("headline")
+    read_longer = len((escapes_longer.get(headline) or {}).get("seeds") or []) >= s.get("min_seeds", 5)
     # The budget check (issue 34 item 3): an arm at its cap against the same arm at a longer cap, seed by seed; the
     # verdict holds under the cap only if no arm crosses the copying bar with the longer budget.
     copy_bar = copying + s.get("copy_margin", 0.05)
@@ -325,11 +339,12 @@ def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[s
                  "escapes" if ci[0] > copy_bar else "does not escape" if ci[1] < copy_bar else "not resolved")
         escaped[arm] = {"rule": arms[arm]["write_rule_label"], "state_numbers": arms[arm]["state_numbers"],
                         "accuracy": acc.get("mean"), "ci95": ci, "n": acc.get("n", 0), "escape": state}
-    headline = s.get("headline")
+    decides = (escapes_longer if read_longer else escapes).get(headline, {})
     return {"pairs": int(pairs), "copying": copying, "control": control.as_dict(), "arms": arms, "escape": escapes,
+            "escape_longer": escapes_longer, "headline_at": "escape_longer" if read_longer else "escape",
             "write_rules": rules, "rule_escape": escaped, "budget_check": checks, "copy_bar": copy_bar,
-            "headline": headline, "verdict": escapes.get(headline, {}).get("verdict", verdicts.NOT_RUN),
-            "reason": escapes.get(headline, {}).get("reason", "the headline comparison has not run")}
+            "headline": headline, "verdict": decides.get("verdict", verdicts.NOT_RUN),
+            "reason": decides.get("reason", "the headline comparison has not run")}
 
 
 def depth(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, Any]:

@@ -58,9 +58,13 @@ def render_markdown(results: dict[str, Any]) -> str:
             lines.append(f"| `{arm}` | {e['write_rule_label']} | {e['state_numbers'] if not e['grows'] else 'grows'} | "
                          f"{_interval(e['accuracy'])} |")
         lines += ["", f"Control: {analysis['control']['why']}", ""]
-        for name, c in analysis["escape"].items():
-            lines.append(f"- {name}: `{c['selective']}` − `{c['fixed']}` = {c['difference']:+.3f} "
-                         f"[{c['ci95'][0]:+.3f}, {c['ci95'][1]:+.3f}]: **{c['verdict']}** ({c['reason']})")
+        rows = [(n, c) for key in ("escape", "escape_longer") for n, c in (analysis.get(key) or {}).items()]
+        for name, c in rows:
+            ci = c.get("ci95") or [None, None]
+            interval = f" [{ci[0]:+.3f}, {ci[1]:+.3f}]" if None not in ci else ""
+            lines.append(f"- N = {name} at {c.get('cap', '?')} steps ({len(c.get('seeds') or [])} seeds): "
+                         f"`{c['selective']}` − `{c['fixed']}` = {c['difference']:+.3f}{interval}: "
+                         f"**{c['verdict']}** ({c['reason']})")
         if analysis.get("rule_escape"):
             lines += ["", f"## Which write rule escapes (against the copying bar {analysis['copy_bar']:.4f})", "",
                       "| arm | write rule | state numbers | accuracy | escapes |", "|---|---|---|---|---|"]
