@@ -17,7 +17,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ema_boundary.figures import pyplot, save
+from ema_boundary.figures import log_ticks, pyplot, save
 from eval.report.claims import one_screen, short_name, short_verdict
 
 __all__ = ["VERDICT_COLORS", "boundary_figure", "draw"]
@@ -56,16 +56,6 @@ def _title(ax: Any, title: str, rows: dict[str, dict], ids: tuple[str, ...]) -> 
         ax.text(0, 1.02 + 0.075 * i, f"{short_name(row)}: {verdict}", transform=ax.transAxes, fontsize=7.2,
                 color=VERDICT_COLORS.get(verdict.split(":")[0], "black"), fontweight="bold", va="bottom", ha="left")
     ax.text(0, 1.04 + 0.075 * len(seen), title, transform=ax.transAxes, fontsize=10.5, va="bottom", ha="left")
-
-
-def _log_ticks(ax: Any, ticks: list[float] | None = None) -> None:
-    """A log x-axis without the minor labels that overlap."""
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
-
-    ax.xaxis.set_minor_formatter(NullFormatter())
-    if ticks:
-        ax.set_xticks(ticks)
-        ax.xaxis.set_major_formatter(ScalarFormatter())
 
 
 def _not_run(ax: Any, what: str) -> None:
@@ -158,7 +148,7 @@ def _recall_sweep(ax: Any, sweep: dict, rows: dict[str, dict]) -> None:
         ax.text(0.98, 100 * copying + 1, "copying level", transform=ax.get_yaxis_transform(), ha="right",
                 va="bottom", fontsize=7, color="gray")
     ax.set_xscale("log")
-    _log_ticks(ax)
+    log_ticks(ax)
     ax.set_ylim(0, 112)
     ax.set_xlabel(f"decoding-state numbers per layer (log); committed sweep `{sweep['source']}`", fontsize=8)
     ax.set_ylabel(f"recall accuracy at {a.get('pairs')} pairs (%)", fontsize=8)
@@ -196,7 +186,7 @@ def _recall(ax: Any, report: dict, rows: dict[str, dict]) -> None:
     if chance:
         ax.axhline(100 * chance, color="gray", ls=":", lw=1)
     ax.set_xscale("log")
-    _log_ticks(ax)
+    log_ticks(ax)
     ax.set_ylim(0, 112)
     ax.set_xlabel("decoding-state numbers per layer (log)", fontsize=8)
     ax.set_ylabel(f"recall accuracy at {pairs} pairs (%)", fontsize=8)
@@ -250,7 +240,7 @@ def _scale(ax: Any, report: dict, rows: dict[str, dict]) -> None:
     ax.text(1.0, 0.05, "SPEN worse ↑", transform=ax.get_yaxis_transform(), ha="right", fontsize=7)
     ax.text(1.0, -0.12, "SPEN better ↓", transform=ax.get_yaxis_transform(), ha="right", va="top", fontsize=7)
     ax.set_xscale("log")
-    _log_ticks(ax)
+    log_ticks(ax)
     ax.set_xlim(3e4, 6e8)
     ax.set_ylim(-1.2, 2.6)
     ax.set_xlabel("SPEN parameters (total, log); hollow: a ladder size whose gates fail", fontsize=8)
@@ -302,7 +292,7 @@ def _budgets(ax: Any, report: dict, rows: dict[str, dict]) -> None:
         ax.axhspan(-margin, margin, color="#1a7f37", alpha=0.12, label=f"equivalence margin ±{margin:g}")
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xscale("log")
-    _log_ticks(ax, sorted(steps_seen))
+    log_ticks(ax, sorted(steps_seen))
     ax.set_xlabel("training steps (log); hollow: reference above the bigram", fontsize=8)
     ax.set_ylabel("arm − reference loss (nats)", fontsize=8)
     ax.legend(fontsize=6.5, loc="lower left", framealpha=0.9)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ema_boundary.figures import pyplot, save
+from ema_boundary.figures import log_ticks, pyplot, save
 
 # One colour and marker per write rule (eval.recall.WRITE_RULES), from the least to the most input-dependent.
 RULE_STYLE = {"fixed": ("tab:gray", "o"), "learned_lti": ("tab:brown", "v"),
@@ -42,8 +42,13 @@ def recall_map_figure(analysis: dict[str, Any], path: Path) -> Path | None:
         ax.errorbar(xs, ys, yerr=err, color=color, marker=marker, capsize=3, lw=1.5, label=label,
                     ls="-" if len(points) > 1 else "none")
     ax.axhline(analysis["copying"], color="black", ls=":", lw=1, label=f"copying level 1/{analysis['pairs']}")
+    if analysis.get("copy_bar"):  # what an arm must pass to count as escaping (declared before the run)
+        ax.axhline(analysis["copy_bar"], color="black", ls="--", lw=0.8,
+                   label=f"escape bar: copying level + {100 * (analysis['copy_bar'] - analysis['copying']):.0f} points")
     ax.set(xscale="log", ylim=(-0.02, 1.02), xlabel="state numbers per layer (at T = 3 x pairs; attention's grows)",
            ylabel=f"accuracy at {analysis['pairs']} pairs", title="Associative recall by write rule and state size")
+    xs = [a["state_numbers"] for a in arms.values()]
+    log_ticks(ax, [t for t in (100, 200, 500, 1_000, 2_000, 5_000, 10_000, 20_000) if min(xs) / 2 <= t <= max(xs) * 2])
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     save(fig, path)
