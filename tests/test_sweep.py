@@ -402,3 +402,17 @@ def test_the_recall_trainer_refuses_an_arm_it_cannot_read(tmp_path: Path) -> Non
         (tmp_path / "p.yaml").write_text(yaml.safe_dump({**raw, "arms": {"bad": {"config": arm}}}))
         with pytest.raises(UsageError, match=words):
             TRAINERS["recall"].check(load_plan(tmp_path / "p.yaml"))
+
+
+def test_every_committed_sweep_resumes_under_its_plan() -> None:
+    """Each committed sweep's plan in hub_configs is the one it ran, or that plan grown (arms, seeds or settings
+    added, declared before they run): an edit that changes what a finished run ran fails here, not on a resume."""
+    from eval.sweep.runner import _added, _first_difference
+
+    folders = sorted((ROOT / "docs" / "sweeps").glob("*/sweep.json"))
+    assert len(folders) >= 6
+    for path in folders:
+        recorded = json.loads(path.read_text())
+        identity = json.loads(json.dumps(load_plan(ROOT / recorded["plan"]).identity()))
+        diff = _first_difference(recorded["identity"], identity)
+        assert diff is None or _added(recorded["identity"], identity), f"{path.parent.name}: {diff}"
