@@ -49,6 +49,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -293,6 +295,8 @@ def train_recall(
     desc: str = "recall",
     trust_remote_code: bool = False,
     device: str = "cpu",
+    checkpoint: str | Path | None = None,
+    checkpoint_every: int = 200,
 ) -> tuple[torch.nn.Module, int]:
     """Train a fresh model of ``config`` on MQAR with ``recipe`` at learning rate ``lr``.
 
@@ -302,6 +306,9 @@ def train_recall(
     Random position offsets go to models whose ``forward`` takes ``position_ids``; the others
     (SPEN, Mamba: no position table) train without them. ``device``: where the model trains; the examples
     are drawn on the CPU from the seeded generator and moved, so a seed gives the same examples on any device.
+    ``checkpoint``: a file the training state (model, optimiser, schedule, curriculum, random streams) is saved to
+    every ``checkpoint_every`` steps and continued from when it exists, so a run stopped part-way resumes to the
+    model an uninterrupted run trains; removed once training ends.
     """
     from transformers import AutoModelForCausalLM
 
@@ -316,8 +323,10 @@ def train_recall(
     curriculum = Curriculum(task, recipe, generator)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=recipe.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, recipe.lr_factor)
-    bar = tqdm(range(recipe.steps), desc=f"{desc} lr {lr:g}", disable=progress is False, leave=False)
-    step = 0
+    first = _resume_recall(checkpoint, model, opt, sched, generator, curriculum)
+    bar = tqdm(range(first, recipe.steps), desc=f"{desc} lr {lr:g}", disable=progress is False, leave=False,
+               initial=first, total=recipe.steps)
+    step = first - 1
     for step in bar:
         n = curriculum.pairs(step)
         ids, targets = task.sample(recipe.batch_size, n, generator)
@@ -342,8 +351,38 @@ def train_recall(
             bar.set_postfix(loss=f"{loss.item():.3f}", pairs=curriculum.top)
         if curriculum.update(n, accuracy):
             break
+        if checkpoint is not None and (step + 1) % checkpoint_every == 0 and step + 1 < recipe.steps:
+            _save_recall(checkpoint, step, model, opt, sched, generator, curriculum)
     bar.close()
+    if checkpoint is not None:
+        Path(checkpoint).unlink(missing_ok=True)  # the finished model is the run's result; its state is not needed
     return model.eval(), step + 1
+
+
+def _save_recall(path: str | Path, step: int, model: torch.nn.Module, opt: torch.optim.Optimizer, sched: Any,
+                 generator: torch.Generator, curriculum: Curriculum) -> None:
+    """The training state after ``step``, written whole (a temporary file renamed) so a kill leaves the last one."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save({"step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                "scheduler": sched.state_dict(), "generator": generator.get_state(), "torch_rng": torch.get_rng_state(),
+                "curriculum": {"top": curriculum.top, "running": curriculum.running}}, tmp)
+    tmp.replace(path)
+
+
+def _resume_recall(path: str | Path | None, model: torch.nn.Module, opt: torch.optim.Optimizer, sched: Any,
+                   generator: torch.Generator, curriculum: Curriculum) -> int:
+    """The first step to train: 0, or the step after the one ``path`` holds, its state restored."""
+    if path is None or not Path(path).is_file():
+        return 0
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    sched.load_state_dict(state["scheduler"])
+    generator.set_state(state["generator"])
+    torch.set_rng_state(state["torch_rng"])
+    curriculum.top, curriculum.running = state["curriculum"]["top"], state["curriculum"]["running"]
+    return state["step"] + 1
 
 
 @torch.no_grad()

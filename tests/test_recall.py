@@ -115,6 +115,34 @@ def test_the_device_moves_the_model_not_the_examples() -> None:
     assert evaluate_recall(a, task, 64, seed=5) == evaluate_recall(b, task, 64, seed=5)
 
 
+def test_a_stopped_run_resumes_from_its_checkpoint_to_the_uninterrupted_model(tmp_path, monkeypatch) -> None:
+    # Two pair counts (the curriculum's state matters) and dropout (the global random stream does too).
+    task = RecallTask(vocab_size=18, pairs=(2, 4))
+    recipe = RecallRecipe(steps=14, batch_size=8, lrs=(1e-2,), warmup_steps=2, start_pairs=2)
+    config = GPT2Config(n_embd=16, n_layer=1, n_head=2, n_positions=12, resid_pdrop=0.1, embd_pdrop=0.1,
+                        attn_pdrop=0)
+    whole, whole_steps = train_recall(config, task, recipe, lr=1e-2, seed=4, progress=False)
+    ckpt = tmp_path / "recall_checkpoint.pt"
+    calls, update = [], Curriculum.update
+
+    def stop_at_step_10(self, n, accuracy):
+        calls.append(n)
+        if len(calls) == 11:  # a kill during step 10: the checkpoint after step 7 is the last one written
+            raise KeyboardInterrupt
+        return update(self, n, accuracy)
+
+    monkeypatch.setattr(Curriculum, "update", stop_at_step_10)
+    with pytest.raises(KeyboardInterrupt):
+        train_recall(config, task, recipe, lr=1e-2, seed=4, progress=False, checkpoint=ckpt, checkpoint_every=4)
+    assert torch.load(ckpt, weights_only=True)["step"] == 7 and not ckpt.with_name(ckpt.name + ".tmp").exists()
+    monkeypatch.setattr(Curriculum, "update", update)
+    resumed, steps = train_recall(config, task, recipe, lr=1e-2, seed=4, progress=False, checkpoint=ckpt,
+                                  checkpoint_every=4)
+    assert steps == whole_steps and not ckpt.exists()  # the state goes once the model is trained
+    assert all(torch.equal(x, y) for x, y in zip(whole.state_dict().values(), resumed.state_dict().values(),
+                                                 strict=True))
+
+
 def test_recall_map_reports_every_model() -> None:
     task = RecallTask(vocab_size=16, pairs=(1, 2))
     recipe = RecallRecipe(steps=3, batch_size=4, lrs=(1e-3, 3e-3), warmup_steps=1, select_examples=8,

@@ -277,6 +277,7 @@ def test_recall_trainer_each_seed_chooses(tmp_path: Path) -> None:
     assert sweep_main([str(plan), "--output_dir", str(out)]) == 0
     results = json.loads((out / "results.json").read_text())
     assert set(results["arms"]["gpt2"]["choices"]) == {"0", "1"}  # each seed chose its own rate
+    assert not list(out.glob("runs/**/recall_checkpoint.pt*"))  # a finished run keeps its numbers, not its state
     analysis = results["analysis"]
     assert analysis["kind"] == "recall_map" and analysis["pairs"] == 4
     assert analysis["arms"]["linear-ema16"]["state_numbers"] == 16 * 32

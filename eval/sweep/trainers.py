@@ -42,6 +42,7 @@ SWEEP_OWNED = ("output_dir", "max_steps", "learning_rate", "seed", "model_name_o
 # trains it (``train``: train.py; ``reference``: the plain loop of eval.reference that checks a baseline).
 SWEEP_KEYS = ("model", "measure", "depth", "loop")
 LOOPS = ("train", "reference")
+CHECKPOINT = "recall_checkpoint.pt"  # a recall run's training state while it trains (eval.recall.train_recall)
 
 
 def model_config(model: Any, where: str) -> dict[str, Any]:
@@ -328,7 +329,10 @@ class RecallTrainer(InProcessTrainer):
         started = time.perf_counter()
         config, task, recipe = self.build(spec)
         seed, lr = spec["seed"], spec["lr"]
-        model, steps = train_recall(config, task, recipe, lr, seed, progress=False, desc=spec["arm"])
+        # A run stopped part-way (a sweep run in parts) continues from its last checkpoint, in the run's folder
+        # (its recorded cpu_seconds then count the part this process trained).
+        model, steps = train_recall(config, task, recipe, lr, seed, progress=False, desc=spec["arm"],
+                                    checkpoint=Path(run) / CHECKPOINT)
         selection = evaluate_recall(model, task, recipe.select_examples, _stream(seed, _SELECT_STREAM))
         # Every model and seed is scored on the same evaluation sequences (the stream depends on the task only).
         accuracy = evaluate_recall(model, task, recipe.eval_examples, _stream(0, _EVAL_STREAM))
