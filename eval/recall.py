@@ -58,6 +58,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 from transformers import PretrainedConfig
 
+from ema_boundary.io import atomic_file
 from ema_boundary.params import parameter_counts
 
 PAD = 0
@@ -362,12 +363,11 @@ def train_recall(
 def _save_recall(path: str | Path, step: int, model: torch.nn.Module, opt: torch.optim.Optimizer, sched: Any,
                  generator: torch.Generator, curriculum: Curriculum) -> None:
     """The training state after ``step``, written whole (a temporary file renamed) so a kill leaves the last one."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    torch.save({"step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
-                "scheduler": sched.state_dict(), "generator": generator.get_state(), "torch_rng": torch.get_rng_state(),
-                "curriculum": {"top": curriculum.top, "running": curriculum.running}}, tmp)
-    tmp.replace(path)
+    with atomic_file(path) as tmp:
+        torch.save({"step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                    "scheduler": sched.state_dict(), "generator": generator.get_state(),
+                    "torch_rng": torch.get_rng_state(),
+                    "curriculum": {"top": curriculum.top, "running": curriculum.running}}, tmp)
 
 
 def _resume_recall(path: str | Path | None, model: torch.nn.Module, opt: torch.optim.Optimizer, sched: Any,
