@@ -163,8 +163,10 @@ def escape_verdict(selective: Mapping[Any, float], fixed: Mapping[Any, float], *
     - "fixed escapes" (:data:`REFUTED`): the same the other way;
     - :data:`NEITHER_ESCAPES`: a difference, or equivalence, with neither arm above ``copying + copy_margin``
       (both numbers given);
-    - "equivalent" above copying level within ``margin``: refuted (the fixed bank escapes as well);
-    - otherwise :data:`NOT_RESOLVED`.
+    - "equivalent" within ``margin`` with both arms above ``copying + copy_margin``: refuted (the fixed bank
+      escapes as well);
+    - otherwise :data:`NOT_RESOLVED`, including equivalence with only one arm above the bar: the lead is below the
+      declared effect, and the fixed bank has not escaped, so neither reading is earned.
     """
     c = stats.compare(dict(selective), dict(fixed), margin)
     kind, ci, why = difference_verdict(c, min_seeds, (-1.0, 1.0))
@@ -184,8 +186,13 @@ def escape_verdict(selective: Mapping[Any, float], fixed: Mapping[Any, float], *
     elif kind in ("a higher", "a lower", EQUIVALENT) and not above_s and not above_f:
         verdict, why = NEITHER_ESCAPES, (f"selective {mean_s:.3f}, fixed {mean_f:.3f}: both at or below copying "
                                          f"level {copying:.3f} + {copy_margin:g} ({why})")
-    elif kind == EQUIVALENT:
+    elif kind == EQUIVALENT and above_s and above_f:
         verdict, why = REFUTED, f"equivalent above copying level: the fixed bank escapes as well ({why})"
+    elif kind == EQUIVALENT:
+        verdict, why = NOT_RESOLVED, (f"equivalent within ±{margin:g}, but only the "
+                                      f"{'selective' if above_s else 'fixed'} mean is above copying level "
+                                      f"{copying:.3f} + {copy_margin:g} (selective {mean_s:.3f}, fixed {mean_f:.3f}; "
+                                      f"{why})")
     elif kind in ("a higher", "a lower"):
         verdict, why = NOT_RESOLVED, f"a difference below the declared effect {min_effect:g} ({why})"
     else:

@@ -57,6 +57,8 @@ def test_difference_verdict_needs_seeds_and_clips_to_the_range() -> None:
     ((0.105, 0.108, 0.107, 0.106, 0.109), (0.100, 0.101, 0.099, 0.100, 0.102), PASSED, v.NEITHER_ESCAPES),
     # the fixed bank escapes just as well: refuted
     ((0.80, 0.81, 0.79, 0.80, 0.80), (0.80, 0.80, 0.81, 0.79, 0.80), PASSED, v.REFUTED),
+    # equivalent, but only the selective mean above the bar (N = 64 at 2,000 steps): the bank has not escaped
+    ((0.130, 0.111, 0.102, 0.101, 0.178), (0.108, 0.107, 0.105, 0.108, 0.109), PASSED, v.NOT_RESOLVED),
     # the fixed bank higher, above copying level: refuted
     ((0.10, 0.11, 0.10, 0.12, 0.11), (0.60, 0.62, 0.58, 0.61, 0.59), PASSED, v.REFUTED),
     # without the positive control nothing is read

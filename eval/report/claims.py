@@ -980,8 +980,9 @@ ESCAPE_SWEEP = SweepReader(
               "both arms have their seeds there, else at the cap), selective − fixed paired by seed: "
               "met (selective escapes) if the 95% interval lies above 0, the lead is at least the declared effect and "
               "the selective arm is above copying level (1 / pairs) by the declared margin; refuted if the fixed "
-              "bank escapes the same way or the two are equivalent above copying level; neither escapes if a "
-              "resolved difference (or equivalence) leaves both at copying level; otherwise not resolved")
+              "bank escapes the same way or the two are equivalent with both above copying level; neither escapes "
+              "if a resolved difference (or equivalence) leaves both at copying level; otherwise not resolved "
+              "(equivalence with only one arm above copying level included)")
 LADDER_SWEEP = SweepReader(
     "ladder", "sizes", _sweep_ladder_rule,
     "a size of the committed ladder where both models are below the declared Kneser-Ney line on the same test "
