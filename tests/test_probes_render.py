@@ -63,6 +63,8 @@ def test_markdown_of_a_map_whose_control_passes() -> None:
     assert "- sequence scope, fixed-rate traces: `spen-softmax-seq` recovers content (≥ 95% at 16 pairs)." in md
     assert "- input-dependent (selective) traces: `ckpt` recovers up to 2 pairs." in md
     assert "rests on one seed (seed 13)" in md and "verdict (one seed)" in md
+    # no selective/fixed pair in this map: the escape section says so and where the full map lives
+    assert "Not measured in this run" in md and "`hub_configs/sweeps/recall-map.yaml`" in md
 
 
 def test_markdown_says_the_run_is_too_short_when_the_control_fails() -> None:

@@ -240,9 +240,11 @@ def _escape_markdown(results: Mapping[str, Any]) -> list[str]:
     comparisons = escape.get("comparisons") or {}
     lines = ["#### Only input-dependent selection escapes? The selective state against fixed rates, equal state", ""]
     if not comparisons:
-        return lines + ["Not measured: the map did not run both arms of any state size (a selective state "
-                        "`linear-selective_ssm*` and its bank of fixed rates: `linear`, `linear-ema16`, "
-                        "`linear-ema64`)."]
+        # The report's claim row may still carry a verdict, read from a committed sweep: say where it comes from.
+        return lines + ["Not measured in this run: its map did not run both arms of any state size (a selective "
+                        "state `linear-selective_ssm*` and its bank of fixed rates: `linear`, `linear-ema16`, "
+                        "`linear-ema64`). The full map, 5 seeds of each pair, is its own sweep "
+                        "(`hub_configs/sweeps/recall-map.yaml`); a report given one reads its claim row there."]
     lines += [f"Per seed, the accuracy of the selective state (D x N per channel, input-dependent step, key and read "
               f"vectors) minus that of a bank of N fixed rates (N x D) at {escape['pairs']} pairs, paired by seed; "
               f"95% t interval, clipped to [−1, 1]. A verdict needs ≥ {escape['min_seeds']} paired seeds and comes "
