@@ -196,7 +196,40 @@ def test_a_plan_with_arms_added_grows_the_sweep(tmp_path: Path, corpus_file: str
     fewer = tiny_plan(tmp_path, corpus_file, "fewer.yaml", seeds=[0], rate={"lr_grid": [1.0e-3]},
                       arms={**extra["arms"], "wide": {**extra["arms"]["wide"], "seeds": [2]}})
     assert sweep_main([str(fewer), "--resume_from", str(out)]) == 2
+    # A rate added to an arm's own grid trains that rate only; the rule then chooses among all of them.
+    rated = tiny_plan(tmp_path, corpus_file, "rated.yaml", seeds=[0], rate={"lr_grid": [1.0e-3]},
+                      arms={"linear": {**extra["arms"]["linear"], "lr_grid": [1.0e-3, 3.0e-3]},
+                            "wide": {**extra["arms"]["wide"], "seeds": [1, 2]}}, settings={"note": "added"})
+    assert sweep_main([str(rated), "--resume_from", str(out)]) == 0
+    assert json.loads((out / "sweep.json").read_text())["invocations"][-1]["added_arms"] == ["linear: rates 0.003"]
+    assert run_json.stat().st_mtime_ns == stamp and list(out.glob("runs/linear/lr_0.003/seed_0/steps_4/result.json"))
 
+
+
+
+def test_a_diverged_rate_is_never_chosen() -> None:
+    """NaN compares false both ways: left to min/max, a diverged run could be chosen depending on its place."""
+    from eval.sweep.plan import choose
+
+    nan = float("nan")
+    assert choose({1e-3: nan, 3e-3: 3.2, 1e-2: 3.1}) == 1e-2
+    assert choose({1e-3: 3.2, 3e-3: nan, 1e-2: 3.3}) == 1e-3
+    assert choose({1e-3: 0.2, 3e-3: 0.5, 1e-2: nan}, lower_is_better=False) == 3e-3
+    assert choose({1e-3: 0.4, 3e-3: 0.4}) == 1e-3  # a tie keeps the smaller rate
+
+def test_rates_added_to_an_arms_grid_grow_the_sweep() -> None:
+    """An arm's own grid may gain rates (its finished runs keep theirs); dropping a rate it ran is a change."""
+    from eval.sweep.runner import _added
+
+    arm = {"config": {"model": "m"}, "lr_grid": None, "seeds": [0, 1], "budgets": [40]}
+    recorded = {"rate": {"lr_grid": [1e-3, 3e-3]}, "settings": {}, "arms": {"x2": arm}}
+    wider = {**recorded, "arms": {"x2": {**arm, "lr_grid": [1e-3, 3e-3, 1e-2]}}}
+    assert _added(recorded, wider) == ["x2: rates 0.01"]
+    both = {**recorded, "arms": {"x2": {**arm, "lr_grid": [1e-3, 3e-3, 1e-2], "seeds": [0, 1, 2]}}}
+    assert _added(recorded, both) == ["x2: seeds 2", "x2: rates 0.01"]
+    assert _added(recorded, {**recorded, "arms": {"x2": {**arm, "lr_grid": [3e-3, 1e-2]}}}) == []  # 1e-3 dropped
+    assert _added(recorded, {**recorded, "arms": {"x2": {**arm, "lr_grid": [1e-3, 3e-3, 1e-2],
+                                                           "budgets": [80]}}}) == []  # a run changed
 
 def test_killed_sweep_resumes_to_the_uninterrupted_results(tmp_path: Path, corpus_file: str) -> None:
     """kill -9 in the middle of a sweep (a run half-trained, with a checkpoint), then --resume_from: the same

@@ -31,6 +31,7 @@ arms x rates x seeds x budgets the rule asks for; :mod:`eval.sweep.runner` runs 
 from __future__ import annotations
 
 import copy
+import math
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,9 +82,10 @@ class RateRule:
 
 
 def choose(values: dict[float, float], lower_is_better: bool = True) -> float:
-    """The rate with the best objective; a tie keeps the smaller rate."""
+    """The rate with the best objective; a tie keeps the smaller rate, and a diverged run (NaN) is the worst."""
+    worst = math.inf if lower_is_better else -math.inf
     rates = sorted(values)
-    return (min if lower_is_better else max)(rates, key=values.__getitem__)
+    return (min if lower_is_better else max)(rates, key=lambda r: values[r] if math.isfinite(values[r]) else worst)
 
 
 @dataclass(frozen=True)

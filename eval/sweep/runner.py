@@ -87,10 +87,11 @@ def _first_difference(a: Any, b: Any, path: str = "") -> str | None:
 
 def _added(recorded: dict, identity: dict) -> list[str]:
     """What ``identity`` adds to ``recorded`` when adding is its only difference: new arms, seeds added to an arm's
-    own list (``"w192/spen: seeds 1, 2"``) and settings the analysis reads that were not declared before
+    own list (``"w192/spen: seeds 1, 2"``), rates added to an arm's grid (``"x2: rates 0.01"``: the rule then
+    chooses among all of them) and settings the analysis reads that were not declared before
     (``"settings: budget_check"``); else []. A sweep may grow, never change what its finished runs ran or what its
-    analysis declared before the run: a run's spec does not depend on the other seeds, the seed that chooses a rate
-    stays the first, and a declared setting (a margin, a bar) keeps its value."""
+    analysis declared before the run: a run's spec does not depend on the other seeds or rates, the seed that
+    chooses a rate stays the first, and a declared setting (a margin, a bar) keeps its value."""
     old_arms, new_arms = recorded.get("arms", {}), identity.get("arms", {})
     old_set, new_set = recorded.get("settings") or {}, identity.get("settings") or {}
     rest = (set(recorded) | set(identity)) - {"arms", "settings"}
@@ -99,15 +100,24 @@ def _added(recorded: dict, identity: dict) -> list[str]:
     if any(k not in new_set or new_set[k] != v for k, v in old_set.items()):
         return []
     grown = []
+    plan_grid = (recorded.get("rate") or {}).get("lr_grid") or []
     for name, spec in old_arms.items():
         new = new_arms[name]
         if new == spec:
             continue
         old_seeds, new_seeds = spec.get("seeds"), new.get("seeds")
-        same_else = {k: v for k, v in spec.items() if k != "seeds"} == {k: v for k, v in new.items() if k != "seeds"}
-        if not (same_else and old_seeds and new_seeds and new_seeds[:len(old_seeds)] == old_seeds):
+        # An arm's grid grows when every rate it ran stays in it: a finished run's spec names only its own rate.
+        old_grid, new_grid = spec.get("lr_grid") or plan_grid, new.get("lr_grid") or plan_grid
+        same_else = ({k: v for k, v in spec.items() if k not in ("seeds", "lr_grid")}
+                     == {k: v for k, v in new.items() if k not in ("seeds", "lr_grid")})
+        seeds_grown = old_seeds == new_seeds or bool(old_seeds and new_seeds
+                                                     and new_seeds[:len(old_seeds)] == old_seeds)
+        if not (same_else and seeds_grown and set(old_grid) <= set(new_grid)):
             return []
-        grown.append(f"{name}: seeds {', '.join(map(str, new_seeds[len(old_seeds):]))}")
+        if new_seeds != old_seeds:
+            grown.append(f"{name}: seeds {', '.join(map(str, new_seeds[len(old_seeds):]))}")
+        if set(new_grid) != set(old_grid):
+            grown.append(f"{name}: rates {', '.join(f'{r:g}' for r in sorted(set(new_grid) - set(old_grid)))}")
     return (grown + [name for name in new_arms if name not in old_arms]
             + [f"settings: {k}" for k in new_set if k not in old_set])
 
