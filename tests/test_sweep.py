@@ -205,8 +205,6 @@ def test_a_plan_with_arms_added_grows_the_sweep(tmp_path: Path, corpus_file: str
     assert run_json.stat().st_mtime_ns == stamp and list(out.glob("runs/linear/lr_0.003/seed_0/steps_4/result.json"))
 
 
-
-
 def test_a_diverged_rate_is_never_chosen() -> None:
     """NaN compares false both ways: left to min/max, a diverged run could be chosen depending on its place."""
     from eval.sweep.plan import choose
@@ -216,6 +214,7 @@ def test_a_diverged_rate_is_never_chosen() -> None:
     assert choose({1e-3: 3.2, 3e-3: nan, 1e-2: 3.3}) == 1e-3
     assert choose({1e-3: 0.2, 3e-3: 0.5, 1e-2: nan}, lower_is_better=False) == 3e-3
     assert choose({1e-3: 0.4, 3e-3: 0.4}) == 1e-3  # a tie keeps the smaller rate
+
 
 def test_rates_added_to_an_arms_grid_grow_the_sweep() -> None:
     """An arm's own grid may gain rates (its finished runs keep theirs); dropping a rate it ran is a change."""
@@ -230,6 +229,7 @@ def test_rates_added_to_an_arms_grid_grow_the_sweep() -> None:
     assert _added(recorded, {**recorded, "arms": {"x2": {**arm, "lr_grid": [3e-3, 1e-2]}}}) == []  # 1e-3 dropped
     assert _added(recorded, {**recorded, "arms": {"x2": {**arm, "lr_grid": [1e-3, 3e-3, 1e-2],
                                                            "budgets": [80]}}}) == []  # a run changed
+
 
 def test_killed_sweep_resumes_to_the_uninterrupted_results(tmp_path: Path, corpus_file: str) -> None:
     """kill -9 in the middle of a sweep (a run half-trained, with a checkpoint), then --resume_from: the same
