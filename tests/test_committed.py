@@ -103,6 +103,27 @@ def test_selective_escapes_reads_the_headline_with_both_numbers_and_its_conditio
     assert len(shown) == len(set(shown)) and "selection_escapes_recall" in shown
 
 
+def test_the_escape_row_names_the_rates_tried_and_counts_edge_choices(tmp_path: Path) -> None:
+    """An edge choice reads against the rates it could have left: the grid as tried, not as first declared."""
+    accuracies = {"gpt2": SOLVED, "linear-ema16": [0.10, 0.11, 0.09, 0.10, 0.12],
+                  "linear-selective_ssm": [0.40, 0.45, 0.38, 0.42, 0.44]}
+    results = recall_sweep(tmp_path / "recall", accuracies)
+    rates = {"0.001": 0.3, "0.003": 0.5, "0.01": 0.6, "0.03": 0.55}
+    results["arms"]["linear-selective_ssm"]["choices"] = {
+        s: {"chosen": 0.01, "interior": True, "tried": rates} for s in SEEDS}
+    results["arms"]["linear-ema16"]["choices"] = {
+        s: {"chosen": 0.03 if s == "0" else 0.003, "interior": s != "0", "tried": rates} for s in SEEDS}
+    (tmp_path / "recall" / RESULTS).write_text(json.dumps(results))
+    r = row(evaluate(report_with(sweeps_block({"recall_map": str(tmp_path / "recall")}))), "selection_escapes_recall")
+    assert "the rate at an edge of the rates tried (4 rates, 0.001 to 0.03) in 1 of 10 choices" in r["strength"]
+    for s in SEEDS:
+        results["arms"]["linear-ema16"]["choices"][s]["interior"] = True
+    (tmp_path / "recall" / RESULTS).write_text(json.dumps(results))
+    r = row(evaluate(report_with(sweeps_block({"recall_map": str(tmp_path / "recall")}))), "selection_escapes_recall")
+    assert "every rate chosen inside the rates tried (4 rates, 0.001 to 0.03)" in r["strength"]
+    assert "edge" not in r["strength"]
+
+
 def test_neither_escapes_and_a_failed_control(tmp_path: Path) -> None:
     recall_sweep(tmp_path / "a", {"gpt2": SOLVED, "linear-ema16": [0.06, 0.06, 0.07, 0.06, 0.06],
                                   "linear-selective_ssm": [0.08, 0.09, 0.08, 0.09, 0.08]})

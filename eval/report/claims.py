@@ -745,10 +745,13 @@ def _sweep_escape_rule(report: Report, block: Mapping[str, Any]) -> Outcome:
     choices = [c for arm in (sel, fix) for c in ((block["arms"].get(arm) or {}).get("choices") or {}).values()
                if c.get("chosen") is not None]
     edges = sum(not c.get("interior") for c in choices)
+    tried = sorted({r for c in choices for r in c.get("tried") or ()})
+    # the grid as tried, so that an edge choice reads against the rates it could have left (older reports: none)
+    grid = f" ({len(tried)} rates, {tried[0]:g} to {tried[-1]:g})" if len(tried) > 1 else ""
     strength = (f"{len(row.get('seeds') or [])} paired seed(s), each at its own rate; a winner must lead by "
                 f"{100 * row['min_effect']:g} points (declared before the run); cap {sweeps.cap(block, sel)} steps"
-                + (f"; the rate at an edge of the declared grid in {edges} of {len(choices)} choices (a wider grid "
-                   "was not tried)" if edges else ""))
+                + (f"; the rate at an edge of the rates tried{grid} in {edges} of {len(choices)} choices"
+                   if edges else f"; every rate chosen inside the rates tried{grid}" if choices else ""))
     verdict = _verdict_of(row["verdict"])
     detail = row.get("reason", "") if verdict in (Verdict.NEITHER_ESCAPES, Verdict.NOT_RESOLVED) else ""
     return Outcome(verdict, ours, detail, strength)

@@ -82,7 +82,8 @@ def _arms(results: dict[str, Any]) -> dict[str, Any]:
                                 for b, s in sorted(budgets.items(), key=lambda kv: int(kv[0]))},
                     "parameters": first.get("parameters"),
                     # each choosing seed's rate and whether it lies inside the rates tried (a row says so)
-                    "choices": {k: {"chosen": v.get("chosen"), "interior": v.get("interior")}
+                    "choices": {k: {"chosen": v.get("chosen"), "interior": v.get("interior"),
+                                    "tried": sorted(float(r) for r in (v.get("tried") or {}))}
                                 for k, v in (a.get("choices") or {}).items()}}
     return out
 
