@@ -22,6 +22,7 @@ from eval.report.committed import SOURCES, read_sweep, sweeps_block
 from eval.report.plan import REPO, Plan, PlanError
 from eval.sweep.analyses import ANALYSES
 from eval.sweep.plan import plan_from_text
+from eval.sweep.render import render_markdown
 from eval.sweep.runner import RESULTS, SCHEMA, TOOL
 
 SEEDS = ["0", "1", "2", "3", "4"]
@@ -489,6 +490,44 @@ def test_the_budget_check_names_the_cap_the_verdict_holds_under(tmp_path: Path) 
     r = row(evaluate(report_with(sweeps_block({"recall_map": str(tmp_path / "binds")}))), "selection_escapes_recall")
     assert ("linear-selective_ssm crossed the copying bar (11.2%) with twice the budget: the verdict holds under the "
             "cap only") in r["conditions"]
+
+
+def test_the_budget_check_reads_the_longer_cap_at_the_rate_chosen_at_the_cap(tmp_path: Path) -> None:
+    """A wider grid at the longer cap: a seed crosses the copying bar by the budget only at the rate it chose at the
+    cap; the longer cap's own choice is printed beside it, never read as the budget's effect."""
+    folder = tmp_path / "wider"
+    ran = folder / "runs" / "linear-selective_ssm-x2" / "lr_0.001" / "seed_0" / "steps_4000"
+    ran.mkdir(parents=True)
+    (ran / "result.json").write_text(json.dumps({"accuracy": {"16": 0.105}, "selection_accuracy": {"16": 0.1}}))
+
+    def at(acc: float, arm: str, state: int, rule: str, lr: float, steps: int) -> dict[str, Any]:
+        return {**recall_seed(acc, arm, state, rule), "lr": lr, "steps": steps}
+
+    arms = {"gpt2": {"2000": {"0": at(1.0, "gpt2", 0, "cache", 1e-3, 2000)}},
+            "linear-ema16": {"2000": {"0": at(0.10, "linear-ema16", 1024, "fixed", 1e-3, 2000)}},
+            "linear-selective_ssm": {"2000": {"0": at(0.10, "linear-selective_ssm", 1216, "selective", 1e-3, 2000)}},
+            "linear-ema16-x2": {"4000": {"0": at(0.105, "linear-ema16-x2", 1024, "fixed", 1e-3, 4000)}},
+            "linear-selective_ssm-x2": {"4000": {"0": at(0.30, "linear-selective_ssm-x2", 1216, "selective", 1e-2,
+                                                         4000)}}}
+    results = write_sweep(folder, "recall-map", arms)
+    check = next(c for c in results["analysis"]["budget_check"] if c["arm"] == "linear-selective_ssm")
+    assert check["rates"] == {"0": [1e-3, 1e-2]} and check["at_longer_same_rate"] == {"0": 0.105}
+    assert check["crosses"] == {"0": False} and not check["crosses_copy_bar"]
+    md = render_markdown({**results, "commands": {"reproduce": "-", "resume": "-", "summarize": "-"}})
+    assert ("| `linear-selective_ssm` | 0 | 0.1000 (2000 steps, lr 0.001) | 0.1050 (4000 steps) | 0.3000 (lr 0.01) "
+            "| no |") in md
+    r = row(evaluate(report_with(sweeps_block({"recall_map": str(folder)}))), "selection_escapes_recall")
+    assert ("`linear-selective_ssm` seed 0: 10.0% at 2,000 → 10.5% at 4,000 steps, both at 0.001 (30.0% at its own "
+            "choice 0.01)") in r["conditions"]
+    assert "no arm crossed the copying bar (11.2%) with the longer budget" in r["conditions"]
+    # The cap's rate did not run at the longer cap: the longer cap's own choice is all there is, and says so.
+    (ran / "result.json").unlink()
+    results = write_sweep(folder, "recall-map", arms)
+    check = next(c for c in results["analysis"]["budget_check"] if c["arm"] == "linear-selective_ssm")
+    assert check["at_longer_same_rate"] == {"0": None} and check["crosses_copy_bar"]
+    r = row(evaluate(report_with(sweeps_block({"recall_map": str(folder)}))), "selection_escapes_recall")
+    assert ("seed 0: 10.0% at 2,000 → 30.0% at its own choice 0.01 at 4,000 steps (the cap's rate 0.001 did not run "
+            "there)") in r["conditions"]
 
 
 def test_the_headline_moves_to_the_longer_cap_once_both_arms_have_their_seeds(tmp_path: Path) -> None:

@@ -251,9 +251,18 @@ def budget_check_text(block: dict[str, Any]) -> str | None:
     checks = block["analysis"].get("budget_check") or []
     if not checks:
         return None
-    words = ", ".join(
-        f"`{c['arm']}` " + ", ".join(f"seed {k}: {_pct(c['at_cap'][k])} at {c['cap']:,} → {_pct(c['at_longer'][k])} "
-                                     f"at {c['longer_cap']:,} steps" for k in c["seeds"]) for c in checks)
+    def seed(c: dict[str, Any], k: str) -> str:
+        line = f"seed {k}: {_pct(c['at_cap'][k])} at {c['cap']:,} → "
+        cap_rate, longer_rate = (c.get("rates") or {}).get(k, (None, None))
+        if cap_rate == longer_rate:
+            return line + f"{_pct(c['at_longer'][k])} at {c['longer_cap']:,} steps"
+        # the longer cap chose another rate (a wider grid): the budget is read at the cap's rate
+        same = (c.get("at_longer_same_rate") or {}).get(k)
+        own = f"{_pct(c['at_longer'][k])} at its own choice {longer_rate:g}"
+        return line + (f"{_pct(same)} at {c['longer_cap']:,} steps, both at {cap_rate:g} ({own})" if same is not None
+                       else f"{own} at {c['longer_cap']:,} steps (the cap's rate {cap_rate:g} did not run there)")
+
+    words = ", ".join(f"`{c['arm']}` " + ", ".join(seed(c, k) for k in c["seeds"]) for c in checks)
     crossed = [c["arm"] for c in checks if c["crosses_copy_bar"]]
     bar = block["analysis"].get("copy_bar")
     decided_longer = block["analysis"].get("headline_at") == "escape_longer"

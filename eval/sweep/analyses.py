@@ -19,6 +19,7 @@ where the experiment decides a claim. Its declared settings are the plan's ``set
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -47,7 +48,6 @@ def ngram_lines(plan: SweepPlan, folder: Path, train_tokens: int) -> dict[str, A
     """Kneser-Ney lines on the blocks the sweep scores (train sweeps; None before the tokenizer exists), counted
     on what a run of ``train_tokens`` read, with each line's ``loss`` (nats); cached in
     ``shared/ngram_<split>_<tokens>.json``."""
-    import json
 
     from ema_boundary.io import write_json
     from eval.sweep.trainers import _data_paths, _defaults, _settings
@@ -206,7 +206,6 @@ def _gap_at(plan: SweepPlan, results: dict[str, Any], folder: Path, size: str, a
             ) -> dict[str, Any] | None:
     """eval.gap on the test split for one size, every common seed of both arms paired (a = the baseline b_arm, b =
     a_arm: "b - a" is a - b of the ladder), with ``--window``; written once to ``DIR/gap/<size>/`` and reused."""
-    import json
     import os
 
     from eval.gap import main as gap_main
@@ -238,6 +237,18 @@ def _gap_at(plan: SweepPlan, results: dict[str, Any], folder: Path, size: str, a
     finally:
         os.chdir(before)
     return json.loads((out / "gap.json").read_text())
+
+
+def _recall_at(plan: SweepPlan, folder: Path, arm: str, lr: float, seed: str, steps: int, pairs: str) -> float | None:
+    """Accuracy at ``pairs`` of one finished run of the sweep (any rate, chosen or not); None if it has not run."""
+    from eval.sweep.execute import RESULT_JSON
+    from eval.sweep.runner import run_id
+    from eval.sweep.trainers import TRAINERS
+
+    path = folder / run_id(arm, lr, int(seed), steps) / RESULT_JSON
+    if not path.is_file():
+        return None
+    return TRAINERS[plan.trainer].score(json.loads(path.read_text()), plan.score).get(pairs)
 
 
 def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, Any]:
@@ -293,7 +304,10 @@ def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[s
     headline = s.get("headline")
     read_longer = len((escapes_longer.get(headline) or {}).get("seeds") or []) >= s.get("min_seeds", 5)
     # The budget check (issue 34 item 3): an arm at its cap against the same arm at a longer cap, seed by seed; the
-    # verdict holds under the cap only if no arm crosses the copying bar with the longer budget.
+    # verdict holds under the cap only if no arm crosses the copying bar with the longer budget. The longer arm may
+    # choose its rate on a wider grid: a seed is then compared at the rate it chose at the cap (its run at the longer
+    # cap, where that rate ran), so that a crossing is the budget's and not a rate's; the longer cap's own choice is
+    # kept beside it.
     copy_bar = copying + s.get("copy_margin", 0.05)
     checks = []
     for arm, longer in (s.get("budget_check") or {}).items():
@@ -306,10 +320,14 @@ def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[s
         at_cap = {k: arms[arm]["per_seed"][k] for k in seeds}
         at_longer = {k: arms[longer]["per_seed"][k] for k in seeds}
         caps = [max(results["arms"][x]["budgets"], key=int) for x in (arm, longer)]
+        rates = {k: [arms[arm]["rates"][k], arms[longer]["rates"][k]] for k in seeds}
+        same = {k: at_longer[k] if rates[k][0] == rates[k][1] else
+                _recall_at(plan, folder, longer, rates[k][0], k, int(caps[1]), pairs) for k in seeds}
+        crosses = {k: at_cap[k] < copy_bar <= (same[k] if same[k] is not None else at_longer[k]) for k in seeds}
         checks.append({"arm": arm, "longer": longer, "cap": int(caps[0]), "longer_cap": int(caps[1]), "seeds": seeds,
-                       "at_cap": at_cap, "at_longer": at_longer,
+                       "at_cap": at_cap, "at_longer": at_longer, "rates": rates, "at_longer_same_rate": same,
                        "steps_longer": {k: arms[longer]["steps"][k] for k in seeds},
-                       "crosses_copy_bar": any(at_cap[k] < copy_bar <= at_longer[k] for k in seeds)})
+                       "crosses": crosses, "crosses_copy_bar": any(crosses.values())})
     # Write rules at about equal state (issue 34 item 4): each pair of a group, paired by seed, behind the control.
     rules = []
     for group in s.get("write_rules", []):

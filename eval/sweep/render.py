@@ -74,12 +74,20 @@ def render_markdown(results: dict[str, Any]) -> str:
             lines += [""] + [f"- `{w['a']}` − `{w['b']}` = {w['difference']:+.3f} [{w['ci95'][0]:+.3f}, "
                              f"{w['ci95'][1]:+.3f}]: {w['verdict']}" for w in analysis.get("write_rules", [])]
         if analysis.get("budget_check"):
-            lines += ["", "## Budget check (the same arm at a longer cap)", "",
-                      "| arm | seed | at the cap | at the longer cap | crosses the copying bar |",
-                      "|---|---|---|---|---|"]
-            lines += [f"| `{c['arm']}` | {k} | {c['at_cap'][k]:.4f} ({c['cap']} steps) | {c['at_longer'][k]:.4f} "
-                      f"({c['longer_cap']} steps) | {'yes' if c['crosses_copy_bar'] else 'no'} |"
-                      for c in analysis["budget_check"] for k in c["seeds"]]
+            lines += ["", "## Budget check (the same arm at a longer cap, at the rate it chose at the cap)", "",
+                      "| arm | seed | at the cap | at the longer cap | the longer cap's own choice "
+                      "| crosses the copying bar |",
+                      "|---|---|---|---|---|---|"]
+            for c in analysis["budget_check"]:
+                for k in c["seeds"]:
+                    cap_rate, own_rate = (c.get("rates") or {}).get(k, (None, None))
+                    same = c["at_longer"][k] if cap_rate == own_rate else (c.get("at_longer_same_rate") or {}).get(k)
+                    crosses = (c.get("crosses") or {}).get(k, c["crosses_copy_bar"])
+                    lines.append(f"| `{c['arm']}` | {k} | {c['at_cap'][k]:.4f} ({c['cap']} steps"
+                                 f"{f', lr {cap_rate:g}' if cap_rate else ''}) | "
+                                 f"{'–' if same is None else f'{same:.4f}'} ({c['longer_cap']} steps) | "
+                                 f"{c['at_longer'][k]:.4f}{f' (lr {own_rate:g})' if own_rate else ''} | "
+                                 f"{'yes' if crosses else 'no'} |")
     if kind == "ablation":
         for steps, e in analysis["budgets"].items():
             lines += ["", f"## {steps} steps", ""]
