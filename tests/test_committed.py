@@ -113,15 +113,17 @@ def test_the_escape_row_names_the_rates_tried_and_counts_edge_choices(tmp_path: 
     results["arms"]["linear-selective_ssm"]["choices"] = {
         s: {"chosen": 0.01, "interior": True, "tried": rates} for s in SEEDS}
     results["arms"]["linear-ema16"]["choices"] = {
-        s: {"chosen": 0.03 if s == "0" else 0.003, "interior": s != "0", "tried": rates} for s in SEEDS}
+        s: {"chosen": 0.03 if s == "0" else 0.003, "interior": s != "0", "tried": {**rates, "0.1": 0.2}}
+        for s in SEEDS}
     (tmp_path / "recall" / RESULTS).write_text(json.dumps(results))
     r = row(evaluate(report_with(sweeps_block({"recall_map": str(tmp_path / "recall")}))), "selection_escapes_recall")
-    assert "the rate at an edge of the rates tried (4 rates, 0.001 to 0.03) in 1 of 10 choices" in r["strength"]
+    assert ("the rate at an edge of the rates tried in 1 of 10 choices (rates tried: `linear-selective_ssm` 4 (0.001 "
+            "to 0.03), `linear-ema16` 5 (0.001 to 0.1))") in r["strength"]
     for s in SEEDS:
         results["arms"]["linear-ema16"]["choices"][s]["interior"] = True
     (tmp_path / "recall" / RESULTS).write_text(json.dumps(results))
     r = row(evaluate(report_with(sweeps_block({"recall_map": str(tmp_path / "recall")}))), "selection_escapes_recall")
-    assert "every rate chosen inside the rates tried (4 rates, 0.001 to 0.03)" in r["strength"]
+    assert "every rate chosen inside the rates tried (rates tried: `linear-selective_ssm` 4" in r["strength"]
     assert "edge" not in r["strength"]
 
 

@@ -742,15 +742,18 @@ def _sweep_escape_rule(report: Report, block: Mapping[str, Any]) -> Outcome:
     control = a.get("control") or {}
     ours = (sweeps.escape_text(block, key, row, setting) + f"; copying level {pct(row['copying'])} (an arm escapes "
             f"above {pct(row['copy_bar'])})" + (f"; {control['why']}" if control.get("why") else ""))
-    choices = [c for arm in (sel, fix) for c in ((block["arms"].get(arm) or {}).get("choices") or {}).values()
-               if c.get("chosen") is not None]
+    chosen = {arm: [c for c in ((block["arms"].get(arm) or {}).get("choices") or {}).values()
+                    if c.get("chosen") is not None] for arm in (sel, fix)}
+    choices = [c for cs in chosen.values() for c in cs]
     edges = sum(not c.get("interior") for c in choices)
-    tried = sorted({r for c in choices for r in c.get("tried") or ()})
-    # the grid as tried, so that an edge choice reads against the rates it could have left (older reports: none)
-    grid = f" ({len(tried)} rates, {tried[0]:g} to {tried[-1]:g})" if len(tried) > 1 else ""
+    # each arm's grid as tried, so that an edge choice reads against the rates it could have left (older reports
+    # kept no rates tried: then the count alone)
+    tried = {arm: sorted({r for c in cs for r in c.get("tried") or ()}) for arm, cs in chosen.items()}
+    grids = ", ".join(f"`{arm}` {len(t)} ({t[0]:g} to {t[-1]:g})" for arm, t in tried.items() if len(t) > 1)
+    grid = f" (rates tried: {grids})" if grids else ""
     strength = (f"{len(row.get('seeds') or [])} paired seed(s), each at its own rate; a winner must lead by "
                 f"{100 * row['min_effect']:g} points (declared before the run); cap {sweeps.cap(block, sel)} steps"
-                + (f"; the rate at an edge of the rates tried{grid} in {edges} of {len(choices)} choices"
+                + (f"; the rate at an edge of the rates tried in {edges} of {len(choices)} choices{grid}"
                    if edges else f"; every rate chosen inside the rates tried{grid}" if choices else ""))
     verdict = _verdict_of(row["verdict"])
     detail = row.get("reason", "") if verdict in (Verdict.NEITHER_ESCAPES, Verdict.NOT_RESOLVED) else ""
