@@ -251,6 +251,7 @@ def budget_check_text(block: dict[str, Any]) -> str | None:
     checks = block["analysis"].get("budget_check") or []
     if not checks:
         return None
+
     def seed(c: dict[str, Any], k: str) -> str:
         line = f"seed {k}: {_pct(c['at_cap'][k])} at {c['cap']:,} → "
         cap_rate, longer_rate = (c.get("rates") or {}).get(k, (None, None))
