@@ -241,14 +241,11 @@ def _gap_at(plan: SweepPlan, results: dict[str, Any], folder: Path, size: str, a
 
 def _recall_at(plan: SweepPlan, folder: Path, arm: str, lr: float, seed: str, steps: int, pairs: str) -> float | None:
     """Accuracy at ``pairs`` of one finished run of the sweep (any rate, chosen or not); None if it has not run."""
-    from eval.sweep.execute import RESULT_JSON
-    from eval.sweep.runner import run_id
-    from eval.sweep.trainers import TRAINERS
+    from eval.sweep.runner import Sweep
 
-    path = folder / run_id(arm, lr, int(seed), steps) / RESULT_JSON
-    if not path.is_file():
-        return None
-    return TRAINERS[plan.trainer].score(json.loads(path.read_text()), plan.score).get(pairs)
+    sweep = Sweep(plan, folder)
+    r = sweep.result(plan.arm(arm), lr, int(seed), steps)
+    return None if r is None else sweep.trainer.score(r, plan.score).get(pairs)
 
 
 def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, Any]:

@@ -81,7 +81,7 @@ def render_markdown(results: dict[str, Any]) -> str:
             for c in analysis["budget_check"]:
                 for k in c["seeds"]:
                     cap_rate, own_rate = (c.get("rates") or {}).get(k, (None, None))
-                    same = c["at_longer"][k] if cap_rate == own_rate else (c.get("at_longer_same_rate") or {}).get(k)
+                    same = (c.get("at_longer_same_rate") or c["at_longer"]).get(k)  # older results: no rates
                     crosses = (c.get("crosses") or {}).get(k, c["crosses_copy_bar"])
                     lines.append(f"| `{c['arm']}` | {k} | {c['at_cap'][k]:.4f} ({c['cap']} steps"
                                  f"{f', lr {cap_rate:g}' if cap_rate else ''}) | "
