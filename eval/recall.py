@@ -60,6 +60,8 @@ from transformers import PretrainedConfig
 
 from ema_boundary.io import atomic_file
 from ema_boundary.params import parameter_counts
+from eval.mamba_scan import fast_mamba_scan
+from modeling_spen.mixer_mamba import mamba_state_numbers
 
 PAD = 0
 IGNORE = -100
@@ -286,6 +288,7 @@ def task_config(config: PretrainedConfig, task: RecallTask, width_init: bool = F
     return config
 
 
+@fast_mamba_scan()  # transformers' Mamba arms on the checked fast scan (eval.mamba_scan); no effect on the others
 def train_recall(
     config: PretrainedConfig,
     task: RecallTask,
@@ -386,6 +389,7 @@ def _resume_recall(path: str | Path | None, model: torch.nn.Module, opt: torch.o
 
 
 @torch.no_grad()
+@fast_mamba_scan()
 def evaluate_recall(
     model: torch.nn.Module, task: RecallTask, examples: int, seed: int, batch_size: int = 256
 ) -> dict[int, float]:
@@ -612,7 +616,7 @@ def default_map_configs(width: int = 64, layers: int = 2, heads: int = 4) -> dic
     per channel). SPEN's FFN is 4x the width, as GPT-2's. Each arm's write rule and state numbers per layer:
     :func:`describe_arm`; the pairs of equal state: :data:`ESCAPE_ARMS`.
     """
-    from transformers import GPT2Config
+    from transformers import GPT2Config, MambaConfig, RwkvConfig
 
     from modeling_spen import SPENConfig
     from modeling_spen.variants import SPEN_VARIANTS
@@ -621,7 +625,14 @@ def default_map_configs(width: int = 64, layers: int = 2, heads: int = 4) -> dic
                       resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
     base = dict(hidden_size=width, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=4 * width,
                 vocab_size=128, bos_token_id=0, eos_token_id=0, selective_rank=max(1, width // 16))
-    return {"gpt2": gpt2, **{name: SPENConfig(**base, **fields) for name, fields in SPEN_VARIANTS.items()}}
+    special = dict(vocab_size=128, bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    # transformers' own recurrent families (issue 49): Mamba (expand 1, conv 4, dt rank width / 16, its defaults
+    # otherwise) at the map's state sizes, and RWKV-4 (a fixed learned decay per channel, an input-weighted write).
+    field = {f"hf-mamba{'' if n == 16 else n}": MambaConfig(hidden_size=width, num_hidden_layers=layers, state_size=n,
+                                                            expand=1, conv_kernel=4, **special) for n in (3, 16, 64)}
+    field["hf-rwkv"] = RwkvConfig(hidden_size=width, num_hidden_layers=layers, attention_hidden_size=width,
+                                  intermediate_size=4 * width, context_length=64, **special)
+    return {"gpt2": gpt2, **{name: SPENConfig(**base, **fields) for name, fields in SPEN_VARIANTS.items()}, **field}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -634,9 +645,11 @@ def default_map_configs(width: int = 64, layers: int = 2, heads: int = 4) -> dic
 # sums without forgetting: two rules on the map (Zoology tells them apart too).
 WRITE_RULES: dict[str, str] = {
     "fixed": "fixed (EMA rates)",
+    "fixed_decay_weighted_write": "fixed decay per channel, input-weighted write (RWKV-4)",
     "learned_lti": "learned LTI (learned rates)",
     "input_gated_diagonal": "input-gated diagonal",
-    "input_dependent_outer_product": "input-dependent decay and write (S6)",
+    "input_dependent_outer_product": "S6 decay and write, read one step late (SPEN's slots)",
+    "selective_scan": "S6 in Mamba's block (conv, current read, gate)",
     "linear_attention": "input-dependent outer-product sums (linear attention)",
     "attention": "attention over tokens",
 }
@@ -648,8 +661,10 @@ def write_rule(config: PretrainedConfig) -> str | None:
     """How the arm of ``config`` writes its decoding state: a key of :data:`WRITE_RULES` (None: an
     architecture the map does not describe).
 
-    GPT-2 attends over every past token. Mamba writes ``B_t x_t`` (an input-dependent outer product) into
-    its state. A SPEN arm is its reader's rule where the reader keeps its own memory of every past position
+    GPT-2 attends over every past token. Mamba (transformers', or SPEN's ``mixer="mamba"``) writes ``B_t x_t`` (an
+    input-dependent outer product) into its state and reads it with the current token's ``C_t``; RWKV-4 sums
+    ``exp(k_t) v_t`` under a fixed learned decay per channel. A SPEN arm is its reader's rule where the reader keeps
+    its own memory of every past position
     (``sequence`` scope: linear attention sums ``phi(k_t) v_t^T`` with input-dependent keys, an outer-product
     state that never decays; softmax attention keeps every past state), and its trace's rule otherwise.
     """
@@ -657,9 +672,13 @@ def write_rule(config: PretrainedConfig) -> str | None:
     if kind == "gpt2":
         return "attention"
     if kind == "mamba":
-        return "input_dependent_outer_product"
+        return "selective_scan"
+    if kind == "rwkv":
+        return "fixed_decay_weighted_write"
     if kind != "spen":
         return None
+    if getattr(config, "mixer", "trace") == "mamba":
+        return "selective_scan"
     if config.predictor_scope == "sequence" and config.predictor == "linear_attention":
         return "linear_attention"
     if config.predictor_scope == "sequence" and config.predictor == "softmax_attention":
@@ -685,8 +704,13 @@ def state_parts(config: PretrainedConfig, seq_len: int) -> dict[str, int] | None
     if kind == "mamba":
         E = config.intermediate_size
         return {"selective state (E x N)": E * config.state_size, "convolution window (E x K)": E * config.conv_kernel}
+    if kind == "rwkv":
+        A, D = config.attention_hidden_size, config.hidden_size
+        return {"time-mix sums and their scale (3 x A)": 3 * A, "token shifts (2 x D)": 2 * D}
     if kind != "spen":
         return None
+    if getattr(config, "mixer", "trace") == "mamba":
+        return mamba_state_numbers(config)
     D, S, H = config.hidden_size, config.num_traces, config.num_attention_heads
     if config.trace == "selective_ssm":
         parts = {"selective state (D x N)": D * config.trace_state_size, "read-out slots (S x D)": S * D}

@@ -11,6 +11,8 @@ PREDICTORS = ("none", "linear", "linear_attention", "softmax_attention")
 PREDICTOR_SCOPES = ("sequence", "state")
 TRACES = ("ema", "learned", "selective", "selective_ssm")
 RESIDUALS = ("add", "attention")
+MIXERS = ("trace", "mamba")
+MAMBA_READS = ("current", "lagged")
 # The paper's fast, medium and slow write rates.
 DEFAULT_TRACE_RATES = (0.5, 0.1, 0.02)
 
@@ -112,6 +114,19 @@ class SPENConfig(PretrainedConfig):
             inside a block as ordinary residuals, and each sublayer attends over the embedding, the sums
             of the completed blocks and the partial sum of its own block (O(blocks) sources instead of
             O(layers)). ``None`` (the default) and 1 are the full variant.
+        mixer (`str`, defaults to ``"trace"``): the block's context sublayer. ``"trace"``: the traces, the
+            predictor and the context mix above (the paper's SPEN block). ``"mamba"``: Mamba's mixer (in-projection,
+            causal depthwise conv, S6 with the current token's read ``y_t = C_t h_t + D c_t``, SiLU gate,
+            out-projection; ``mixer_mamba.py``), with ``trace_state_size`` numbers per channel and
+            ``selective_rank`` as its ``dt`` rank; the trace and predictor fields are then unused and the prediction
+            loss is 0 (there is no predictor). The sparse FFN is the same either way.
+        mamba_expand (`int`, defaults to 1): with ``mixer="mamba"``, the inner width ``E = mamba_expand * hidden_size``.
+        mamba_conv_kernel (`int`, defaults to 4): with ``mixer="mamba"``, the causal conv's kernel (1: no conv over
+            time, an ablation).
+        mamba_read (`str`, defaults to ``"current"``): with ``mixer="mamba"``, ``"current"`` reads ``C_t h_t`` (Mamba);
+            ``"lagged"`` reads the previous step's readout ``C_{t-1} h_{t-1}`` (an ablation).
+        mamba_gate (`bool`, defaults to True): with ``mixer="mamba"``, the SiLU gate ``z``; False drops it (an
+            ablation).
         num_attention_heads (`int`, defaults to 12): heads of the attention predictors; must
             divide ``hidden_size`` when an attention predictor is used.
         layer_norm_epsilon (`float`, defaults to 1e-5): LayerNorm epsilon.
@@ -141,6 +156,11 @@ class SPENConfig(PretrainedConfig):
         prediction_loss_weight: float = 1.0,
         residual: str = "add",
         residual_block_size: int | None = None,
+        mixer: str = "trace",
+        mamba_expand: int = 1,
+        mamba_conv_kernel: int = 4,
+        mamba_read: str = "current",
+        mamba_gate: bool = True,
         num_attention_heads: int = 12,
         layer_norm_epsilon: float = 1e-5,
         initializer_range: float = 0.02,
@@ -179,6 +199,11 @@ class SPENConfig(PretrainedConfig):
         self.prediction_loss_weight = prediction_loss_weight
         self.residual = residual
         self.residual_block_size = residual_block_size
+        self.mixer = mixer
+        self.mamba_expand = mamba_expand
+        self.mamba_conv_kernel = mamba_conv_kernel
+        self.mamba_read = mamba_read
+        self.mamba_gate = mamba_gate
         self.num_attention_heads = num_attention_heads
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
@@ -205,12 +230,18 @@ class SPENConfig(PretrainedConfig):
     def _validate(self, rates_name: str = "trace_rates") -> None:
         for name in ("vocab_size", "hidden_size", "num_hidden_layers", "intermediate_size", "selective_rank",
                      "trace_state_size",
-                     "num_attention_heads", "max_position_embeddings"):
+                     "mamba_expand", "mamba_conv_kernel", "num_attention_heads", "max_position_embeddings"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ValueError(f"SPENConfig.{name} must be a positive integer, got {value!r}")
         if self.trace not in TRACES:
             raise ValueError(f"SPENConfig.trace must be one of {TRACES}, got {self.trace!r}")
+        if self.mixer not in MIXERS:
+            raise ValueError(f"SPENConfig.mixer must be one of {MIXERS}, got {self.mixer!r}")
+        if self.mamba_read not in MAMBA_READS:
+            raise ValueError(f"SPENConfig.mamba_read must be one of {MAMBA_READS}, got {self.mamba_read!r}")
+        if not isinstance(self.mamba_gate, bool):
+            raise ValueError(f"SPENConfig.mamba_gate must be true or false, got {self.mamba_gate!r}")
         if self.residual not in RESIDUALS:
             raise ValueError(f"SPENConfig.residual must be one of {RESIDUALS}, got {self.residual!r}")
         size = self.residual_block_size

@@ -52,6 +52,7 @@ from transformers import initialization as init
 from transformers.modeling_outputs import BaseModelOutputWithPast, CausalLMOutputWithPast
 
 from .configuration_spen import SPENConfig
+from .mixer_mamba import MambaMixer
 from .predictors import build_predictor
 from .residuals import DepthAttention
 from .traces import accumulation_dtype, ema_step, ema_traces
@@ -249,9 +250,12 @@ class SPENBlock(nn.Module):
         D, S = config.hidden_size, config.num_traces
         self.layer_idx = layer_idx
         self.ln_1 = nn.LayerNorm(D, eps=config.layer_norm_epsilon)
-        self.traces = SelectiveSSMTraces(config) if config.trace == "selective_ssm" else SPENTraces(config)
-        self.predictor = build_predictor(config)
-        self.mix = ResidualProjection((2 + S) * D, D)
+        if config.mixer == "mamba":
+            self.mixer = MambaMixer(config)
+        else:
+            self.traces = SelectiveSSMTraces(config) if config.trace == "selective_ssm" else SPENTraces(config)
+            self.predictor = build_predictor(config)
+            self.mix = ResidualProjection((2 + S) * D, D)
         self.ln_2 = nn.LayerNorm(D, eps=config.layer_norm_epsilon)
         self.ffn = SparseFFN(config)
         if config.residual == "attention":
@@ -267,6 +271,8 @@ class SPENBlock(nn.Module):
             # Padded positions enter the traces as zeros: with traces starting at zero, left
             # padding then leaves every trace exactly as if the padding were absent.
             u = u * valid[..., None].to(u.dtype)
+        if not hasattr(self, "traces"):  # mixer="mamba": no predictor, so no prediction error
+            return self.mixer(u, valid, state), u.new_zeros(u.shape[0], dtype=torch.float32)
         h_prev = self.traces(u, state)
         x_hat = self.predictor(u, h_prev, valid, state)
         e = u - x_hat
@@ -337,6 +343,8 @@ class SPENPreTrainedModel(PreTrainedModel):
             q = (torch.arange(D, dtype=torch.float64) + 0.5) / D
             dt = torch.exp(math.log(lo) + q * (math.log(hi) - math.log(lo)))
             init.copy_(module.dt_up.bias, (dt + torch.log(-torch.expm1(-dt))).float())
+        if isinstance(module, MambaMixer):
+            module.reset_mamba_parameters()  # after its Linear children's normal init: Mamba's own, as transformers'
         if isinstance(module, DepthAttention):
             init.zeros_(module.query)
         if hasattr(module, "slot_embedding"):

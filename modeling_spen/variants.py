@@ -17,8 +17,8 @@ from __future__ import annotations
 
 from .configuration_spen import TRACES
 
-__all__ = ["PREDICTOR_VARIANTS", "REFERENCE_VARIANT", "SPEN_VARIANTS", "STATE_SIZE_VARIANTS", "TRACE_VARIANTS",
-           "variant_fields"]
+__all__ = ["ALIASES", "MIXER_VARIANTS", "PREDICTOR_VARIANTS", "REFERENCE_VARIANT", "SPEN_VARIANTS",
+           "STATE_SIZE_VARIANTS", "TRACE_VARIANTS", "variant_fields"]
 
 # The paper's static reader over the paper's traces: the reference arm of both ablations.
 REFERENCE_VARIANT = "linear"
@@ -47,7 +47,21 @@ TRACE_VARIANTS: tuple[str, ...] = tuple(REFERENCE_VARIANT if t == "ema" else f"l
 STATE_SIZE_VARIANTS: tuple[str, ...] = ("linear-ema16", "linear-ema64", "linear-selective_ssm3",
                                         "linear-selective_ssm64")
 
-SPEN_VARIANTS: dict[str, dict[str, str | int]] = {
+# The escape routes (issue 49): Mamba's mixer as SPEN's context sublayer (``mixer="mamba"``, mixer_mamba.py) at the
+# three state sizes, and its ablations at N = 16: no conv over time (kernel 1), the previous step's readout instead of
+# the current token's read, no gate. ``linear-s6lagged*`` name what the ``selective_ssm`` trace is: the S6 scan read one
+# step late into SPEN's slots: aliases of ``linear-selective_ssm*`` (the same fields; committed sweeps keep those).
+MIXER_VARIANTS: tuple[str, ...] = ("mixer_mamba", "mixer_mamba3", "mixer_mamba64", "mixer_mamba-conv1",
+                                   "mixer_mamba-lagged", "mixer_mamba-nogate")
+ALIASES: dict[str, str] = {"linear-s6lagged": "linear-selective_ssm", "linear-s6lagged3": "linear-selective_ssm3",
+                           "linear-s6lagged64": "linear-selective_ssm64"}
+
+
+def _mixer(**fields: str | int | bool) -> dict[str, str | int | bool]:
+    return {**_fields("none"), "mixer": "mamba", **fields}
+
+
+SPEN_VARIANTS: dict[str, dict[str, str | int | bool]] = {
     "none": _fields("none"),
     "linear": _fields("linear"),
     "linear_attention-state": _fields("linear_attention", "state"),
@@ -59,10 +73,17 @@ SPEN_VARIANTS: dict[str, dict[str, str | int]] = {
     "linear-ema64": _fields("linear", trace="ema", trace_num_rates=64),
     "linear-selective_ssm3": _fields("linear", trace="selective_ssm", trace_state_size=3),
     "linear-selective_ssm64": _fields("linear", trace="selective_ssm", trace_state_size=64),
+    "mixer_mamba": _mixer(trace_state_size=16),
+    "mixer_mamba3": _mixer(trace_state_size=3),
+    "mixer_mamba64": _mixer(trace_state_size=64),
+    "mixer_mamba-conv1": _mixer(trace_state_size=16, mamba_conv_kernel=1),
+    "mixer_mamba-lagged": _mixer(trace_state_size=16, mamba_read="lagged"),
+    "mixer_mamba-nogate": _mixer(trace_state_size=16, mamba_gate=False),
 }
+SPEN_VARIANTS.update({alias: SPEN_VARIANTS[name] for alias, name in ALIASES.items()})
 
 
-def variant_fields(name: str) -> dict[str, str | int]:
+def variant_fields(name: str) -> dict[str, str | int | bool]:
     """The SPENConfig fields of the variant ``name`` (a copy); KeyError naming the known ones otherwise."""
     try:
         return dict(SPEN_VARIANTS[name])

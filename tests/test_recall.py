@@ -231,10 +231,25 @@ def test_gpt2_and_mamba_state_numbers_are_their_caches() -> None:
         cache = next(c for c in (getattr(out, k, None) for k in ("cache", "past_key_values", "cache_params"))
                      if c is not None)
         assert [_floats(layer) for layer in cache.layers] == [state_numbers(model.config, T)] * 2
-    assert write_rule(MambaConfig()) == "input_dependent_outer_product"
+    assert write_rule(MambaConfig()) == "selective_scan"
     assert describe_arm(object(), T) == {"write_rule": None, "write_rule_label": "not described",
                                          "state_numbers": None, "state_parts": None, "state_seq_len": T,
                                          "state_grows_with_length": False}
+
+
+def test_rwkv_state_numbers_are_its_state_and_the_field_arms_build() -> None:
+    from transformers import RwkvConfig, RwkvForCausalLM
+
+    config = RwkvConfig(vocab_size=32, hidden_size=16, num_hidden_layers=2, attention_hidden_size=16,
+                        intermediate_size=32, context_length=8)
+    with torch.no_grad():
+        state = RwkvForCausalLM(config)(torch.randint(0, 32, (1, 5)), use_cache=True).state
+    assert sum(t[0, :, 0].numel() for t in state) == state_numbers(config, 5)  # one layer's share
+    assert write_rule(config) == "fixed_decay_weighted_write"
+    configs = default_map_configs()
+    assert [state_numbers(configs[f"hf-mamba{n}"], 48) for n in ("3", "", "64")] == [448, 1280, 4352]
+    assert state_numbers(configs["mixer_mamba"], 48) == 64 * 16 + 64 * 3
+    assert {write_rule(configs[a]) for a in ("hf-mamba", "mixer_mamba", "mixer_mamba-lagged")} == {"selective_scan"}
 
 
 def test_intervals_stay_in_the_unit_range() -> None:

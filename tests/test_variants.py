@@ -5,6 +5,8 @@ import pytest
 from modeling_spen import SPENConfig
 from modeling_spen.configuration_spen import PREDICTOR_SCOPES, PREDICTORS, TRACES
 from modeling_spen.variants import (
+    ALIASES,
+    MIXER_VARIANTS,
     PREDICTOR_VARIANTS,
     REFERENCE_VARIANT,
     SPEN_VARIANTS,
@@ -18,21 +20,27 @@ def test_every_variant_is_one_distinct_valid_config():
     seen = set()
     for name, fields in SPEN_VARIANTS.items():
         assert {"predictor", "predictor_scope", "trace"} <= set(fields), name
-        assert set(fields) - {"predictor", "predictor_scope", "trace"} <= {"trace_num_rates", "trace_state_size"}
+        assert set(fields) - {"predictor", "predictor_scope", "trace"} <= {
+            "trace_num_rates", "trace_state_size", "mixer", "mamba_conv_kernel", "mamba_read", "mamba_gate"}
         assert fields["predictor"] in PREDICTORS and fields["predictor_scope"] in PREDICTOR_SCOPES
         assert fields["trace"] in TRACES
         config = SPENConfig(hidden_size=16, num_attention_heads=2, **fields)
-        made = {k: getattr(config, k) for k in ("predictor", "predictor_scope", "trace")}
+        made = {k: getattr(config, k) for k in fields if k != "trace_num_rates"}  # stored resolved, as trace_rates
         assert made == {k: fields[k] for k in made}
-        # The config that results, rates resolved: two names never make one model.
-        seen.add((*made.values(), tuple(config.trace_rates),
-                  config.trace_state_size if config.trace == "selective_ssm" else None))
-    assert len(seen) == len(SPEN_VARIANTS)  # no config has two names
+        # The config that results, rates resolved: two names never make one model (but the declared aliases).
+        mamba = (config.mixer, config.mamba_conv_kernel, config.mamba_read, config.mamba_gate)
+        seen.add((*(made[k] for k in ("predictor", "predictor_scope", "trace")), tuple(config.trace_rates),
+                  config.trace_state_size if "selective_ssm" in (config.trace, config.mixer) or config.mixer == "mamba"
+                  else None, mamba if config.mixer == "mamba" else None))
+    assert len(seen) == len(SPEN_VARIANTS) - len(ALIASES)
+    for alias, name in ALIASES.items():
+        assert SPEN_VARIANTS[alias] == SPEN_VARIANTS[name]
 
 
 def test_the_ablation_axes_are_variants():
     assert REFERENCE_VARIANT in PREDICTOR_VARIANTS and REFERENCE_VARIANT in TRACE_VARIANTS
-    assert set(PREDICTOR_VARIANTS) | set(TRACE_VARIANTS) | set(STATE_SIZE_VARIANTS) == set(SPEN_VARIANTS)
+    assert (set(PREDICTOR_VARIANTS) | set(TRACE_VARIANTS) | set(STATE_SIZE_VARIANTS) | set(MIXER_VARIANTS)
+            | set(ALIASES)) == set(SPEN_VARIANTS)
     # The predictor arms keep the EMA traces; the trace arms keep the linear reader, one arm per trace kind.
     assert {SPEN_VARIANTS[v]["trace"] for v in PREDICTOR_VARIANTS} == {"ema"}
     assert {SPEN_VARIANTS[v]["predictor"] for v in TRACE_VARIANTS} == {"linear"}

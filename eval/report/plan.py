@@ -41,9 +41,13 @@ PREDICTOR_ARMS = ("none", "linear", "linear_attention-state", "linear_attention-
                   "softmax_attention-sequence")
 TRACE_ARMS = ("linear", "linear-learned", "linear-selective", "linear-selective_ssm")
 STATE_SIZE_ARMS = ("linear-ema16", "linear-ema64", "linear-selective_ssm3", "linear-selective_ssm64")
+# issue 49: Mamba's mixer in SPEN and its ablation, the lagged S6 trace's names, transformers' own recurrent families
+ESCAPE_ARMS = ("mixer_mamba", "mixer_mamba3", "mixer_mamba64", "mixer_mamba-conv1", "mixer_mamba-lagged",
+               "mixer_mamba-nogate", "linear-s6lagged", "linear-s6lagged3", "linear-s6lagged64", "hf-mamba3",
+               "hf-mamba", "hf-mamba64", "hf-rwkv")
 REFERENCE_ARM = "linear"  # the reference of both ablations: the paper's static reader over fixed-rate traces
 # the recall map: the control, then every variant, then the state-size arms (fixed banks and selective states of N)
-RECALL_MODELS = ("gpt2", *PREDICTOR_ARMS, *TRACE_ARMS[1:], *STATE_SIZE_ARMS)
+RECALL_MODELS = ("gpt2", *PREDICTOR_ARMS, *TRACE_ARMS[1:], *STATE_SIZE_ARMS, *ESCAPE_ARMS)
 RECALL_KEYS = 63  # eval.recall.RecallTask().num_keys: the most pairs the task can hold
 
 
