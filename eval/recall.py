@@ -46,7 +46,7 @@ import inspect
 import math
 import multiprocessing
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -388,6 +388,17 @@ def _resume_recall(path: str | Path | None, model: torch.nn.Module, opt: torch.o
     return state["step"] + 1
 
 
+def evaluation_batches(
+    task: RecallTask, examples: int, seed: int, batch_size: int = 256
+) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
+    """``(pairs, ids, targets)`` batches of ``examples`` sequences per pair count, drawn from the stream ``seed`` in
+    one order: what :func:`evaluate_recall` scores and :func:`no_lookup_floor` reads (the same sequences)."""
+    generator = torch.Generator().manual_seed(seed)
+    for n in task.pairs:
+        for start in range(0, examples, batch_size):
+            yield n, *task.sample(min(batch_size, examples - start), n, generator)
+
+
 @torch.no_grad()
 @fast_mamba_scan()
 def evaluate_recall(
@@ -397,19 +408,50 @@ def evaluate_recall(
     drawn from the stream ``seed`` (the same sequences for every model given the same seed)."""
     model.eval()
     device = next(model.parameters()).device  # the examples are drawn on the CPU, scored where the model is
-    generator = torch.Generator().manual_seed(seed)
-    accuracy = {}
-    for n in task.pairs:
-        correct = total = 0
-        for start in range(0, examples, batch_size):
-            ids, targets = task.sample(min(batch_size, examples - start), n, generator)
-            ids, targets = ids.to(device), targets.to(device)
-            pred = model(input_ids=ids, use_cache=False).logits.argmax(-1)
-            keep = targets != IGNORE
-            correct += int((pred[keep] == targets[keep]).sum())
-            total += int(keep.sum())
-        accuracy[n] = correct / total
-    return accuracy
+    correct = dict.fromkeys(task.pairs, 0)
+    total = dict.fromkeys(task.pairs, 0)
+    for n, ids, targets in evaluation_batches(task, examples, seed, batch_size):
+        ids, targets = ids.to(device), targets.to(device)
+        pred = model(input_ids=ids, use_cache=False).logits.argmax(-1)
+        keep = targets != IGNORE
+        correct[n] += int((pred[keep] == targets[keep]).sum())
+        total[n] += int(keep.sum())
+    return {n: correct[n] / total[n] for n in task.pairs}
+
+
+# The answers a model can give without looking a key up: the best of them is the floor that "recall" must pass.
+NO_LOOKUP_STRATEGIES = ("most frequent value in the context", "the last pair's value")
+
+
+def no_lookup_floor(task: RecallTask, examples: int, seed: int, batch_size: int = 256) -> dict[str, Any]:
+    """The accuracy of answering without a lookup, on the sequences :func:`evaluate_recall` scores (``examples`` per
+    pair count from the stream ``seed``, drawn in batches of ``batch_size``: the draw depends on it), per pair count.
+
+    Strategies (:data:`NO_LOOKUP_STRATEGIES`), each answering every query of a sequence with one value read from its
+    context: the most frequent value (ties: the smallest id; every tied value scores the same), and the last pair's
+    value. Values repeat across pairs (drawn with replacement), so the most frequent one is right more often than
+    ``1 / pairs``. Beside them, for reference only, the expected accuracy of a uniformly random context value.
+    Returns ``{"strategies": {name: {pairs: accuracy}}, "random_context_value": {...}, "floor": {pairs: best},
+    "best": {pairs: strategy name}}`` (pair counts as strings, JSON-ready).
+    """
+    hits = {name: dict.fromkeys(task.pairs, 0) for name in NO_LOOKUP_STRATEGIES}
+    random_value = dict.fromkeys(task.pairs, 0.0)
+    queries = dict.fromkeys(task.pairs, 0)
+    for n, ids, targets in evaluation_batches(task, examples, seed, batch_size):
+        values = ids[:, 1 : 2 * n : 2]  # (batch, n): the context's values, in order
+        answers = targets[:, 2 * n : 3 * n]  # (batch, n): what each query asks for
+        counts = F.one_hot(values, task.vocab_size).sum(1)  # (batch, vocab)
+        guesses = {NO_LOOKUP_STRATEGIES[0]: counts.argmax(-1), NO_LOOKUP_STRATEGIES[1]: values[:, -1]}
+        for name, guess in guesses.items():
+            hits[name][n] += int((answers == guess[:, None]).sum())
+        random_value[n] += float((counts.float() ** 2).sum() / n)  # sum over sequences of n * sum_v (c_v / n)^2
+        queries[n] += answers.numel()
+    strategies = {name: {str(n): hits[name][n] / queries[n] for n in task.pairs} for name in NO_LOOKUP_STRATEGIES}
+    floor = {str(n): max(s[str(n)] for s in strategies.values()) for n in task.pairs}
+    best = {str(n): max(strategies, key=lambda name: strategies[name][str(n)]) for n in task.pairs}
+    random_context = {str(n): random_value[n] / queries[n] for n in task.pairs}
+    return {"strategies": strategies, "random_context_value": random_context, "floor": floor, "best": best,
+            "examples": examples}
 
 
 def recall_model(
@@ -649,7 +691,7 @@ WRITE_RULES: dict[str, str] = {
     "learned_lti": "learned LTI (learned rates)",
     "input_gated_diagonal": "input-gated diagonal",
     "input_dependent_outer_product": "S6 decay and write, read one step late (SPEN's slots)",
-    "selective_scan": "S6 in Mamba's block (conv, current read, gate)",
+    "selective_scan": "S6 in Mamba's block",
     "linear_attention": "input-dependent outer-product sums (linear attention)",
     "attention": "attention over tokens",
 }
@@ -736,9 +778,21 @@ def describe_arm(config: PretrainedConfig, seq_len: int) -> dict:
     the sequence (attention's caches do; every recurrent state is fixed)."""
     rule, parts = write_rule(config), state_parts(config, seq_len)
     grows = parts is not None and any("x T" in name for name in parts)
-    return {"write_rule": rule, "write_rule_label": WRITE_RULES.get(rule, "not described"),
+    label = WRITE_RULES.get(rule, "not described")
+    if rule == "selective_scan":  # Mamba's block or an ablation of it: which of its parts the arm has
+        label += f" ({mamba_block_parts(config)})"
+    return {"write_rule": rule, "write_rule_label": label,
             "state_numbers": None if parts is None else sum(parts.values()), "state_parts": parts,
             "state_seq_len": seq_len, "state_grows_with_length": grows}
+
+
+def mamba_block_parts(config: PretrainedConfig) -> str:
+    """The parts of a Mamba block that the ablation switches (transformers' Mamba has them all): e.g. "conv 4,
+    current read, gate"."""
+    if getattr(config, "model_type", None) == "mamba":
+        return f"conv {config.conv_kernel}, current read, gate"
+    return (f"conv {config.mamba_conv_kernel}, {config.mamba_read} read, "
+            f"{'gate' if config.mamba_gate else 'no gate'}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -848,6 +902,9 @@ __all__ = [
     "hidden_width",
     "train_recall",
     "evaluate_recall",
+    "evaluation_batches",
+    "no_lookup_floor",
+    "NO_LOOKUP_STRATEGIES",
     "recall_model",
     "recall_map",
     "check_seeds",

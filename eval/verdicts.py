@@ -14,7 +14,7 @@ into :data:`NOT_TESTABLE`, carrying the gate's numbers:
 
 Rules from intervals: :func:`target_verdict` (a number against the paper's), :func:`difference_verdict` (a
 paired difference: higher / lower / equivalent within a declared margin / not resolved), :func:`escape_verdict`
-(an escape from copying level that cannot be won at copying level).
+(an escape from the floor, what an arm scores without a lookup, that cannot be won at the floor).
 """
 
 from __future__ import annotations
@@ -153,7 +153,9 @@ def difference_verdict(c: stats.Comparison, min_seeds: int = 5, bounds: tuple[fl
 
 def escape_verdict(selective: Mapping[Any, float], fixed: Mapping[Any, float], *, copying: float, min_effect: float,
                    copy_margin: float, margin: float, control: Gate, min_seeds: int = 5) -> dict[str, Any]:
-    """"Only input-dependent selection escapes", decided so that it cannot be won at copying level.
+    """"Only input-dependent selection escapes", decided so that it cannot be won at the floor (``copying``: the
+    level an arm reaches without a lookup; the recall analyses measure it, the most frequent context value's
+    accuracy, or read 1 / pairs where a plan declares so).
 
     Paired over seeds, ``selective - fixed`` (accuracies at the pairs read):
 
@@ -180,17 +182,17 @@ def escape_verdict(selective: Mapping[Any, float], fixed: Mapping[Any, float], *
     above_s, above_f = mean_s > bar, mean_f > bar
     if kind == "a higher" and c.difference >= min_effect and above_s:
         verdict, why = MET, f"selective escapes: {why}, effect {c.difference:+.3f} >= {min_effect:g}, " \
-                            f"selective {mean_s:.3f} above copying level {copying:.3f} + {copy_margin:g}"
+                            f"selective {mean_s:.3f} above the floor {copying:.3f} + {copy_margin:g}"
     elif kind == "a lower" and -c.difference >= min_effect and above_f:
-        verdict, why = REFUTED, f"the fixed bank is higher: {why}, fixed {mean_f:.3f} above copying level"
+        verdict, why = REFUTED, f"the fixed bank is higher: {why}, fixed {mean_f:.3f} above the floor"
     elif kind in ("a higher", "a lower", EQUIVALENT) and not above_s and not above_f:
-        verdict, why = NEITHER_ESCAPES, (f"selective {mean_s:.3f}, fixed {mean_f:.3f}: both at or below copying "
-                                         f"level {copying:.3f} + {copy_margin:g} ({why})")
+        verdict, why = NEITHER_ESCAPES, (f"selective {mean_s:.3f}, fixed {mean_f:.3f}: both at or below the "
+                                         f"floor {copying:.3f} + {copy_margin:g} ({why})")
     elif kind == EQUIVALENT and above_s and above_f:
-        verdict, why = REFUTED, f"equivalent above copying level: the fixed bank escapes as well ({why})"
+        verdict, why = REFUTED, f"equivalent above the floor: the fixed bank escapes as well ({why})"
     elif kind == EQUIVALENT:
         verdict, why = NOT_RESOLVED, (f"equivalent within ±{margin:g}, but only the "
-                                      f"{'selective' if above_s else 'fixed'} mean is above copying level "
+                                      f"{'selective' if above_s else 'fixed'} mean is above the floor "
                                       f"{copying:.3f} + {copy_margin:g} (selective {mean_s:.3f}, fixed {mean_f:.3f}; "
                                       f"{why})")
     elif kind in ("a higher", "a lower"):

@@ -328,3 +328,92 @@ def test_escape_not_resolved_without_seeds_interval_or_control() -> None:
 def test_bad_input_one_clear_message(make, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         make()
+
+
+class _ModeAnswer(torch.nn.Module):
+    """Answers every position with the most frequent value seen so far (the smallest id among ties): the no-lookup
+    strategy as a model, scored through evaluate_recall."""
+
+    def __init__(self, vocab: int) -> None:
+        super().__init__()
+        self.vocab = vocab
+        self.dummy = torch.nn.Parameter(torch.zeros(()))
+
+    def forward(self, input_ids: torch.Tensor, use_cache: bool = False):
+        values = torch.where(input_ids >= self.vocab // 2, input_ids, 0)
+        counts = torch.nn.functional.one_hot(values, self.vocab).cumsum(1).float()
+        counts[..., 0] = -1  # padding is never an answer
+        return type("Out", (), {"logits": counts})()
+
+
+def test_the_floor_is_what_a_no_lookup_answer_scores_on_the_evaluated_sequences() -> None:
+    from eval.recall import NO_LOOKUP_STRATEGIES, no_lookup_floor
+
+    task = RecallTask(vocab_size=24, pairs=(2, 4, 8))  # 12 values: repeats are frequent
+    floor = no_lookup_floor(task, 96, seed=7, batch_size=40)
+    scored = evaluate_recall(_ModeAnswer(task.vocab_size), task, 96, seed=7, batch_size=40)
+    most_frequent = floor["strategies"][NO_LOOKUP_STRATEGIES[0]]
+    assert {str(n): a for n, a in scored.items()} == most_frequent  # the same sequences, the same answers
+    for n in task.pairs:
+        assert floor["floor"][str(n)] == max(s[str(n)] for s in floor["strategies"].values())
+        assert floor["floor"][str(n)] > 1 / n  # values repeat: the floor is above 1 / pairs
+        assert floor["random_context_value"][str(n)] <= floor["floor"][str(n)]
+
+
+def _recall_results(per_arm: dict[str, list[float]], configs: dict) -> dict:
+    """The runner's results for recall arms whose seeds scored ``per_arm[arm]`` at 16 pairs (no training)."""
+    arms = {}
+    for arm, accs in per_arm.items():
+        described = describe_arm(configs[arm], 48)
+        seeds = {str(k): {"score": {"16": a}, "steps": 2000, "lr": 1e-3, "arm": described, "chance": 1 / 64,
+                          "parameters": {"non_embedding": 1}} for k, a in enumerate(accs)}
+        arms[arm] = {"budgets": {"2000": seeds}}
+    return {"arms": arms, "missing": []}
+
+
+def test_the_map_reads_every_arm_against_the_floor_and_the_ablation_names_the_part(tmp_path) -> None:
+    from eval.sweep.analyses import recall_map as analyse
+    from eval.sweep.plan import load_plan
+
+    plan_file = tmp_path / "plan.yaml"
+    plan_file.write_text("""
+name: t
+trainer: recall
+analysis: recall_map
+seeds: [0, 1, 2, 3, 4]
+budgets: [2000]
+rate: {lr_grid: [1.0e-3]}
+base: {width: 64, layers: 2, heads: 4, task: {vocab_size: 128, pairs: [2, 4, 8, 16]}}
+arms:
+  gpt2: {config: {model: gpt2}}
+  linear-ema16: {config: {model: linear-ema16}}
+  linear-s6lagged: {config: {model: linear-s6lagged}}
+  mixer_mamba: {config: {model: mixer_mamba}}
+  mixer_mamba-conv1: {config: {model: mixer_mamba-conv1}}
+  mixer_mamba-nogate: {config: {model: mixer_mamba-nogate}}
+  hf-mamba: {config: {model: hf-mamba}}
+settings:
+  pairs: 16
+  control: gpt2
+  escape: {"16": [mixer_mamba, linear-ema16], "16-lagged": [linear-s6lagged, linear-ema16]}
+  headline: "16"
+  ablation: {conv: [mixer_mamba-conv1, mixer_mamba], gate: [mixer_mamba-nogate, mixer_mamba]}
+  field_check: [mixer_mamba, hf-mamba]
+""")
+    plan = load_plan(str(plan_file))
+    configs = default_map_configs()
+    results = _recall_results({
+        "gpt2": [1.0, 0.99, 1.0, 1.0, 0.995], "linear-ema16": [0.105, 0.11, 0.104, 0.108, 0.106],
+        # above 1/16 + 5 points (0.1125) but not above the measured floor (0.123) + 5 points: no escape
+        "linear-s6lagged": [0.16, 0.15, 0.17, 0.165, 0.155],
+        "mixer_mamba": [0.95, 0.97, 0.93, 0.96, 0.98], "mixer_mamba-conv1": [0.11, 0.105, 0.12, 0.1, 0.11],
+        "mixer_mamba-nogate": [0.94, 0.96, 0.95, 0.97, 0.96], "hf-mamba": [0.96, 0.95, 0.97, 0.94, 0.98]}, configs)
+    a = analyse(plan, results, tmp_path)
+    assert a["floor"]["kind"] == "no_lookup" and abs(a["copying"] - 0.1232) < 1e-3  # measured, not 1/16
+    assert a["rule_escape"]["linear-s6lagged"]["escape"] == "does not escape"
+    assert a["escape"]["16-lagged"]["verdict"] == "neither escapes at this budget"
+    assert a["escape"]["16"]["verdict"] == "met" and a["verdict"] == "met"
+    reading = {row["part"]: row["reading"] for row in a["ablation"]}
+    assert reading == {"conv": "lets it escape", "gate": "not needed"}
+    assert a["field_check"]["verdict"] == "equivalent"
+    assert "conv 1" in a["arms"]["mixer_mamba-conv1"]["write_rule_label"]

@@ -339,8 +339,12 @@ def test_depth_sweep_measures_every_final_model(tmp_path: Path, corpus_file: str
     plan = tiny_plan(tmp_path, corpus_file, analysis="depth", seeds=[0, 1], budgets=[3], rate={"lr_grid": [3.0e-3]},
                      base={"measure": ["depth"], "depth": {"num_sequences": 8, "seq_len": 16}},
                      arms={"linear": None, "add": {"config": {"model": "hub_configs/spen-depth8"}},
-                           "attention": {"config": {"model": "hub_configs/spen-depth8-attention"}}},
-                     settings={"selection": "attention", "reference": "add", "min_seeds": 2})
+                           "attention": {"config": {"model": "hub_configs/spen-depth8-attention"}},
+                           "add-reference": {"config": {"model": "hub_configs/spen-depth8", "loop": "reference"},
+                                             "seeds": [0]},
+                           "add-equal-cpu": {"config": {"model": "hub_configs/spen-depth8"}, "budgets": [6]}},
+                     settings={"selection": "attention", "reference": "add", "min_seeds": 2, "gate_ngram": "trigram",
+                               "plain_reference": "add-reference", "equal_cpu": "add-equal-cpu"})
     raw = yaml.safe_load(plan.read_text())
     del raw["arms"]["linear"]
     plan.write_text(yaml.safe_dump(raw))
@@ -351,8 +355,15 @@ def test_depth_sweep_measures_every_final_model(tmp_path: Path, corpus_file: str
     assert run["depth"]["num_layers"] == 8 and len(run["depth"]["rms"]) == 9
     analysis = results["analysis"]
     assert set(analysis["table"]) >= {"token_accuracy", "val_loss", "log_rms_growth"}
-    # 3 steps: the loss cannot pass the bigram, so the claim is not testable whatever the probes say.
+    # 3 steps: the loss cannot pass the trigram, so the claim is not testable whatever the probes say.
     assert analysis["gate"]["holds"] is False and analysis["conclusion"] == "not testable in this regime"
+    # Read as the ladder's rows: the n-gram line and the plain reference of the residual sum, each with its numbers.
+    assert [g["name"] for g in analysis["gates"]] == ["ngram", "reference"]
+    assert "Kneser-Ney trigram" in analysis["gates"][0]["why"] and "plain reference" in analysis["gates"][1]["why"]
+    # And at equal CPU: attention against the sum trained longer, paired by seed, with each arm's CPU per run.
+    equal = analysis["equal_cpu"]
+    assert equal["arm"] == "add-equal-cpu" and equal["steps"] == 6 and equal["seeds"] == ["0", "1"]
+    assert all(v > 0 for v in equal["cpu_seconds"].values())
 
 
 def test_gpu_ladder_plan_dry_run(tmp_path: Path, corpus_file: str) -> None:

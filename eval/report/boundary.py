@@ -120,18 +120,22 @@ def _structure(ax: Any, report: dict, rows: dict[str, dict]) -> None:
 
 
 RULE_STYLE = {"fixed": ("fixed EMA rates", "o", "#c0392b"), "learned_lti": ("learned rates", "s", "#e67e22"),
+              "fixed_decay_weighted_write": ("fixed decay, weighted write (RWKV)", "h", "#d35400"),
               "input_gated_diagonal": ("input-gated rates", "D", "#b7950b"),
-              "input_dependent_outer_product": ("input-dependent binding (S6)", "^", "#2e86c1"),
+              "input_dependent_outer_product": ("S6 read one step late", "^", "#2e86c1"),
+              "selective_scan": ("S6 in Mamba's block", "P", "#117a65"),
               "linear_attention": ("linear attention sums", "v", "#8e44ad"),
               "attention": ("attention over tokens", "*", "#1a7f37")}
 
 
 def _recall_sweep(ax: Any, sweep: dict, rows: dict[str, dict]) -> None:
     """The committed recall-map sweep: accuracy at its pairs against state numbers per layer, one line per write
-    rule, with intervals over seeds and the copying level."""
+    rule, with intervals over seeds and the floor (the measured no-lookup floor; 1 / pairs in older summaries)."""
     a = sweep["analysis"]
     longer = {c["longer"] for c in a.get("budget_check") or []}  # the budget check: a table row, not a point
-    arms = {n: r for n, r in (a.get("arms") or {}).items() if (r.get("state_numbers") or 0) > 0 and n not in longer}
+    ablated = {r["without"] for r in a.get("ablation") or []}  # the ablation: its own table, not a point on a line
+    arms = {n: r for n, r in (a.get("arms") or {}).items()
+            if (r.get("state_numbers") or 0) > 0 and n not in longer and n not in ablated}
     for rule in dict.fromkeys(r["write_rule"] for r in arms.values()):
         label, marker, color = RULE_STYLE.get(rule, (rule, "o", "#7f8c8d"))
         pts = sorted(((r["state_numbers"], r["accuracy"]) for r in arms.values() if r["write_rule"] == rule
@@ -145,8 +149,8 @@ def _recall_sweep(ax: Any, sweep: dict, rows: dict[str, dict]) -> None:
     copying = a.get("copying")
     if copying:
         ax.axhline(100 * copying, color="gray", ls=":", lw=1)
-        ax.text(0.98, 100 * copying + 1, "copying level", transform=ax.get_yaxis_transform(), ha="right",
-                va="bottom", fontsize=7, color="gray")
+        ax.text(0.98, 100 * copying + 1, "no-lookup floor" if a.get("floor") else "copying level",
+                transform=ax.get_yaxis_transform(), ha="right", va="bottom", fontsize=7, color="gray")
     ax.set_xscale("log")
     log_ticks(ax)
     ax.set_ylim(0, 112)

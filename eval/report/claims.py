@@ -731,7 +731,8 @@ def _verdict_of(value: Any) -> Verdict:
 
 def _sweep_escape_rule(report: Report, block: Mapping[str, Any]) -> Outcome:
     """The recall map's escape at its headline state size (:func:`eval.verdicts.escape_verdict`): both arms'
-    accuracies, the copying level and the control's gate."""
+    accuracies, the floor they are read against (the measured no-lookup floor; 1 / pairs in sweeps summarised before
+    issue 49), the control's gate, the ablation's answer and the check against the field's own model."""
     a = block["analysis"]
     key, row = str(a.get("headline")), sweeps.escape_row(block)
     if row is None:
@@ -740,8 +741,10 @@ def _sweep_escape_rule(report: Report, block: Mapping[str, Any]) -> Outcome:
     setting = a.get("headline_at") or "escape"
     sel, fix = sweeps.escape_arms(block, key, row, setting)[:2]
     control = a.get("control") or {}
-    ours = (sweeps.escape_text(block, key, row, setting) + f"; copying level {pct(row['copying'])} (an arm escapes "
-            f"above {pct(row['copy_bar'])})" + (f"; {control['why']}" if control.get("why") else ""))
+    level = (a.get("floor") or {}).get("name") or "copying level"
+    ours = (sweeps.escape_text(block, key, row, setting) + f"; {level} {pct(row['copying'])} (an arm escapes "
+            f"above {pct(row['copy_bar'])})" + (f"; {control['why']}" if control.get("why") else "")
+            + sweeps.ablation_text(block))
     chosen = {arm: [c for c in ((block["arms"].get(arm) or {}).get("choices") or {}).values()
                     if c.get("chosen") is not None] for arm in (sel, fix)}
     choices = [c for cs in chosen.values() for c in cs]
@@ -985,10 +988,11 @@ ESCAPE_SWEEP = SweepReader(
     rule_text="eval.verdicts.escape_verdict at the sweep's headline state size (at the declared longer cap once "
               "both arms have their seeds there, else at the cap), selective − fixed paired by seed: "
               "met (selective escapes) if the 95% interval lies above 0, the lead is at least the declared effect and "
-              "the selective arm is above copying level (1 / pairs) by the declared margin; refuted if the fixed "
-              "bank escapes the same way or the two are equivalent with both above copying level; neither escapes "
-              "if a resolved difference (or equivalence) leaves both at copying level; otherwise not resolved "
-              "(equivalence with only one arm above copying level included)")
+              "the selective arm is above the floor by the declared margin (the floor: the best no-lookup answer, "
+              "the most frequent value in the context, measured on the evaluation sequences; 1 / pairs in sweeps "
+              "summarised before issue 49); refuted if the fixed bank escapes the same way or the two are "
+              "equivalent with both above the floor; neither escapes if a resolved difference (or equivalence) "
+              "leaves both at the floor; otherwise not resolved (equivalence with only one arm above it included)")
 LADDER_SWEEP = SweepReader(
     "ladder", "sizes", _sweep_ladder_rule,
     "a size of the committed ladder where both models are below the declared Kneser-Ney line on the same test "

@@ -41,9 +41,9 @@ ZOOLOGY = ("Zoology (Arora et al. 2023): associative-recall capacity grows with 
            "convolutions and recurrences, while attention solves it at any size")
 
 __all__ = ["SOURCES", "UNDER_TRAINED", "ZOOLOGY", "ablation_conditions", "ablation_gate", "ablation_longest",
-           "budget_check_text", "cap",
-           "depth_conditions", "escape_arms", "escape_conditions", "escape_row", "escape_text", "ladder_conditions",
-           "ladder_deciding", "ladder_gate", "ladder_size_text", "partial", "read_sweep", "sweep_block", "sweeps_block"]
+           "ablation_text", "budget_check_text", "cap", "depth_conditions", "escape_arms", "escape_conditions",
+           "escape_row", "escape_text", "ladder_conditions", "ladder_deciding", "ladder_gate", "ladder_size_text",
+           "partial", "read_sweep", "sweep_block", "sweeps_block"]
 
 
 def read_sweep(folder: str | Path, source: str, name: str | None = None) -> dict[str, Any]:
@@ -190,6 +190,19 @@ def escape_text(block: dict[str, Any], key: str, row: dict[str, Any], setting: s
             f"layer {n['selective']:,} vs {n['fixed']:,} numbers){diff}")
 
 
+def ablation_text(block: dict[str, Any]) -> str:
+    """The ablation's answer and the field check of a recall sweep, as a clause ("" where the sweep has neither)."""
+    a = block["analysis"]
+    parts = [f"{r['part']}: {r['reading']} (`{r['without']}` "
+             f"{_interval(r['difference'], r.get('ci95'), 100, 1, ' points')})" for r in a.get("ablation") or []]
+    out = f"; which part of Mamba's block lets it escape: {', '.join(parts)}" if parts else ""
+    f = a.get("field_check")
+    if f:
+        out += (f"; against the field's own model, `{f['ours']}` − `{f['theirs']}` "
+                f"{_interval(f['difference'], f.get('ci95'), 100, 1, ' points')}, {f['verdict']}")
+    return out
+
+
 def escape_other_cap_text(block: dict[str, Any]) -> str | None:
     """The headline comparison at the other cap in words: its cap, its seeds so far and its reading."""
     found = escape_other_cap(block)
@@ -223,8 +236,9 @@ def escape_conditions(block: dict[str, Any]) -> str | None:
             f"{r['verdict']}" for r in rules))
     escaped = a.get("rule_escape") or {}
     if escaped:
-        parts.append(f"which write rule escapes (accuracy at {a['pairs']} pairs, 95% interval over seeds, against "
-                     f"the copying bar {_pct(a.get('copy_bar'))}): " + ", ".join(
+        level = (a.get("floor") or {}).get("name", "copying level")
+        parts.append(f"which arm escapes (accuracy at {a['pairs']} pairs, 95% interval over seeds, against the "
+                     f"{level} + margin, {_pct(a.get('copy_bar'))}): " + ", ".join(
                          f"{e['rule']} (`{arm}`, {e['state_numbers']:,}) {_pct(e['accuracy'])}"
                          + (f" [{_pct(e['ci95'][0])}, {_pct(e['ci95'][1])}]" if e.get("ci95") else "")
                          + f" {e['escape']}" for arm, e in escaped.items()))
@@ -247,7 +261,8 @@ def escape_conditions(block: dict[str, Any]) -> str | None:
 
 def budget_check_text(block: dict[str, Any]) -> str | None:
     """The budget check in words: each checked arm at its cap and at the longer cap, seed by seed, and whether
-    any crossed the copying bar with the longer budget (then the row's verdict is the cap's, not the arm's)."""
+    any crossed the escape bar (the floor + margin) with the longer budget (then the row's verdict is the cap's, not
+    the arm's)."""
     checks = block["analysis"].get("budget_check") or []
     if not checks:
         return None
@@ -267,9 +282,9 @@ def budget_check_text(block: dict[str, Any]) -> str | None:
     crossed = [c["arm"] for c in checks if c["crosses_copy_bar"]]
     bar = block["analysis"].get("copy_bar")
     decided_longer = block["analysis"].get("headline_at") == "escape_longer"
-    tail = (f"{', '.join(crossed)} crossed the copying bar ({_pct(bar)}) with twice the budget: "
+    tail = (f"{', '.join(crossed)} crossed the escape bar ({_pct(bar)}) with twice the budget: "
             + ("the row is read at the longer cap" if decided_longer else "the verdict holds under the cap only")
-            if crossed else f"no arm crossed the copying bar ({_pct(bar)}) with the longer budget")
+            if crossed else f"no arm crossed the escape bar ({_pct(bar)}) with the longer budget")
     n = max(len(c["seeds"]) for c in checks)
     return f"the budget check (twice the cap, {'one seed' if n == 1 else f'{n} seeds'}): {words}; {tail}"
 

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ema_boundary import stats
+from ema_boundary.cli import UsageError
 from eval import verdicts
 from eval.plans import in_repo
 from eval.sweep.plan import SweepPlan
@@ -248,12 +249,46 @@ def _recall_at(plan: SweepPlan, folder: Path, arm: str, lr: float, seed: str, st
     return None if r is None else sweep.trainer.score(r, plan.score).get(pairs)
 
 
-def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, Any]:
-    """Accuracy at ``pairs`` for every arm (with write rule and state numbers), and the escape comparisons."""
-    from eval.recall import WRITE_RULES  # delayed: eval.recall imports torch, the other analyses need none
+def recall_floor(plan: SweepPlan, pairs: str) -> dict[str, Any]:
+    """What answering without a lookup scores on the sweep's evaluation sequences (eval.recall.no_lookup_floor), and
+    the level an arm must pass: that floor (settings ``floor: no_lookup``, the default) or ``1 / pairs`` (``floor:
+    copying``, what the recall map read before issue 49)."""
+    # delayed: eval.recall imports torch, the other analyses need none
+    from eval.recall import _EVAL_STREAM, _stream, no_lookup_floor
+    from eval.sweep.trainers import RecallTrainer
 
+    arm = plan.arms[0]
+    _, task, recipe = RecallTrainer.build({"config": plan.config_of(arm), "steps": plan.budgets_of(arm)[-1],
+                                           "lr": plan.grid_of(arm)[0], "arm": arm.name})
+    measured = no_lookup_floor(task, recipe.eval_examples, _stream(0, _EVAL_STREAM))
+    kind = plan.settings.get("floor", "no_lookup")
+    level = measured["floor"][pairs] if kind == "no_lookup" else 1 / int(pairs)
+    name = f"no-lookup floor ({measured['best'][pairs]})" if kind == "no_lookup" else f"copying level 1/{pairs}"
+    return {"kind": kind, "level": level, "name": name, **measured}
+
+
+def _rule_label(plan: SweepPlan, arm: str, recorded: dict[str, Any]) -> str:
+    """Today's label of an arm's write rule (eval.recall.describe_arm of the arm's config; a run records the label
+    of its day), or the recorded one for an arm today's code no longer builds."""
+    from eval.recall import describe_arm  # delayed: torch
+    from eval.sweep.trainers import RecallTrainer
+
+    a = plan.arm(arm)
+    try:
+        config, task, _ = RecallTrainer.build({"config": plan.config_of(a), "steps": plan.budgets_of(a)[-1],
+                                               "lr": plan.grid_of(a)[0], "arm": arm})
+    except (UsageError, ValueError):
+        return recorded["write_rule_label"]
+    return describe_arm(config, task.seq_len)["write_rule_label"]
+
+
+def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, Any]:
+    """Accuracy at ``pairs`` for every arm (with write rule and state numbers) against the no-lookup floor, the
+    escape comparisons, the ablation of declared parts (``settings.ablation``: name -> [arm, full arm]) and the
+    check of an arm against the field's own model (``settings.field_check``: [ours, theirs])."""
     s = plan.settings
     pairs = str(s.get("pairs", 16))
+    floor = recall_floor(plan, pairs)
     arms: dict[str, Any] = {}
     for arm, a in results["arms"].items():
         seeds = next(iter(a["budgets"].values()), {}) if a["budgets"] else {}
@@ -263,10 +298,9 @@ def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[s
             continue
         first = next(iter(seeds.values()))
         acc = {k: r["score"].get(pairs) for k, r in seeds.items()}
-        arms[arm] = {"accuracy": _interval([v for v in acc.values() if v is not None]), "per_seed": acc,
+        arms[arm] = {"accuracy": _unit_interval([v for v in acc.values() if v is not None]), "per_seed": acc,
                      # the label of today's table (a run records the one of its day)
-                     "write_rule": first["arm"]["write_rule"], "write_rule_label": WRITE_RULES.get(
-                         first["arm"]["write_rule"], first["arm"]["write_rule_label"]),
+                     "write_rule": first["arm"]["write_rule"], "write_rule_label": _rule_label(plan, arm, first["arm"]),
                      "state_numbers": first["arm"]["state_numbers"], "state_parts": first["arm"]["state_parts"],
                      "grows": first["arm"]["state_grows_with_length"], "chance": first["chance"],
                      "non_embedding_parameters": first["parameters"]["non_embedding"],
@@ -275,7 +309,7 @@ def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[s
     control_name = s.get("control", "gpt2")
     control_acc = arms.get(control_name, {}).get("accuracy", {}).get("mean")
     control = verdicts.control_gate(control_name, control_acc, s.get("control_bar", 0.95), f"accuracy at {pairs} pairs")
-    copying = 1 / int(pairs)
+    copying = floor["level"]  # what an arm scores without a lookup; escaping means above it by copy_margin
 
     def escape(setting: str) -> dict[str, Any]:
         """Each declared comparison of ``settings.<setting>`` (N -> [selective, fixed]) whose arms have run."""
@@ -347,7 +381,7 @@ def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[s
     # Which write rule escapes (item 4): each arm of a write-rule group against the copying bar, its 95% interval
     # over seeds wholly above it (escapes), wholly below (does not), or across it (not resolved).
     escaped = {}
-    for arm in dict.fromkeys(x for group in s.get("write_rules", []) for x in group if x in arms):
+    for arm in arms:
         acc = arms[arm]["accuracy"]
         ci = acc.get("ci95")
         state = ("not resolved" if not ci or acc.get("n", 0) < s.get("min_seeds", 5) else
@@ -355,16 +389,67 @@ def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[s
         escaped[arm] = {"rule": arms[arm]["write_rule_label"], "state_numbers": arms[arm]["state_numbers"],
                         "accuracy": acc.get("mean"), "ci95": ci, "n": acc.get("n", 0), "escape": state}
     decides = (escapes_longer if read_longer else escapes).get(headline, {})
-    return {"pairs": int(pairs), "copying": copying, "control": control.as_dict(), "arms": arms, "escape": escapes,
+    ablation = _recall_ablation(s, arms, escaped, control)
+    field_check = None
+    if s.get("field_check") and all(a in arms for a in s["field_check"]):
+        ours, theirs = s["field_check"]
+        c = stats.compare(_ran(arms[ours]), _ran(arms[theirs]), s.get("equivalence_margin", 0.05))
+        kind, ci, why = verdicts.difference_verdict(c, s.get("min_seeds", 5), (-1.0, 1.0))
+        field_check = {"ours": ours, "theirs": theirs, "difference": c.difference, "ci95": ci,
+                       "ci90": [x if math.isfinite(x) else None for x in c.ci90], "verdict": kind, "reason": why,
+                       "escape": [escaped[ours]["escape"], escaped[theirs]["escape"]]}
+    return {"pairs": int(pairs), "copying": copying, "floor": floor, "ablation": ablation, "field_check": field_check,
+            "control": control.as_dict(), "arms": arms, "escape": escapes,
             "escape_longer": escapes_longer, "headline_at": "escape_longer" if read_longer else "escape",
             "write_rules": rules, "rule_escape": escaped, "budget_check": checks, "copy_bar": copy_bar,
             "headline": headline, "verdict": decides.get("verdict", verdicts.NOT_RUN),
             "reason": decides.get("reason", "the headline comparison has not run")}
 
 
+def _unit_interval(values: list[float]) -> dict[str, Any]:
+    """:func:`_interval` of accuracies, its 95% interval clipped to [0, 1] (the range of an accuracy)."""
+    out = _interval(values)
+    if out["ci95"]:
+        out["ci95"] = [max(0.0, out["ci95"][0]), min(1.0, out["ci95"][1])]
+    return out
+
+
+def _ran(arm: dict[str, Any]) -> dict[str, float]:
+    return {k: v for k, v in arm["per_seed"].items() if v is not None}
+
+
+def _recall_ablation(s: dict[str, Any], arms: dict[str, Any], escaped: dict[str, Any],
+                     control: verdicts.Gate) -> list[dict[str, Any]]:
+    """Each declared part of a block (``settings.ablation``: part -> [the arm without it, the full arm]), paired by
+    seed: the difference without - with, and the part's reading. The part **lets it escape** where the full arm
+    escapes, the arm without it does not, and the paired 95% interval lies below 0 with a mean difference of at least
+    ``min_effect``; **not needed** where both escape and the 90% interval lies inside the equivalence margin;
+    otherwise **not resolved** (with why). Behind the positive control, as every recall verdict."""
+    rows = []
+    for part, (without, full) in (s.get("ablation") or {}).items():
+        if without not in arms or full not in arms:
+            continue
+        c = stats.compare(_ran(arms[without]), _ran(arms[full]), s.get("equivalence_margin", 0.05))
+        kind, ci, why = verdicts.difference_verdict(c, s.get("min_seeds", 5), (-1.0, 1.0))
+        esc = escaped[without]["escape"], escaped[full]["escape"]
+        if esc == ("does not escape", "escapes") and kind == "a lower" and -c.difference >= s.get("min_effect", 0.05):
+            reading = "lets it escape"
+        elif esc == ("escapes", "escapes") and kind == verdicts.EQUIVALENT:
+            reading = "not needed"
+        else:
+            reading = verdicts.NOT_RESOLVED
+        reading, why = verdicts.gated(reading, [control]) if control.holds is not True else (reading, why)
+        rows.append({"part": part, "without": without, "full": full, "difference": c.difference, "ci95": ci,
+                     "seeds": list(c.seeds), "escape": list(esc), "reading": reading, "reason": why})
+    return rows
+
+
 def depth(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, Any]:
     """Attention over depth against the residual sum: eval.depth's paired rows (the probe measures need no
-    language-model gate); the loss row behind the n-gram gate on both arms."""
+    language-model gate); the loss row read as the ladder reads its rows, behind the n-gram gate on both arms
+    (settings ``gate_ngram``) and the plain-reference check of the residual sum (settings ``plain_reference``: the
+    arm trained by eval.reference's loop on the same tokens, within ``reference_margin`` nats); and the loss at
+    equal CPU (settings ``equal_cpu``: the residual sum trained for as many CPU-seconds as attention's runs took)."""
     from eval.depth import MARGINS, claim_verdict, paired_table, run_scalars
 
     s = plan.settings
@@ -383,11 +468,40 @@ def depth(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, A
     lines = ngram_lines(plan, folder, tokens) if tokens else None
     order = s.get("gate_ngram", "bigram")
     means = {n: _interval([r["val_loss"] for r in runs[n].values()])["mean"] for n in runs}
-    gate = verdicts.ngram_gate(means, lines["loss"][order], f"Kneser-Ney {order}") if lines else verdicts.Gate(
-        "ngram", None, "no n-gram line")
+    gates = [verdicts.ngram_gate(means, lines["loss"][order], f"Kneser-Ney {order}") if lines else verdicts.Gate(
+        "ngram", None, "no n-gram line")]
+    plain = s.get("plain_reference")
+    if plain:
+        scores = _scores(results, plain) if plain in results["arms"] else {}
+        reference = _interval(list(scores.values()))["mean"] if scores else None
+        gates.append(verdicts.reference_gate(ref, means[ref], reference, s.get("reference_margin", 0.03))
+                     if reference is not None else verdicts.Gate("reference", None, f"{plain} has not run yet"))
+    holds = None if any(g.holds is None for g in gates) else all(g.holds for g in gates)
+    gate = verdicts.Gate("+".join(g.name for g in gates), holds, "; ".join(g.why for g in gates),
+                         {g.name: g.numbers for g in gates})
     verdict = claim_verdict(table, {"holds": gate.holds})
-    return {"table": table, "gate": gate.as_dict(), "ngram": lines and lines["loss"], "scored_on": plan.score,
-            **verdict}
+    return {"table": table, "gate": gate.as_dict(), "gates": [g.as_dict() for g in gates],
+            "ngram": lines and lines["loss"], "scored_on": plan.score,
+            "equal_cpu": _equal_cpu(results, sel, s.get("equal_cpu"), s), **verdict}
+
+
+def _equal_cpu(results: dict[str, Any], sel: str, other: str | None, s: dict[str, Any]) -> dict[str, Any] | None:
+    """``sel`` against ``other`` (the reference trained for about as many CPU-seconds), paired by seed on the loss
+    each seed is scored by: the difference sel − other with its reading, and each arm's CPU-seconds per run."""
+    if not other or other not in results["arms"] or not _scores(results, other):
+        return None if not other else {"arm": other, "verdict": verdicts.NOT_RUN, "reason": f"{other} has not run"}
+    a, b = _scores(results, sel), _scores(results, other)
+    c = stats.compare(a, b, s.get("equivalence_margin", 0.02))
+    kind, ci, why = verdicts.difference_verdict(c, s.get("min_seeds", 5))
+
+    def cpu(arm: str) -> float | None:
+        seeds = results["arms"][arm]["budgets"].get(max(results["arms"][arm]["budgets"], key=int), {})
+        values = [r["cpu_seconds"] for r in seeds.values() if r.get("cpu_seconds")]
+        return sum(values) / len(values) if values else None
+
+    return {"arm": other, "steps": int(max(results["arms"][other]["budgets"], key=int)), "difference": c.difference,
+            "ci95": ci, "seeds": list(c.seeds), "verdict": kind, "reason": why,
+            "cpu_seconds": {sel: cpu(sel), other: cpu(other)}}
 
 
 def arms(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """The figures of a sweep's analysis (PNG, written beside results.json by :func:`eval.sweep.runner.summarize`).
 
 - recall map: accuracy at the pairs read against state numbers per layer, one line per write rule, 95% intervals,
-  the copying level; names in a legend and a table, not on the points (no overlapping labels);
+  the no-lookup floor and the escape bar above it, ablation arms as hollow points; names in a legend and a table,
+  not on the points (no overlapping labels);
 - ladder: the loss gap against non-embedding parameters, filled where the size's gates hold, with the paper's
   point.
 """
@@ -14,14 +15,15 @@ from typing import Any
 from ema_boundary.figures import log_ticks, pyplot, save
 
 # One colour and marker per write rule (eval.recall.WRITE_RULES), from the least to the most input-dependent.
-RULE_STYLE = {"fixed": ("tab:gray", "o"), "learned_lti": ("tab:brown", "v"),
-              "input_gated_diagonal": ("tab:olive", "D"), "input_dependent_outer_product": ("tab:blue", "s"),
-              "linear_attention": ("tab:purple", "P"),
-              "attention": ("tab:red", "^")}
+RULE_STYLE = {"fixed": ("tab:gray", "o"), "fixed_decay_weighted_write": ("tab:pink", "h"),
+              "learned_lti": ("tab:brown", "v"), "input_gated_diagonal": ("tab:olive", "D"),
+              "input_dependent_outer_product": ("tab:blue", "s"), "selective_scan": ("tab:green", "*"),
+              "linear_attention": ("tab:purple", "P"), "attention": ("tab:red", "^")}
 
 
 def recall_map_figure(analysis: dict[str, Any], path: Path) -> Path | None:
     longer = {c["longer"] for c in analysis.get("budget_check") or []}  # the budget check: a table row, not a point
+    ablated = {a["without"] for a in analysis.get("ablation") or []}  # an ablation arm: a hollow point, not on a line
     arms = {k: v for k, v in analysis["arms"].items() if v["accuracy"]["mean"] is not None and k not in longer}
     if not arms:
         return None
@@ -30,6 +32,13 @@ def recall_map_figure(analysis: dict[str, Any], path: Path) -> Path | None:
     by_rule: dict[str, list[tuple[float, dict, str]]] = {}
     for name, a in arms.items():
         x = a["state_numbers"]
+        if name in ablated:
+            color, marker = RULE_STYLE.get(a["write_rule"], ("black", "x"))
+            y = a["accuracy"]["mean"]
+            ci = a["accuracy"]["ci95"] or [y, y]
+            ax.errorbar([x], [y], yerr=[[y - ci[0]], [ci[1] - y]], color=color, marker=marker, mfc="white", capsize=3,
+                        ls="none", label=f"ablation: {name}")
+            continue
         by_rule.setdefault(a["write_rule"] or "other", []).append((x, a, name))
     for rule, points in by_rule.items():
         points.sort(key=lambda p: p[0])
@@ -41,10 +50,11 @@ def recall_map_figure(analysis: dict[str, Any], path: Path) -> Path | None:
         label = points[0][1]["write_rule_label"] + ": " + ", ".join(p[2] for p in points)
         ax.errorbar(xs, ys, yerr=err, color=color, marker=marker, capsize=3, lw=1.5, label=label,
                     ls="-" if len(points) > 1 else "none")
-    ax.axhline(analysis["copying"], color="black", ls=":", lw=1, label=f"copying level 1/{analysis['pairs']}")
+    level = analysis["floor"]["name"] if analysis.get("floor") else f"copying level 1/{analysis['pairs']}"
+    ax.axhline(analysis["copying"], color="black", ls=":", lw=1, label=level)
     if analysis.get("copy_bar"):  # what an arm must pass to count as escaping (declared before the run)
         ax.axhline(analysis["copy_bar"], color="black", ls="--", lw=0.8,
-                   label=f"escape bar: copying level + {100 * (analysis['copy_bar'] - analysis['copying']):.0f} points")
+                   label=f"escape bar: + {100 * (analysis['copy_bar'] - analysis['copying']):.0f} points")
     ax.set(xscale="log", ylim=(-0.02, 1.02), xlabel="state numbers per layer (at T = 3 x pairs; attention's grows)",
            ylabel=f"accuracy at {analysis['pairs']} pairs", title="Associative recall by write rule and state size")
     xs = [a["state_numbers"] for a in arms.values()]

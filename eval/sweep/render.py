@@ -52,8 +52,18 @@ def render_markdown(results: dict[str, Any]) -> str:
             lines.append(f"| {e['name']} | {_interval(e[analysis['a']])} | {_interval(e[analysis['b']])} | "
                          f"{_interval(e['gap'])} | {gates} |")
     if kind == "recall_map":
-        lines += ["", f"## Accuracy at {analysis['pairs']} pairs (copying level {analysis['copying']:.3f})", "",
-                  "| arm | write rule | state numbers per layer | accuracy |", "|---|---|---|---|"]
+        floor = analysis.get("floor")
+        level = floor["name"] if floor else "copying level"  # results summarised before issue 49 have no floor
+        lines += ["", f"## Accuracy at {analysis['pairs']} pairs ({level} {analysis['copying']:.3f})", ""]
+        if floor:
+            p = str(analysis["pairs"])
+            lines += ["Without a lookup, on the evaluation sequences every arm is scored on "
+                      f"({floor['examples']} per pair count), answering every query with:", ""]
+            lines += [f"- {name}: {by[p]:.4f}" for name, by in floor["strategies"].items()]
+            lines += [f"- (a uniformly random context value, expected: {floor['random_context_value'][p]:.4f})", "",
+                      f"The floor is the best of them, {floor['level']:.4f}; an arm escapes above it by the declared "
+                      f"margin ({analysis['copy_bar']:.4f}).", ""]
+        lines += ["| arm | write rule | state numbers per layer | accuracy |", "|---|---|---|---|"]
         for arm, e in analysis["arms"].items():
             lines.append(f"| `{arm}` | {e['write_rule_label']} | {e['state_numbers'] if not e['grows'] else 'grows'} | "
                          f"{_interval(e['accuracy'])} |")
@@ -66,17 +76,32 @@ def render_markdown(results: dict[str, Any]) -> str:
                          f"`{c['selective']}` − `{c['fixed']}` = {c['difference']:+.3f}{interval}: "
                          f"**{c['verdict']}** ({c['reason']})")
         if analysis.get("rule_escape"):
-            lines += ["", f"## Which write rule escapes (against the copying bar {analysis['copy_bar']:.4f})", "",
+            lines += ["", f"## Which arm escapes (its 95% interval against {level} + margin, "
+                          f"{analysis['copy_bar']:.4f})", "",
                       "| arm | write rule | state numbers | accuracy | escapes |", "|---|---|---|---|---|"]
             lines += [f"| `{arm}` | {e['rule']} | {e['state_numbers']} | "
                       f"{_interval({'mean': e['accuracy'], 'ci95': e['ci95'], 'n': e['n']})} | {e['escape']} |"
                       for arm, e in analysis["rule_escape"].items()]
             lines += [""] + [f"- `{w['a']}` − `{w['b']}` = {w['difference']:+.3f} [{w['ci95'][0]:+.3f}, "
                              f"{w['ci95'][1]:+.3f}]: {w['verdict']}" for w in analysis.get("write_rules", [])]
+        if analysis.get("ablation"):
+            lines += ["", "## Which part of the block lets selection escape (each arm against the full block)", "",
+                      "| part | arm without it | − full arm (points) | escapes (without / full) | reading |",
+                      "|---|---|---|---|---|"]
+            for a in analysis["ablation"]:
+                lo, hi = a["ci95"]
+                lines.append(f"| {a['part']} | `{a['without']}` | {100 * a['difference']:+.1f} [{100 * lo:+.1f}, "
+                             f"{100 * hi:+.1f}] | {a['escape'][0]} / {a['escape'][1]} | **{a['reading']}** "
+                             f"({a['reason']}) |")
+        if analysis.get("field_check"):
+            f = analysis["field_check"]
+            lines += ["", f"Against the field's own model: `{f['ours']}` − `{f['theirs']}` = "
+                      f"{100 * f['difference']:+.1f} points [{100 * f['ci95'][0]:+.1f}, {100 * f['ci95'][1]:+.1f}]: "
+                      f"{f['verdict']} ({f['reason']}); escapes: {f['escape'][0]} / {f['escape'][1]}."]
         if analysis.get("budget_check"):
             lines += ["", "## Budget check (the same arm at a longer cap, at the rate it chose at the cap)", "",
                       "| arm | seed | at the cap | at the longer cap | the longer cap's own choice "
-                      "| crosses the copying bar |",
+                      "| crosses the escape bar |",
                       "|---|---|---|---|---|---|"]
             for c in analysis["budget_check"]:
                 for k in c["seeds"]:
