@@ -7,6 +7,7 @@ Each arm of ``eval.recall.default_map_configs`` (width 64, 2 layers; the task's 
 step at batch 128 x 48 tokens (16 pairs, the curriculum's top): forward, the query loss, backward, clipping, AdamW,
 inside :func:`eval.mamba_scan.fast_mamba_scan` as train_recall runs it. The arms alternate within each repeat so that
 machine-wide noise hits them alike; each cell is the minimum over repeats of this process's CPU time (one thread).
+One more row times transformers' Mamba on transformers' own CPU scan (outside the swap): what the swap saves.
 """
 
 from __future__ import annotations
@@ -57,19 +58,32 @@ def run(arms: tuple[str, ...], batch: int, pairs: int, repeats: int) -> list[dic
         models[name] = AutoModelForCausalLM.from_config(task_config(configs[name], task, True)).train()
         opts[name] = torch.optim.AdamW(models[name].parameters(), lr=1e-3)
     best = {name: float("inf") for name in arms}
+
+    def timed(name: str) -> float:
+        gc.collect()
+        gc.disable()
+        t0 = time.process_time()
+        _step(models[name], opts[name], ids, targets)
+        gc.enable()
+        return time.process_time() - t0
+
     with fast_mamba_scan():
         for name in arms:  # warm-up
             _step(models[name], opts[name], ids, targets)
         for _ in range(repeats):
             for name in arms:
-                gc.collect()
-                gc.disable()
-                t0 = time.process_time()
-                _step(models[name], opts[name], ids, targets)
-                best[name] = min(best[name], time.process_time() - t0)
-                gc.enable()
+                best[name] = min(best[name], timed(name))
+    own = {}
+    if "hf-mamba" in arms:  # transformers' own scan: a Python loop over time that autograd unrolls
+        _step(models["hf-mamba"], opts["hf-mamba"], ids, targets)
+        own["hf-mamba"] = min(timed("hf-mamba") for _ in range(repeats))
     rows = []
-    for name in arms:
+    for name in [*arms, *(f"{n} (transformers' own scan)" for n in own)]:
+        if name not in models:
+            base = name.split(" ")[0]
+            rows.append({**rows[list(arms).index(base)], "arm": name, "ms/step": round(1000 * own[base], 1),
+                         "CPU-s per 2,000 steps": round(2000 * own[base])})
+            continue
         arm = describe_arm(models[name].config, task.seq_len)
         rows.append({"arm": name, "write rule": arm["write_rule_label"], "state numbers": arm["state_numbers"],
                      "non-embedding parameters": parameter_counts(models[name]).non_embedding,
