@@ -130,6 +130,9 @@ def test_recall_explanation_comes_with_the_recall_maps_numbers(committed: dict) 
     assert "invertible" in explanation["text"]
     assert "`softmax_attention-sequence` 99.4%" in explanation["numbers"]
     assert "`linear` 10.7%" in explanation["numbers"]
+    # ... and read against the no-lookup floor of the very sequences the readers were scored on
+    assert ("every state-scope reader ≤ 10.9% (the no-lookup floor on these sequences, most frequent value in the "
+            "context: 12.3%)") in row["ours"]
 
 
 def test_an_explanation_the_experiment_does_not_support_is_not_printed(committed: dict) -> None:

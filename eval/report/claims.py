@@ -559,7 +559,7 @@ def _recall_rule(report: Report, recall: Mapping[str, Any]) -> Outcome:
     kinds = {n: reader_kind(models.get(n, {})) for n in recall}
     ours = (f"≥ {RECALL_BAR:.0%} at {at} pairs: {', '.join(f'`{n}`' for n in solved) or 'none'}"
             + (f" (control `{control}`: {pct(_top(recall[control])[1])})" if control in recall
-               else "; no positive control"))
+               else "; no positive control") + _against_floor(report, recall, kinds, at))
     strength = "one seed per model, the one recipe the positive control must solve"
     if any(kinds[n] == "state" for n in solved):
         return Outcome(Verdict.REFUTED, ours, "a state-scope reader recovers it", strength)
@@ -567,6 +567,22 @@ def _recall_rule(report: Report, recall: Mapping[str, Any]) -> Outcome:
         return Outcome(Verdict.PARTLY_REFUTED, ours, "sequence-scope readers (outside the argument) recover it; "
                        "met for state-scope readers", strength)
     return Outcome(Verdict.MET, ours, "", strength)
+
+
+def _against_floor(report: Report, recall: Mapping[str, Any], kinds: Mapping[str, str], at: int) -> str:
+    """The state-scope readers' best accuracy beside the no-lookup floor of the sequences they were scored on
+    (eval.recall.no_lookup_floor), as a clause; "" where the report kept no recall settings."""
+    settings = get(report, ("probes", "recall_settings"))
+    if not isinstance(settings, Mapping) or not settings.get("task"):
+        return ""
+    # delayed: eval.recall imports torch; the floor is a few thousand sampled sequences, no model
+    from eval.recall import _EVAL_STREAM, RecallTask, _stream, no_lookup_floor
+
+    task = RecallTask(**{k: tuple(v) if isinstance(v, list) else v for k, v in settings["task"].items()})
+    floor = no_lookup_floor(task, settings["recipe"]["eval_examples"], _stream(0, _EVAL_STREAM))
+    state = [_top(r)[1] for n, r in recall.items() if kinds[n] == "state"]
+    best = f"; every state-scope reader ≤ {pct(max(state))}" if state else ""
+    return f"{best} (the no-lookup floor on these sequences, {floor['best'][str(at)]}: {pct(floor['floor'][str(at)])})"
 
 
 def _escape_rule(report: Report, escape: Mapping[str, Any]) -> Outcome:
