@@ -343,8 +343,9 @@ def test_depth_sweep_measures_every_final_model(tmp_path: Path, corpus_file: str
                            "add-reference": {"config": {"model": "hub_configs/spen-depth8", "loop": "reference"},
                                              "seeds": [0]},
                            "add-equal-cpu": {"config": {"model": "hub_configs/spen-depth8"}, "budgets": [6]}},
-                     settings={"selection": "attention", "reference": "add", "min_seeds": 2, "gate_ngram": "trigram",
-                               "plain_reference": "add-reference", "equal_cpu": "add-equal-cpu"})
+                     settings={"selection": "attention", "reference": "add", "min_seeds": 2,
+                               "loss_gate_ngram": "trigram", "plain_reference": "add-reference",
+                               "equal_cpu": "add-equal-cpu"})
     raw = yaml.safe_load(plan.read_text())
     del raw["arms"]["linear"]
     plan.write_text(yaml.safe_dump(raw))

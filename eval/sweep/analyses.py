@@ -447,9 +447,10 @@ def _recall_ablation(s: dict[str, Any], arms: dict[str, Any], escaped: dict[str,
 def depth(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, Any]:
     """Attention over depth against the residual sum: eval.depth's paired rows (the probe measures need no
     language-model gate); the loss row read as the ladder reads its rows, behind the n-gram gate on both arms
-    (settings ``gate_ngram``) and the plain-reference check of the residual sum (settings ``plain_reference``: the
-    arm trained by eval.reference's loop on the same tokens, within ``reference_margin`` nats); and the loss at
-    equal CPU (settings ``equal_cpu``: the residual sum trained for as many CPU-seconds as attention's runs took)."""
+    (settings ``loss_gate_ngram``, else ``gate_ngram``: the order the sweep first declared) and the plain-reference
+    check of the residual sum (settings ``plain_reference``: the arm trained by eval.reference's loop on the same
+    tokens, within ``reference_margin`` nats); and the loss at equal CPU (settings ``equal_cpu``: the residual sum
+    trained for as many CPU-seconds as attention's runs took)."""
     from eval.depth import MARGINS, claim_verdict, paired_table, run_scalars
 
     s = plan.settings
@@ -466,7 +467,7 @@ def depth(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, A
                          s.get("min_seeds", 5))
     tokens = _tokens(results, ref, max(results["arms"][ref]["budgets"], key=int))
     lines = ngram_lines(plan, folder, tokens) if tokens else None
-    order = s.get("gate_ngram", "bigram")
+    order = s.get("loss_gate_ngram", s.get("gate_ngram", "bigram"))
     means = {n: _interval([r["val_loss"] for r in runs[n].values()])["mean"] for n in runs}
     gates = [verdicts.ngram_gate(means, lines["loss"][order], f"Kneser-Ney {order}") if lines else verdicts.Gate(
         "ngram", None, "no n-gram line")]
@@ -476,7 +477,8 @@ def depth(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, A
         reference = _interval(list(scores.values()))["mean"] if scores else None
         gates.append(verdicts.reference_gate(ref, means[ref], reference, s.get("reference_margin", 0.03))
                      if reference is not None else verdicts.Gate("reference", None, f"{plain} has not run yet"))
-    holds = None if any(g.holds is None for g in gates) else all(g.holds for g in gates)
+    # a gate that fails decides (not testable) even while another could not be evaluated yet
+    holds = False if any(g.holds is False for g in gates) else None if any(g.holds is None for g in gates) else True
     gate = verdicts.Gate("+".join(g.name for g in gates), holds, "; ".join(g.why for g in gates),
                          {g.name: g.numbers for g in gates})
     verdict = claim_verdict(table, {"holds": gate.holds})
