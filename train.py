@@ -39,10 +39,11 @@ from ema_boundary import corpus
 from ema_boundary.cli import first_line
 from ema_boundary.corpus import DataError
 from ema_boundary.params import parameter_counts
+from eval.probes.models import ModelError, load_causal_lm
 from train_config import EXIT_BAD_INPUT, EXIT_PUSH_FAILED, ConfigError
 from training.accelerator import JSONLTracker as JSONLTracker  # tests reach the tracker through train
 from training.accelerator import join_processes, make_accelerator
-from training.card import model_card
+from training.card import local_location, model_card
 from training.checkpoint import (
     check_model_config,
     lock_output,
@@ -79,9 +80,13 @@ def train(interrupt: Interrupt) -> Path:
     argv = interrupt.argv
     started = time.perf_counter()
     args = train_config.parse_args(argv)
-    if args.seeds is not None:  # several seeds as one ensemble in this process: training/ensemble.py
-        return train_seeds(args, argv, args.seeds, args.ensemble_engine, interrupt)
     cfg = train_config.load_config(args)
+    weights = train_config.pretrained_weights(cfg)  # None: trained from scratch (a config alone)
+    if args.seeds is not None:  # several seeds as one ensemble in this process: training/ensemble.py
+        if weights is not None:  # the ensemble initialises every seed from scratch: it would drop the weights
+            raise ConfigError(f"--seeds trains each seed from scratch, and {weights} holds weights; train one run "
+                              "from them (--seed N), or pass its config alone with --config_name")
+        return train_seeds(args, argv, args.seeds, args.ensemble_engine, interrupt)
     out = Path(cfg["output_dir"])
     earlier = train_config.check_output(out, args.overwrite_output_dir)
     repo_id = train_config.hub_repo_id(args, out)
@@ -106,6 +111,12 @@ def train(interrupt: Interrupt) -> Path:
     check_positions(cfg, model_cfg)
     if ckpt:
         check_model_config(ckpt, start, model_cfg, Path(cfg["model_name_or_path"]) / "config.json")
+    initial = None  # the weights the run starts from, loaded (and checked against config.json) before any write
+    if weights is not None and not ckpt:  # a resumed run's weights are its checkpoint's
+        try:
+            initial = load_causal_lm(weights, trust_remote_code=False).train()
+        except ModelError as e:
+            raise ConfigError(f"--model_name_or_path {e}") from None
     tokenizer, tokenizer_name = tokenizer_for_run(cfg, model_cfg.vocab_size, run_dir, saved)
     val = corpus.validation_blocks(cfg["data"], cfg["val_every"], tokenizer, cfg["block_size"],
                                        cfg["max_eval_samples"])
@@ -123,10 +134,15 @@ def train(interrupt: Interrupt) -> Path:
     accelerator.init_trackers("train", config={k: str(v) for k, v in cfg.items()})
 
     set_seed(cfg["seed"])
-    model = AutoModelForCausalLM.from_config(model_cfg)
+    # As run_clm: the folder's weights when it has them (model_name_or_path), else a fresh initialisation of the
+    # config (config_name, or a folder with config.json alone).
+    model = initial if initial is not None else AutoModelForCausalLM.from_config(model_cfg)
     counts = parameter_counts(model)  # before FSDP shards them; tied weights once
     where = f"{accelerator.distributed_type.value} x {world} processes" if world > 1 else "1 process"
-    log.info(f"train.py: {Path(cfg['model_name_or_path']).name}, {counts.total:,} parameters "
+    start_from = (f"from the weights of {weights}" if initial is not None
+                  else f"resumed from {ckpt.name}" if ckpt else "initialised from scratch")
+    log.info(f"train.py: {train_config.model_label(cfg['model_name_or_path'])} ({start_from}), {counts.total:,} "
+             "parameters "
              f"({counts.non_embedding:,} non-embedding); {cfg['max_steps']} steps x {cfg['total_train_batch_size']} "
              f"sequences x {cfg['block_size']} tokens; {accelerator.device}, {where}, gradient accumulation {accum}, "
              f"mixed precision {cfg['mixed_precision']}; output {out}")
@@ -247,11 +263,12 @@ def train(interrupt: Interrupt) -> Path:
         accelerator.log(test.metrics(test_loss), step=step)
     command = "train.py " + shlex.join(argv)
     train_docs = corpus.split_sizes(n_docs, cfg["val_every"], cfg["test_every"])["train"] - dropped if n_docs else 0
-    location = repo_id or str((out / "final").resolve())  # where the card's code loads the model from
+    location = repo_id or local_location(out)  # where the card's code loads the model from: no machine path
     final = save_final(accelerator, model, tokenizer, out, model_card(
         cfg, model_cfg, counts, step, pos, train_docs, val_loss, command, tokenizer_name, repo_id or out.resolve().name,
         location, test=test.metrics(test_loss) if test is not None else None,
-        epoch_blocks=getattr(train_set, "blocks_per_epoch", 0), changes=changes))
+        epoch_blocks=getattr(train_set, "blocks_per_epoch", 0), changes=changes,
+        initial=train_config.model_label(weights) if weights is not None else None))
     accelerator.end_training()  # closes the trackers and the process group
     elapsed = timedelta(seconds=round(time.perf_counter() - started))
     scored = f"; test loss {test_loss:.4f}, perplexity {math.exp(test_loss):.2f}" if test is not None else ""

@@ -37,6 +37,11 @@ from ema_boundary.cli import EXIT_INTERRUPTED, EXIT_UPLOAD_FAILED, EXIT_USAGE, H
 from ema_boundary.io import MARKER, OutputError, check_output_dir, output_owner, write_json
 from ema_boundary.yamlio import YAMLFileError, load_yaml
 
+# What save_pretrained writes (transformers' file names): a folder with one of them has weights to start from.
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
+
 REPO = Path(__file__).resolve().parent
 TOOL = "train.py"  # the name in the output folder's marker file
 
@@ -54,15 +59,19 @@ class Setting:
 # Every setting, in the order --help lists them. Names follow transformers' TrainingArguments and run_clm.py
 # where they have one; the rest (data, val_every, ...) are this project's.
 SETTINGS: dict[str, Setting] = {
-    "model_name_or_path": Setting(None, "model config: a folder with config.json, e.g. hub_configs/spen-130m; the "
-                                        "model is trained from scratch (required)", ("model_config", "config_name"),
-                                  str),
+    "model_name_or_path": Setting(None, "the model: a folder with weights (train.py's final/, any save_pretrained "
+                                        "folder) continues from them, with its tokenizer, as run_clm; a folder with "
+                                        "config.json alone (e.g. hub_configs/spen-tiny) is trained from scratch "
+                                        "(this or config_name is required)", ("model_config",), str),
+    "config_name": Setting(None, "a model config alone (a folder with config.json): trained from scratch, weights "
+                                 "beside it unread, as run_clm's --config_name", (), str),
     "data": Setting("embedded", "'c4' (streamed), 'embedded' (Python's help topics + standard-library docstrings; "
                                 "'embedded:pydoc' or 'embedded:stdlib' for one part) or local .txt/.jsonl/.parquet "
                                 "files"),
     "tokenizer_name": Setting(None, "hub name or folder; unset (or unavailable): a byte-level BPE trained on the data",
                               ("tokenizer",), str),
-    "output_dir": Setting(None, "output folder (unset: outputs/<model config folder name>)", (), str),
+    "output_dir": Setting(None, "output folder (unset: outputs/<model folder name>, or outputs/<name>-continued "
+                                "for a folder whose weights are loaded)", (), str),
     "block_size": Setting(1024, "tokens per sequence"),
     "total_train_batch_size": Setting(512, "sequences per optimizer step, all processes together",
                                       ("batch_size",)),
@@ -143,7 +152,8 @@ BOUNDS: dict[str, tuple[Callable[[Any], bool], str]] = {
 }
 
 __all__ = ["SETTINGS", "OLD_NAMES", "EXIT_BAD_INPUT", "EXIT_PUSH_FAILED", "EXIT_INTERRUPTED", "ConfigError",
-           "parse_args", "overrides", "load_config", "read_yaml", "resolve_model_config", "resolve_batch",
+           "parse_args", "overrides", "load_config", "read_yaml", "resolve_model_config", "pretrained_weights",
+           "model_label", "resolve_batch",
            "hub_repo_id", "check_output", "find_checkpoint", "check_resume", "checkpoint_problem", "checkpoint_files",
            "kept_metrics", "clear_run", "write_marker"]
 
@@ -262,8 +272,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             settings.add_argument(*names, dest=key, choices=CHOICES[key], help=help_text)
         else:
             kind = s.type or type(s.default)
-            metavar = {"model_name_or_path": "DIR", "tokenizer_name": "NAME_OR_DIR", "output_dir": "DIR"}.get(
-                key, {int: "N", float: "X"}.get(kind))
+            metavar = {"model_name_or_path": "DIR", "config_name": "DIR", "tokenizer_name": "NAME_OR_DIR",
+                       "output_dir": "DIR"}.get(key, {int: "N", float: "X"}.get(kind))
             settings.add_argument(*names, dest=key, type=kind, metavar=metavar, help=help_text)
     return p.parse_args(argv)
 
@@ -368,13 +378,28 @@ def read_yaml(path: str | Path | None, flags: dict[str, Any] | None = None) -> d
         elif total > accum:
             cfg["gradient_accumulation_steps"] = None
 
-    if not cfg["model_name_or_path"]:
-        raise ConfigError(f"{source}: model_name_or_path is missing (a model config folder, e.g. "
-                          "hub_configs/spen-tiny; in the YAML or as --model_name_or_path)")
-    cfg["model_name_or_path"] = resolve_model_config(cfg["model_name_or_path"])
-    model_json = Path(cfg["model_name_or_path"]) / "config.json"
+    # The model: weights and their config (model_name_or_path), or a config alone (config_name), as run_clm. Where
+    # both are given the later level decides (a flag over the YAML); at one level they contradict each other.
+    if cfg["config_name"] and cfg["model_name_or_path"]:
+        if level["config_name"] == level["model_name_or_path"]:
+            raise ConfigError(f"{where['config_name']}: config_name trains a config from scratch and "
+                              "model_name_or_path continues from a folder's weights; pass one")
+        loser = "model_name_or_path" if level["config_name"] > level["model_name_or_path"] else "config_name"
+        cfg[loser] = None
+    key = "config_name" if cfg["config_name"] else "model_name_or_path"
+    if not cfg[key]:
+        raise ConfigError(f"{source}: model_name_or_path is missing (a model folder: train.py's final/ to continue "
+                          "from, or a config folder such as hub_configs/spen-tiny; in the YAML or as a flag)")
+    folder = resolve_model_config(cfg[key])
+    model_json = Path(folder) / "config.json"
     if not model_json.is_file():
-        raise ConfigError(f"{where['model_name_or_path']}: {model_json}: no such file")
+        inside = " (its model is in final/)" if (Path(folder) / "final" / "config.json").is_file() else ""
+        raise ConfigError(f"{where[key]}: {model_json}: no such file{inside}")
+    # From here on model_name_or_path names the folder whose config.json builds the model (what every reader of a
+    # train.py YAML expects); config_name, when set, says that it is trained from scratch.
+    cfg["model_name_or_path"] = folder
+    if key == "config_name":
+        cfg["config_name"] = folder
     try:
         model_type = json.loads(model_json.read_bytes()).get("model_type")
     except (ValueError, AttributeError) as e:  # not JSON, not UTF-8, or not a JSON object
@@ -385,8 +410,31 @@ def read_yaml(path: str | Path | None, flags: dict[str, Any] | None = None) -> d
         cfg["data"] = corpus.parse_data(cfg["data"])
     except corpus.DataError as e:
         raise ConfigError(str(e)) from None
-    cfg["output_dir"] = cfg["output_dir"] or f"outputs/{Path(cfg['model_name_or_path']).name}"
+    weights = pretrained_weights(cfg)
+    if weights is not None and cfg["tokenizer_name"] is None:  # the weights' token ids are its tokenizer's
+        if not any((weights / f).is_file() for f in TOKENIZER_FILES):
+            raise ConfigError(f"{where['model_name_or_path']}: {weights} has weights but no tokenizer; pass "
+                              "--tokenizer_name (the tokenizer it was trained with)")
+        cfg["tokenizer_name"] = str(weights)
+    if not cfg["output_dir"]:
+        cfg["output_dir"] = f"outputs/{model_label(folder)}" + ("-continued" if weights is not None else "")
     return cfg
+
+
+def pretrained_weights(cfg: dict[str, Any]) -> Path | None:
+    """The folder whose weights the run starts from (``model_name_or_path`` holding weights, unless
+    ``config_name`` asks for the config alone), or None: trained from scratch."""
+    if cfg.get("config_name"):
+        return None
+    folder = Path(cfg["model_name_or_path"])
+    return folder if any((folder / f).is_file() for f in WEIGHT_FILES) else None
+
+
+def model_label(folder: str | Path) -> str:
+    """How logs, the model card and the default output folder name a model folder: train.py's ``final/`` by its
+    run's folder."""
+    path = Path(folder)
+    return path.parent.name if path.name == "final" and path.parent.name else path.name
 
 
 def resolve_batch(cfg: dict[str, Any], processes: int) -> int:
@@ -559,7 +607,7 @@ def check_resume(ckpt: Path | None, out: Path, cfg: dict[str, Any]) -> tuple[Pat
     # The model's content is compared (train.py: config.json against the checkpoint's), not its folder's name,
     # where the checkpoint kept it.
     fixed = [k for k in SETTINGS if k not in CHANGEABLE_ON_RESUME
-             and not (k == "model_name_or_path" and "model_config" in state)]
+             and not (k in ("model_name_or_path", "config_name") and "model_config" in state)]
     checked = fixed if "config" in state else RESUME_INVARIANTS  # an older run's file: the data stream only
     for key in checked:
         # A setting the saved run predates had its default then (test_every: no test split), or PREDATED's value.
