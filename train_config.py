@@ -100,8 +100,10 @@ SETTINGS: dict[str, Setting] = {
                              "every N-th (C4: the odd documents of its validation split); the final model is scored "
                              "on them (test_loss in the last metrics.jsonl record). 0: no test split"),
     "drop_shared_documents": Setting(False, "local data: a training document with the text of a validation or test "
-                                            "document (a file given twice) is refused (false) or left out of "
-                                            "training and counted (true)"),
+                                            "document longer than 200 characters (a file given twice: a leak) is "
+                                            "refused (false) or left out of training and counted (true); shorter "
+                                            "exact repeats (headings, one-line speeches) leave the held-out splits "
+                                            "instead, counted in one line"),
     "max_test_samples": Setting(None, "test sequences scored at the end (unset: every block of the test split)",
                                 (), int),
     "bpe_train_docs": Setting(100000, "documents used to train the BPE tokenizer when one is trained"),

@@ -208,7 +208,7 @@ def test_ctrl_c_during_seeds_says_what_the_seed_folders_hold(tmp_path):
 
 def test_documents_shared_with_validation_are_left_out_of_training_with_the_flag(tmp_path, capsys):
     text = tmp_path / "notes.txt"
-    text.write_text("\n\n".join(f"Paragraph {i} says " + "something about the weather and the sea " * 4
+    text.write_text("\n\n".join(f"Paragraph {i} says " + "something about the weather and the sea " * 6
                                 for i in range(31)))
     cfg = write_config(tmp_path / "train.yaml", data=[str(text), str(text)], val_every=5, block_size=16,
                        max_steps=2, save_steps=2, eval_steps=2, max_eval_samples=2, tokenizer_name=tokenizer_dir())
