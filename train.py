@@ -29,7 +29,7 @@ from pathlib import Path
 
 import torch
 from accelerate import PartialState
-from accelerate.utils import is_tensorboard_available, set_seed
+from accelerate.utils import set_seed
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -42,7 +42,7 @@ from ema_boundary.params import parameter_counts
 from eval.probes.models import ModelError, load_causal_lm
 from train_config import EXIT_BAD_INPUT, EXIT_PUSH_FAILED, ConfigError
 from training.accelerator import JSONLTracker as JSONLTracker  # tests reach the tracker through train
-from training.accelerator import join_processes, make_accelerator
+from training.accelerator import init_trackers, join_processes, log_metrics, make_accelerator, trackers
 from training.card import local_location, model_card
 from training.checkpoint import (
     check_model_config,
@@ -121,17 +121,16 @@ def train(interrupt: Interrupt) -> Path:
     val = corpus.validation_blocks(cfg["data"], cfg["val_every"], tokenizer, cfg["block_size"],
                                        cfg["max_eval_samples"])
     test = held_out_test(cfg, tokenizer)  # None without a test split
-    if cfg["report_to"] == "tensorboard" and not is_tensorboard_available():
-        raise ConfigError(f"{args.config}: report_to tensorboard, but tensorboard is not installed")
+    extra_trackers = trackers(cfg)  # report_to: a tracker that is not installed is refused here
     if repo_id:
         repo_id = check_hub(repo_id)
     warn_about_schedule(cfg)  # the input is good: now what may not be what was meant
 
-    accelerator = make_accelerator(cfg, out, accum, cpu)
+    accelerator = make_accelerator(cfg, out, accum, cpu, extra_trackers)
     interrupt.out, interrupt.processes, interrupt.main = out, world, accelerator.is_main_process
     prepare_output(accelerator, out, cfg, tokenizer, tokenizer_name, metrics_text, changes, args.overwrite_output_dir,
                    ["train.py", *argv])
-    accelerator.init_trackers("train", config={k: str(v) for k, v in cfg.items()})
+    init_trackers(accelerator, cfg)
 
     set_seed(cfg["seed"])
     # As run_clm: the folder's weights when it has them (model_name_or_path), else a fresh initialisation of the
@@ -241,7 +240,7 @@ def train(interrupt: Interrupt) -> Path:
             log.info(f"step {step}/{last}: test loss {test_loss:.4f}, perplexity {math.exp(test_loss):.2f} "
                      f"({test.tokens:,} tokens of {test.documents} test documents)")
         if metrics:
-            accelerator.log(metrics, step=step)
+            log_metrics(accelerator, metrics, step)
         if save_now:
             state = {"step": step, "pos": pos, "tokens": step * tokens_per_step, **record}
             save_checkpoint(accelerator, out, step, state, cfg["save_total_limit"])
@@ -260,7 +259,7 @@ def train(interrupt: Interrupt) -> Path:
         val_loss = evaluate(model, val_loader, accelerator)
     if test_loader is not None and math.isnan(test_loss):  # the same, and the test score is the run's record
         test_loss = evaluate(model, test_loader, accelerator)
-        accelerator.log(test.metrics(test_loss), step=step)
+        log_metrics(accelerator, test.metrics(test_loss), step)
     command = "train.py " + shlex.join(argv)
     train_docs = corpus.split_sizes(n_docs, cfg["val_every"], cfg["test_every"])["train"] - dropped if n_docs else 0
     location = repo_id or local_location(out)  # where the card's code loads the model from: no machine path

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from accelerate.utils import LoggerType
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 from safetensors import safe_open
 
@@ -37,6 +38,8 @@ from ema_boundary.cli import EXIT_INTERRUPTED, EXIT_UPLOAD_FAILED, EXIT_USAGE, H
 from ema_boundary.io import MARKER, OutputError, check_output_dir, output_owner, write_json
 from ema_boundary.yamlio import YAMLFileError, load_yaml
 
+# Accelerate's trackers (accelerate.utils.LoggerType), by the names report_to takes.
+TRACKERS = tuple(str(t) for t in LoggerType if str(t) != "all")
 # What save_pretrained writes (transformers' file names): a folder with one of them has weights to start from.
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                 "pytorch_model.bin.index.json")
@@ -113,7 +116,13 @@ SETTINGS: dict[str, Setting] = {
     "shuffle_buffer": Setting(corpus.DEFAULT_SHUFFLE_BUFFER, "streamed data (C4): documents in the shuffle buffer "
                                                              "(local/embedded data are shuffled whole)"),
     "seed": Setting(1337, "seed for initialisation and the order of the shuffled training data"),
-    "report_to": Setting("none", "extra tracker: 'tensorboard', 'wandb' or 'none' (metrics.jsonl always)"),
+    "report_to": Setting("none", "trackers besides metrics.jsonl (always written), as transformers' report_to: "
+                                 "comma-separated names of Accelerate's trackers (" + ", ".join(TRACKERS) + "), "
+                                 "'all' (every one installed) or 'none'"),
+    "run_name": Setting(None, "the run's name in the trackers (unset: the output folder's name)", (), str),
+    "tracker_project_name": Setting("ema-boundary", "the trackers' project (wandb, trackio, comet_ml, swanlab), "
+                                                    "experiment (mlflow) or folder in the output folder (tensorboard, "
+                                                    "aim)"),
 }
 # The older flag spellings (and the names older runs saved their settings under): old -> setting.
 OLD_NAMES: dict[str, str] = {old: key for key, s in SETTINGS.items() for old in s.old}
@@ -122,7 +131,8 @@ OLD_NAMES: dict[str, str] = {old: key for key, s in SETTINGS.items() for old in 
 # step in train_config.json and the model card. Every other setting must be the checkpoint's (check_resume).
 CHANGEABLE_ON_RESUME = ("max_steps", "logging_steps", "eval_steps", "max_eval_samples", "save_steps",
                         "save_total_limit", "max_test_samples", "per_device_train_batch_size",
-                        "gradient_accumulation_steps", "mixed_precision", "torch_compile", "report_to", "output_dir")
+                        "gradient_accumulation_steps", "mixed_precision", "torch_compile", "report_to", "run_name",
+                        "tracker_project_name", "output_dir")
 # The settings that fix the data stream (the rest of the settings a resume may not change fix the learning).
 RESUME_INVARIANTS = ("model_name_or_path", "data", "block_size", "total_train_batch_size", "val_every",
                      "test_every", "shuffle", "shuffle_buffer", "seed")
@@ -138,7 +148,7 @@ RUN_FILES = (MARKER, "checkpoints", "final", "tokenizer", "metrics.jsonl", "trai
 POSITIVE = ("block_size", "total_train_batch_size", "per_device_train_batch_size", "gradient_accumulation_steps",
             "max_steps", "logging_steps", "eval_steps", "max_eval_samples", "save_steps", "save_total_limit",
             "val_every", "bpe_train_docs", "max_test_samples", "shuffle_buffer")
-CHOICES = {"mixed_precision": ("no", "bf16", "fp16"), "report_to": ("none", "tensorboard", "wandb")}
+CHOICES = {"mixed_precision": ("no", "bf16", "fp16")}
 BOUNDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "learning_rate": (lambda v: 0 < v < float("inf"), "a positive number"),
     "min_lr_ratio": (lambda v: 0 <= v <= 1, "a number in [0, 1]"),
@@ -151,6 +161,8 @@ BOUNDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "seed": (lambda v: 0 <= v < 2**32, "an integer in [0, 2**32)"),
     **{k: (lambda v: v >= 1, "a positive integer") for k in POSITIVE},
     **{k: (lambda v, c=c: v in c, "one of " + ", ".join(map(repr, c))) for k, c in CHOICES.items()},
+    "report_to": (lambda v: v in ("none", "all") or all(t in TRACKERS for t in v.split(",")),
+                  "'none', 'all' or tracker names, comma-separated (" + ", ".join(TRACKERS) + ")"),
 }
 
 __all__ = ["SETTINGS", "OLD_NAMES", "EXIT_BAD_INPUT", "EXIT_PUSH_FAILED", "EXIT_INTERRUPTED", "ConfigError",

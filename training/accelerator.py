@@ -1,5 +1,5 @@
 """Accelerate for one run: the process group, devices, mixed precision, accumulation and trackers
-(metrics.jsonl always)."""
+(metrics.jsonl always, and Accelerate's trackers as report_to names them)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,19 @@ from pathlib import Path
 import torch
 from accelerate import Accelerator, PartialState
 from accelerate.state import AcceleratorState, GradientState
-from accelerate.tracking import GeneralTracker
+from accelerate.tracking import GeneralTracker, get_available_trackers
+from accelerate.utils import LoggerType
 
 import train_config
+from train_config import ConfigError
+
+# The pip package of a tracker, where it is not the tracker's name.
+PACKAGES = {"comet_ml": "comet-ml"}
+# The keyword of each tracker's start (its init_kwargs) that names the run; the others name it by the project.
+RUN_NAME_KWARGS = {"wandb": "name", "trackio": "name", "mlflow": "run_name", "clearml": "task_name",
+                   "swanlab": "experiment_name"}
+# metrics.jsonl's fields that are bookkeeping for resumes (tests/test_train_resume.py), not measurements.
+BOOKKEEPING = ("batch_crc32", "data_pos")
 
 
 class JSONLTracker(GeneralTracker):
@@ -45,11 +55,48 @@ def join_processes(cfg: dict) -> tuple[bool, int, int]:
     return cpu, world, train_config.resolve_batch(cfg, world)
 
 
-def make_accelerator(cfg: dict, out: Path, accum: int, cpu: bool) -> Accelerator:
-    """Devices, mixed precision, accumulation and trackers (metrics.jsonl always) for one run."""
-    extra = [cfg["report_to"]] if cfg["report_to"] != "none" else []
+def trackers(cfg: dict) -> list[str]:
+    """The trackers ``report_to`` names besides metrics.jsonl (``all``: every one installed). A tracker whose package
+    is not installed is refused in one line naming the package: Accelerate would leave it out without a word."""
+    if cfg["report_to"] == "none":
+        return []
+    if cfg["report_to"] == "all":
+        return [str(t) for t in get_available_trackers()]
+    names = list(dict.fromkeys(cfg["report_to"].split(",")))
+    for name in names:
+        if LoggerType(name) not in get_available_trackers():
+            package = PACKAGES.get(name, name)
+            raise ConfigError(f"report_to {name}: the {package} package is not installed (pip install {package}); "
+                              "metrics.jsonl is written without it")
+    return names
+
+
+def make_accelerator(cfg: dict, out: Path, accum: int, cpu: bool, extra: list[str]) -> Accelerator:
+    """Devices, mixed precision, accumulation and trackers (metrics.jsonl, then ``extra``) for one run."""
     # step_scheduler_with_optimizer=False: the schedule counts optimizer steps whatever the process count.
     return Accelerator(
         cpu=cpu, mixed_precision=cfg["mixed_precision"], gradient_accumulation_steps=accum,
         log_with=[JSONLTracker(out / "metrics.jsonl"), *extra], project_dir=str(out),
         step_scheduler_with_optimizer=False, dynamo_backend="inductor" if cfg["torch_compile"] else "no")
+
+
+def init_trackers(accelerator: Accelerator, cfg: dict) -> None:
+    """Start the trackers: the project ``tracker_project_name``, the run named ``run_name`` (default: the output
+    folder's name, as transformers' run_name) where the tracker names runs, and the settings as typed
+    hyperparameters (numbers stay numbers; a list becomes its comma-separated text, which every tracker takes)."""
+    run_name = cfg["run_name"] or Path(cfg["output_dir"]).resolve().name
+    config = {k: ",".join(map(str, v)) if isinstance(v, (list, tuple)) else v for k, v in cfg.items()}
+    accelerator.init_trackers(cfg["tracker_project_name"], config=config,
+                              init_kwargs={name: {kwarg: run_name} for name, kwarg in RUN_NAME_KWARGS.items()})
+
+
+def log_metrics(accelerator: Accelerator, metrics: dict, step: int) -> None:
+    """``metrics`` into metrics.jsonl whole, and into the other trackers without its bookkeeping (the data
+    position and the batch checksum, which resumes are checked against, are not measurements to plot)."""
+    if not accelerator.is_main_process:  # as Accelerator.log
+        return
+    measured = {k: v for k, v in metrics.items() if k not in BOOKKEEPING}
+    for tracker in accelerator.trackers:
+        values = metrics if tracker.name == JSONLTracker.name else measured
+        if values:
+            tracker.log(values, step=step)
