@@ -42,7 +42,14 @@ from ema_boundary.params import parameter_counts
 from eval.probes.models import ModelError, load_causal_lm
 from train_config import EXIT_BAD_INPUT, EXIT_PUSH_FAILED, ConfigError
 from training.accelerator import JSONLTracker as JSONLTracker  # tests reach the tracker through train
-from training.accelerator import init_trackers, join_processes, log_metrics, make_accelerator, trackers
+from training.accelerator import (
+    init_trackers,
+    join_processes,
+    launch_processes,
+    log_metrics,
+    make_accelerator,
+    trackers,
+)
 from training.card import local_location, model_card
 from training.checkpoint import (
     check_model_config,
@@ -87,6 +94,7 @@ def train(interrupt: Interrupt) -> Path:
             raise ConfigError(f"--seeds trains each seed from scratch, and {weights} holds weights; train one run "
                               "from them (--seed N), or pass its config alone with --config_name")
         return train_seeds(args, argv, args.seeds, args.ensemble_engine, interrupt)
+    launch_processes(sys.argv[0] if Path(sys.argv[0]).name == "train.py" else "train.py", argv)  # as launched
     out = Path(cfg["output_dir"])
     earlier = train_config.check_output(out, args.overwrite_output_dir)
     repo_id = train_config.hub_repo_id(args, out)

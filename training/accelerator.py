@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
+import sys
 from pathlib import Path
 
 import torch
@@ -20,6 +23,8 @@ PACKAGES = {"comet_ml": "comet-ml"}
 # The keyword of each tracker's start (its init_kwargs) that names the run; the others name it by the project.
 RUN_NAME_KWARGS = {"wandb": "name", "trackio": "name", "mlflow": "run_name", "clearml": "task_name",
                    "swanlab": "experiment_name"}
+# Set by mpirun (Open MPI, MPICH/Intel MPI, MVAPICH): a launch Accelerate's MULTI_CPU joins without WORLD_SIZE.
+MPI_SIZE_VARIABLES = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE")
 # metrics.jsonl's fields that are bookkeeping for resumes (tests/test_train_resume.py), not measurements.
 BOOKKEEPING = ("batch_crc32", "data_pos")
 
@@ -40,6 +45,47 @@ class JSONLTracker(GeneralTracker):
     def log(self, values: dict, step: int | None = None, **kwargs) -> None:
         with self.path.open("a") as f:
             f.write(json.dumps({"step": step, **values}) + "\n")
+
+
+def launch_processes(script: str, argv: list[str]) -> None:
+    """Start the processes a launch asked for and did not start, or refuse it in one line with the command that works.
+
+    ``accelerate launch --cpu --num_processes 2`` (or ``--num_processes 2`` on a machine without GPUs) runs its
+    "simple launcher": one process, with MASTER_ADDR and MASTER_PORT set but no WORLD_SIZE (Accelerate leaves
+    several CPU processes to mpirun), which would train alone. On the CPU this process becomes ``torchrun
+    --standalone --nproc_per_node N`` of the same command (exec: the launcher waits on it as before), whose
+    processes Accelerate joins (MULTI_CPU, gloo), as the launch meant. Where N cannot be read off the launcher, or a
+    GPU is there (several processes on one GPU), it is refused with the torchrun command instead."""
+    env = os.environ
+    launched = "ACCELERATE_USE_CPU" in env and "MASTER_ADDR" in env and "MASTER_PORT" in env
+    if not launched or "WORLD_SIZE" in env or any(k in env for k in MPI_SIZE_VARIABLES):
+        return
+    processes = _launcher_processes()
+    command = ["torchrun", "--standalone", "--nproc_per_node", processes or "N", script, *argv]
+    if processes is None or not processes.isdigit() or torch.cuda.is_available():
+        raise ConfigError(f"accelerate launch started 1 process, not {processes or 'several'}; run: "
+                          + shlex.join(command))
+    if processes == "1":
+        return
+    print(f"train.py: accelerate launch started 1 process for {processes} on the CPU; running "
+          f"{shlex.join(command)}", flush=True)
+    os.execv(sys.executable, [sys.executable, "-m", "torch.distributed.run", *command[1:]])
+
+
+def _launcher_processes() -> str | None:
+    """The --num_processes of the `accelerate launch` command that started this process, if it can be read."""
+    try:
+        import psutil  # Accelerate's own dependency
+
+        launcher = psutil.Process(os.getppid()).cmdline()
+    except Exception:  # no such process, no permission, no psutil: the message says N
+        return None
+    for i, arg in enumerate(launcher):
+        if arg in ("--num_processes", "--num-processes") and i + 1 < len(launcher):
+            return launcher[i + 1]
+        if arg.startswith(("--num_processes=", "--num-processes=")):
+            return arg.split("=", 1)[1]
+    return None
 
 
 def join_processes(cfg: dict) -> tuple[bool, int, int]:
