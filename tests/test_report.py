@@ -59,6 +59,9 @@ REQUIRED = [
     "claims",
     "plan.declared",
     "environment.seconds",
+    "machine.cpu",  # the record of the machine: CPU, threads, commit, versions (ema_boundary.machine)
+    "machine.torch_threads",
+    "machine.versions.lm-eval",
     "command",
     "structure.command",
     "content.command",

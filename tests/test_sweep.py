@@ -118,6 +118,7 @@ def test_sweep_layout_rates_scores_and_summarize(tmp_path: Path, corpus_file: st
     # Every seed scored on the test blocks, the shorter budget at the longest's rate.
     assert set(results["arms"]["linear"]["budgets"]) == {"2", "4"}
     assert results["scored_on"] == "test"
+    assert results["machine"]["versions"]["torch"] and results["machine"]["cpu"]  # ema_boundary.machine
     # No absolute path in the commands the sweep records, nor in the train.yaml they run: they run from a clone.
     text = json.dumps(results["commands"]) + (out / "results.md").read_text()
     for result in out.glob("runs/**/result.json"):
