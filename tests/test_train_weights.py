@@ -9,6 +9,7 @@ import pytest
 
 import train
 import train_config
+from eval.report.paths import absolute_paths
 from tests.train_testkit import ROOT, metrics, tokenizer_dir, write_config
 
 
@@ -41,6 +42,9 @@ def test_model_name_or_path_continues_from_the_folders_weights(trained, tmp_path
     assert json.loads((out / "train_config.json").read_text())["tokenizer_name"] == str(first / "final")
     card = (out / "final/README.md").read_text()
     assert "trained from the weights of `first`" in card
+    # Its snippet loads the folder by a path that means something on another machine, not this one's.
+    snippet = card.split("```python\n")[1].split("```")[0]
+    assert 'path = "continued/final"' in snippet and not absolute_paths(snippet)
 
 
 def test_config_name_trains_the_config_alone(trained, tmp_path, capsys):
