@@ -39,7 +39,6 @@ from ema_boundary import corpus
 from ema_boundary.cli import first_line
 from ema_boundary.corpus import DataError
 from ema_boundary.params import parameter_counts
-from eval.probes.models import ModelError, load_causal_lm
 from train_config import EXIT_BAD_INPUT, EXIT_PUSH_FAILED, ConfigError
 from training.accelerator import JSONLTracker as JSONLTracker  # tests reach the tracker through train
 from training.accelerator import (
@@ -67,6 +66,7 @@ from training.interrupt import Interrupt, Interrupted
 from training.loss import evaluate, objective, prediction_loss_weight, train_losses
 from training.loss import lm_loss as lm_loss  # the project's loss, used through train by eval's harness test
 from training.optim import build_optimizer, build_scheduler
+from training.pretrained import load_pretrained
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -121,10 +121,7 @@ def train(interrupt: Interrupt) -> Path:
         check_model_config(ckpt, start, model_cfg, Path(cfg["model_name_or_path"]) / "config.json")
     initial = None  # the weights the run starts from, loaded (and checked against config.json) before any write
     if weights is not None and not ckpt:  # a resumed run's weights are its checkpoint's
-        try:
-            initial = load_causal_lm(weights, trust_remote_code=False).train()
-        except ModelError as e:
-            raise ConfigError(f"--model_name_or_path {e}") from None
+        initial = load_pretrained(weights)
     tokenizer, tokenizer_name = tokenizer_for_run(cfg, model_cfg.vocab_size, run_dir, saved)
     val = corpus.validation_blocks(cfg["data"], cfg["val_every"], tokenizer, cfg["block_size"],
                                        cfg["max_eval_samples"])

@@ -23,6 +23,7 @@ def trained(tmp_path_factory):
     return cfg, out
 
 
+@pytest.mark.slow
 def test_model_name_or_path_continues_from_the_folders_weights(trained, tmp_path, capsys):
     _, first = trained
     before = metrics(first)
@@ -47,6 +48,7 @@ def test_model_name_or_path_continues_from_the_folders_weights(trained, tmp_path
     assert 'path = "continued/final"' in snippet and not absolute_paths(snippet)
 
 
+@pytest.mark.slow
 def test_config_name_trains_the_config_alone(trained, tmp_path, capsys):
     cfg, first = trained
     before = metrics(first)
@@ -58,6 +60,7 @@ def test_config_name_trains_the_config_alone(trained, tmp_path, capsys):
     assert "trained from scratch" in (out / "final/README.md").read_text()
 
 
+@pytest.mark.slow
 def test_model_and_config_name_given_together(trained, tmp_path):
     _, first = trained
     final = str(first / "final")
@@ -76,6 +79,7 @@ def test_model_and_config_name_given_together(trained, tmp_path):
     assert train_config.pretrained_weights(train_config.read_yaml(tmp_path / "a.yaml")) is None
 
 
+@pytest.mark.slow
 def test_weights_without_their_tokenizer_or_under_seeds_are_refused(trained, tmp_path, capsys):
     _, first = trained
     bare = tmp_path / "bare"
@@ -89,6 +93,16 @@ def test_weights_without_their_tokenizer_or_under_seeds_are_refused(trained, tmp
     err = capsys.readouterr().err.strip()
     assert err.startswith("train.py: error: --seeds trains each seed from scratch") and "\n" not in err
     assert not (tmp_path / "ens").exists()
+    # Weights that do not fit their config.json (here one layer more than saved): one line, nothing written.
+    misfit = tmp_path / "misfit"
+    shutil.copytree(first / "final", misfit)
+    config = json.loads((misfit / "config.json").read_text())
+    (misfit / "config.json").write_text(json.dumps({**config, "n_layer": config["n_layer"] + 1}))
+    assert train.cli(["--config", str(write_config(tmp_path / "m.yaml")), "--model_name_or_path", str(misfit),
+                      "--output_dir", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"train.py: error: --model_name_or_path {misfit}: the weights do not fit its config.json: ")
+    assert " missing (e.g. transformer.h." in err and "\n" not in err and not (tmp_path / "m").exists()
     # A run folder instead of its final/: named in one line.
     with pytest.raises(train_config.ConfigError, match=r"first/config.json: no such file \(its model is in final/\)"):
         train_config.read_yaml(None, {"model_name_or_path": str(first)})
