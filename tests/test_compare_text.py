@@ -35,6 +35,7 @@ def _notes(folder: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_compare_scores_your_text_under_your_labels(checkpoint, tmp_path, capsys):
     from eval.compare import main
 
@@ -66,6 +67,7 @@ def test_compare_scores_your_text_under_your_labels(checkpoint, tmp_path, capsys
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.slow
 def test_a_task_before_make_data_fails_in_one_line_naming_it(checkpoint, tmp_path, monkeypatch, capsys):
     from eval.compare import main
 
@@ -75,6 +77,7 @@ def test_a_task_before_make_data_fails_in_one_line_naming_it(checkpoint, tmp_pat
     assert not (tmp_path / "cmp").exists()
 
 
+@pytest.mark.slow
 def test_lm_eval_before_make_data_fails_in_one_line_naming_it(checkpoint, tmp_path):
     run = subprocess.run([sys.executable, "-m", "lm_eval", "--model", "hf", "--model_args",
                           f"pretrained={checkpoint},trust_remote_code=True", "--tasks", "pydoc_val", "--include_path",

@@ -15,6 +15,7 @@ import training.accelerator
 from tests.train_testkit import metrics, run_cmd, tokenizer_dir, write_config
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not torch.distributed.is_gloo_available(), reason="needs torch.distributed with gloo")
 def test_accelerate_launch_cpu_two_processes_trains_two(tmp_path):
     cfg = write_config(tmp_path / "train.yaml", max_steps=2, save_steps=2, eval_steps=2, tokenizer_name=tokenizer_dir())

@@ -42,6 +42,7 @@ def init(project=None, **kwargs):
 '''
 
 
+@pytest.mark.slow
 def test_report_to_wandb_with_a_run_name_and_project_gets_typed_settings_and_measurements(tmp_path):
     site = tmp_path / "site"
     (site / "wandb").mkdir(parents=True)
