@@ -4,14 +4,15 @@
     python train.py --config hub_configs/spen-tiny/train.yaml                      # CPU, seconds
     torchrun --nproc_per_node 2 train.py --config hub_configs/gpt2-tiny/train.yaml # 2 CPU processes (gloo)
 
-The YAML names the model config (a hub_configs/ folder) and the hyperparameters; flags of the same names override
-it. This file is the loop; its pieces are the `training` package (data, loss, optimizer and schedule, the run
-folder and its checkpoints, the model card, the console, stop signals, the hub, the --seeds ensemble), the
-settings are train_config.py (every YAML key, the flags, the output folder's rules, checkpoint discovery) and the
-corpus is ema_boundary/corpus.py. Output folder: final/ (model + tokenizer + model card), checkpoints/step_N/,
-tokenizer/, metrics.jsonl, train_config.json. An earlier run in the output folder resumes from its newest
-checkpoint; Ctrl-C, SIGTERM and SIGUSR1 save one and print the command that resumes. `--push_to_hub
-[--hub_model_id NAME]` checks the hub before training and uploads final/ once it is complete.
+The YAML names the model (a hub_configs/ config folder, trained from scratch; or, as run_clm, a trained folder whose
+weights the run continues from) and the hyperparameters; flags of the same names override it. This file is the loop;
+its pieces are the `training` package (data, loss, optimizer and schedule, the run folder and its checkpoints, the
+model card, the console, stop signals, the hub, the --seeds ensemble), the settings are train_config.py (every YAML
+key, the flags, the output folder's rules, checkpoint discovery) and the corpus is ema_boundary/corpus.py. Output
+folder: final/ (model + tokenizer + model card), checkpoints/step_N/, tokenizer/, metrics.jsonl, train_config.json.
+An earlier run in the output folder resumes from its newest checkpoint; Ctrl-C, SIGTERM and SIGUSR1 save one and
+print the command that resumes. `--push_to_hub [--hub_model_id NAME]` checks the hub before training and uploads
+final/ once it is complete.
 See docs/training.md.
 """
 

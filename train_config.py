@@ -358,8 +358,10 @@ def read_yaml(path: str | Path | None, flags: dict[str, Any] | None = None) -> d
     """Every setting: the defaults, then the YAML at ``path`` (if any), then ``flags`` (None: not given); checked.
 
     Each YAML key is a setting's name (an older spelling is a flag only, :data:`OLD_NAMES`). Errors name the file
-    and line, or the flag. ``model_name_or_path`` is resolved (see :func:`resolve_model_config`) and must hold a
-    config.json; ``data`` becomes a list of sources.
+    and line, or the flag. ``model_name_or_path`` (or ``config_name``) is resolved (see
+    :func:`resolve_model_config`) and must hold a config.json; afterwards ``model_name_or_path`` names the folder
+    whose config.json builds the model, and :func:`pretrained_weights` says whether its weights are loaded.
+    ``data`` becomes a list of sources.
     """
     cfg = {k: s.default for k, s in SETTINGS.items()}
     where: dict[str, str] = {}  # where each setting that is not a default was given: "file:line" or "--flag"
