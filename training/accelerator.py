@@ -61,12 +61,12 @@ def launch_processes(script: str, argv: list[str]) -> None:
     if not launched or "WORLD_SIZE" in env or any(k in env for k in MPI_SIZE_VARIABLES):
         return
     processes = _launcher_processes()
+    if processes == "1":  # several machines of one process each: Accelerate's own business
+        return
     command = ["torchrun", "--standalone", "--nproc_per_node", processes or "N", script, *argv]
     if processes is None or not processes.isdigit() or torch.cuda.is_available():
         raise ConfigError(f"accelerate launch started 1 process, not {processes or 'several'}; run: "
                           + shlex.join(command))
-    if processes == "1":
-        return
     print(f"train.py: accelerate launch started 1 process for {processes} on the CPU; running "
           f"{shlex.join(command)}", flush=True)
     os.execv(sys.executable, [sys.executable, "-m", "torch.distributed.run", *command[1:]])
