@@ -4,14 +4,15 @@
     python train.py --config hub_configs/spen-tiny/train.yaml                      # CPU, seconds
     torchrun --nproc_per_node 2 train.py --config hub_configs/gpt2-tiny/train.yaml # 2 CPU processes (gloo)
 
-The YAML names the model config (a hub_configs/ folder) and the hyperparameters; flags of the same names override
-it. This file is the loop; its pieces are the `training` package (data, loss, optimizer and schedule, the run
-folder and its checkpoints, the model card, the console, stop signals, the hub, the --seeds ensemble), the
-settings are train_config.py (every YAML key, the flags, the output folder's rules, checkpoint discovery) and the
-corpus is ema_boundary/corpus.py. Output folder: final/ (model + tokenizer + model card), checkpoints/step_N/,
-tokenizer/, metrics.jsonl, train_config.json. An earlier run in the output folder resumes from its newest
-checkpoint; Ctrl-C, SIGTERM and SIGUSR1 save one and print the command that resumes. `--push_to_hub
-[--hub_model_id NAME]` checks the hub before training and uploads final/ once it is complete.
+The YAML names the model (a hub_configs/ config folder, trained from scratch; or, as run_clm, a trained folder whose
+weights the run continues from) and the hyperparameters; flags of the same names override it. This file is the loop;
+its pieces are the `training` package (data, loss, optimizer and schedule, the run folder and its checkpoints, the
+model card, the console, stop signals, the hub, the --seeds ensemble), the settings are train_config.py (every YAML
+key, the flags, the output folder's rules, checkpoint discovery) and the corpus is ema_boundary/corpus.py. Output
+folder: final/ (model + tokenizer + model card), checkpoints/step_N/, tokenizer/, metrics.jsonl, train_config.json.
+An earlier run in the output folder resumes from its newest checkpoint; Ctrl-C, SIGTERM and SIGUSR1 save one and
+print the command that resumes. `--push_to_hub [--hub_model_id NAME]` checks the hub before training and uploads
+final/ once it is complete.
 See docs/training.md.
 """
 
@@ -29,7 +30,7 @@ from pathlib import Path
 
 import torch
 from accelerate import PartialState
-from accelerate.utils import is_tensorboard_available, set_seed
+from accelerate.utils import set_seed
 from tqdm.auto import tqdm
 from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -41,8 +42,15 @@ from ema_boundary.corpus import DataError
 from ema_boundary.params import parameter_counts
 from train_config import EXIT_BAD_INPUT, EXIT_PUSH_FAILED, ConfigError
 from training.accelerator import JSONLTracker as JSONLTracker  # tests reach the tracker through train
-from training.accelerator import join_processes, make_accelerator
-from training.card import model_card
+from training.accelerator import (
+    init_trackers,
+    join_processes,
+    launch_processes,
+    log_metrics,
+    make_accelerator,
+    trackers,
+)
+from training.card import local_location, model_card
 from training.checkpoint import (
     check_model_config,
     lock_output,
@@ -59,6 +67,7 @@ from training.interrupt import Interrupt, Interrupted
 from training.loss import evaluate, objective, prediction_loss_weight, train_losses
 from training.loss import lm_loss as lm_loss  # the project's loss, used through train by eval's harness test
 from training.optim import build_optimizer, build_scheduler
+from training.pretrained import load_pretrained
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -79,9 +88,14 @@ def train(interrupt: Interrupt) -> Path:
     argv = interrupt.argv
     started = time.perf_counter()
     args = train_config.parse_args(argv)
-    if args.seeds is not None:  # several seeds as one ensemble in this process: training/ensemble.py
-        return train_seeds(args, argv, args.seeds, args.ensemble_engine, interrupt)
     cfg = train_config.load_config(args)
+    weights = train_config.pretrained_weights(cfg)  # None: trained from scratch (a config alone)
+    if args.seeds is not None:  # several seeds as one ensemble in this process: training/ensemble.py
+        if weights is not None:  # the ensemble initialises every seed from scratch: it would drop the weights
+            raise ConfigError(f"--seeds trains each seed from scratch, and {weights} holds weights; train one run "
+                              "from them (--seed N), or pass its config alone with --config_name")
+        return train_seeds(args, argv, args.seeds, args.ensemble_engine, interrupt)
+    launch_processes(sys.argv[0] if Path(sys.argv[0]).name == "train.py" else "train.py", argv)  # as launched
     out = Path(cfg["output_dir"])
     earlier = train_config.check_output(out, args.overwrite_output_dir)
     repo_id = train_config.hub_repo_id(args, out)
@@ -106,27 +120,34 @@ def train(interrupt: Interrupt) -> Path:
     check_positions(cfg, model_cfg)
     if ckpt:
         check_model_config(ckpt, start, model_cfg, Path(cfg["model_name_or_path"]) / "config.json")
+    initial = None  # the weights the run starts from, loaded (and checked against config.json) before any write
+    if weights is not None and not ckpt:  # a resumed run's weights are its checkpoint's
+        initial = load_pretrained(weights)
     tokenizer, tokenizer_name = tokenizer_for_run(cfg, model_cfg.vocab_size, run_dir, saved)
     val = corpus.validation_blocks(cfg["data"], cfg["val_every"], tokenizer, cfg["block_size"],
                                        cfg["max_eval_samples"])
     test = held_out_test(cfg, tokenizer)  # None without a test split
-    if cfg["report_to"] == "tensorboard" and not is_tensorboard_available():
-        raise ConfigError(f"{args.config}: report_to tensorboard, but tensorboard is not installed")
+    extra_trackers = trackers(cfg)  # report_to: a tracker that is not installed is refused here
     if repo_id:
         repo_id = check_hub(repo_id)
     warn_about_schedule(cfg)  # the input is good: now what may not be what was meant
 
-    accelerator = make_accelerator(cfg, out, accum, cpu)
+    accelerator = make_accelerator(cfg, out, accum, cpu, extra_trackers)
     interrupt.out, interrupt.processes, interrupt.main = out, world, accelerator.is_main_process
     prepare_output(accelerator, out, cfg, tokenizer, tokenizer_name, metrics_text, changes, args.overwrite_output_dir,
                    ["train.py", *argv])
-    accelerator.init_trackers("train", config={k: str(v) for k, v in cfg.items()})
+    init_trackers(accelerator, cfg)
 
     set_seed(cfg["seed"])
-    model = AutoModelForCausalLM.from_config(model_cfg)
+    # As run_clm: the folder's weights when it has them (model_name_or_path), else a fresh initialisation of the
+    # config (config_name, or a folder with config.json alone).
+    model = initial if initial is not None else AutoModelForCausalLM.from_config(model_cfg)
     counts = parameter_counts(model)  # before FSDP shards them; tied weights once
     where = f"{accelerator.distributed_type.value} x {world} processes" if world > 1 else "1 process"
-    log.info(f"train.py: {Path(cfg['model_name_or_path']).name}, {counts.total:,} parameters "
+    start_from = (f"from the weights of {weights}" if initial is not None
+                  else f"resumed from {ckpt.name}" if ckpt else "initialised from scratch")
+    log.info(f"train.py: {train_config.model_label(cfg['model_name_or_path'])} ({start_from}), {counts.total:,} "
+             "parameters "
              f"({counts.non_embedding:,} non-embedding); {cfg['max_steps']} steps x {cfg['total_train_batch_size']} "
              f"sequences x {cfg['block_size']} tokens; {accelerator.device}, {where}, gradient accumulation {accum}, "
              f"mixed precision {cfg['mixed_precision']}; output {out}")
@@ -225,7 +246,7 @@ def train(interrupt: Interrupt) -> Path:
             log.info(f"step {step}/{last}: test loss {test_loss:.4f}, perplexity {math.exp(test_loss):.2f} "
                      f"({test.tokens:,} tokens of {test.documents} test documents)")
         if metrics:
-            accelerator.log(metrics, step=step)
+            log_metrics(accelerator, metrics, step)
         if save_now:
             state = {"step": step, "pos": pos, "tokens": step * tokens_per_step, **record}
             save_checkpoint(accelerator, out, step, state, cfg["save_total_limit"])
@@ -244,14 +265,15 @@ def train(interrupt: Interrupt) -> Path:
         val_loss = evaluate(model, val_loader, accelerator)
     if test_loader is not None and math.isnan(test_loss):  # the same, and the test score is the run's record
         test_loss = evaluate(model, test_loader, accelerator)
-        accelerator.log(test.metrics(test_loss), step=step)
+        log_metrics(accelerator, test.metrics(test_loss), step)
     command = "train.py " + shlex.join(argv)
     train_docs = corpus.split_sizes(n_docs, cfg["val_every"], cfg["test_every"])["train"] - dropped if n_docs else 0
-    location = repo_id or str((out / "final").resolve())  # where the card's code loads the model from
+    location = repo_id or local_location(out)  # where the card's code loads the model from: no machine path
     final = save_final(accelerator, model, tokenizer, out, model_card(
         cfg, model_cfg, counts, step, pos, train_docs, val_loss, command, tokenizer_name, repo_id or out.resolve().name,
         location, test=test.metrics(test_loss) if test is not None else None,
-        epoch_blocks=getattr(train_set, "blocks_per_epoch", 0), changes=changes))
+        epoch_blocks=getattr(train_set, "blocks_per_epoch", 0), changes=changes,
+        initial=train_config.model_label(weights) if weights is not None else None))
     accelerator.end_training()  # closes the trackers and the process group
     elapsed = timedelta(seconds=round(time.perf_counter() - started))
     scored = f"; test loss {test_loss:.4f}, perplexity {math.exp(test_loss):.2f}" if test is not None else ""

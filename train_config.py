@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from accelerate.utils import LoggerType
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 from safetensors import safe_open
 
@@ -36,6 +37,13 @@ from ema_boundary import corpus
 from ema_boundary.cli import EXIT_INTERRUPTED, EXIT_UPLOAD_FAILED, EXIT_USAGE, HelpFormatter, UsageError, UsageParser
 from ema_boundary.io import MARKER, OutputError, check_output_dir, output_owner, write_json
 from ema_boundary.yamlio import YAMLFileError, load_yaml
+
+# Accelerate's trackers (accelerate.utils.LoggerType), by the names report_to takes.
+TRACKERS = tuple(str(t) for t in LoggerType if str(t) != "all")
+# What save_pretrained writes (transformers' file names): a folder with one of them has weights to start from.
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "pytorch_model.bin.index.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model")
 
 REPO = Path(__file__).resolve().parent
 TOOL = "train.py"  # the name in the output folder's marker file
@@ -54,15 +62,19 @@ class Setting:
 # Every setting, in the order --help lists them. Names follow transformers' TrainingArguments and run_clm.py
 # where they have one; the rest (data, val_every, ...) are this project's.
 SETTINGS: dict[str, Setting] = {
-    "model_name_or_path": Setting(None, "model config: a folder with config.json, e.g. hub_configs/spen-130m; the "
-                                        "model is trained from scratch (required)", ("model_config", "config_name"),
-                                  str),
+    "model_name_or_path": Setting(None, "the model: a folder with weights (train.py's final/, any save_pretrained "
+                                        "folder) continues from them, with its tokenizer, as run_clm; a folder with "
+                                        "config.json alone (e.g. hub_configs/spen-tiny) is trained from scratch "
+                                        "(this or config_name is required)", ("model_config",), str),
+    "config_name": Setting(None, "a model config alone (a folder with config.json): trained from scratch, weights "
+                                 "beside it unread, as run_clm's --config_name", (), str),
     "data": Setting("embedded", "'c4' (streamed), 'embedded' (Python's help topics + standard-library docstrings; "
                                 "'embedded:pydoc' or 'embedded:stdlib' for one part) or local .txt/.jsonl/.parquet "
                                 "files"),
     "tokenizer_name": Setting(None, "hub name or folder; unset (or unavailable): a byte-level BPE trained on the data",
                               ("tokenizer",), str),
-    "output_dir": Setting(None, "output folder (unset: outputs/<model config folder name>)", (), str),
+    "output_dir": Setting(None, "output folder (unset: outputs/<model folder name>, or outputs/<name>-continued "
+                                "for a folder whose weights are loaded)", (), str),
     "block_size": Setting(1024, "tokens per sequence"),
     "total_train_batch_size": Setting(512, "sequences per optimizer step, all processes together",
                                       ("batch_size",)),
@@ -91,8 +103,10 @@ SETTINGS: dict[str, Setting] = {
                              "every N-th (C4: the odd documents of its validation split); the final model is scored "
                              "on them (test_loss in the last metrics.jsonl record). 0: no test split"),
     "drop_shared_documents": Setting(False, "local data: a training document with the text of a validation or test "
-                                            "document (a file given twice) is refused (false) or left out of "
-                                            "training and counted (true)"),
+                                            "document longer than 200 characters (a file given twice: a leak) is "
+                                            "refused (false) or left out of training and counted (true); shorter "
+                                            "exact repeats (headings, one-line speeches) leave the held-out splits "
+                                            "instead, counted in one line"),
     "max_test_samples": Setting(None, "test sequences scored at the end (unset: every block of the test split)",
                                 (), int),
     "bpe_train_docs": Setting(100000, "documents used to train the BPE tokenizer when one is trained"),
@@ -102,7 +116,13 @@ SETTINGS: dict[str, Setting] = {
     "shuffle_buffer": Setting(corpus.DEFAULT_SHUFFLE_BUFFER, "streamed data (C4): documents in the shuffle buffer "
                                                              "(local/embedded data are shuffled whole)"),
     "seed": Setting(1337, "seed for initialisation and the order of the shuffled training data"),
-    "report_to": Setting("none", "extra tracker: 'tensorboard', 'wandb' or 'none' (metrics.jsonl always)"),
+    "report_to": Setting("none", "trackers besides metrics.jsonl (always written), as transformers' report_to: "
+                                 "comma-separated names of Accelerate's trackers (" + ", ".join(TRACKERS) + "), "
+                                 "'all' (every one installed) or 'none'"),
+    "run_name": Setting(None, "the run's name in the trackers (unset: the output folder's name)", (), str),
+    "tracker_project_name": Setting("ema-boundary", "the trackers' project (wandb, trackio, comet_ml, swanlab), "
+                                                    "experiment (mlflow) or folder in the output folder (tensorboard, "
+                                                    "aim)"),
 }
 # The older flag spellings (and the names older runs saved their settings under): old -> setting.
 OLD_NAMES: dict[str, str] = {old: key for key, s in SETTINGS.items() for old in s.old}
@@ -111,7 +131,8 @@ OLD_NAMES: dict[str, str] = {old: key for key, s in SETTINGS.items() for old in 
 # step in train_config.json and the model card. Every other setting must be the checkpoint's (check_resume).
 CHANGEABLE_ON_RESUME = ("max_steps", "logging_steps", "eval_steps", "max_eval_samples", "save_steps",
                         "save_total_limit", "max_test_samples", "per_device_train_batch_size",
-                        "gradient_accumulation_steps", "mixed_precision", "torch_compile", "report_to", "output_dir")
+                        "gradient_accumulation_steps", "mixed_precision", "torch_compile", "report_to", "run_name",
+                        "tracker_project_name", "output_dir")
 # The settings that fix the data stream (the rest of the settings a resume may not change fix the learning).
 RESUME_INVARIANTS = ("model_name_or_path", "data", "block_size", "total_train_batch_size", "val_every",
                      "test_every", "shuffle", "shuffle_buffer", "seed")
@@ -127,7 +148,7 @@ RUN_FILES = (MARKER, "checkpoints", "final", "tokenizer", "metrics.jsonl", "trai
 POSITIVE = ("block_size", "total_train_batch_size", "per_device_train_batch_size", "gradient_accumulation_steps",
             "max_steps", "logging_steps", "eval_steps", "max_eval_samples", "save_steps", "save_total_limit",
             "val_every", "bpe_train_docs", "max_test_samples", "shuffle_buffer")
-CHOICES = {"mixed_precision": ("no", "bf16", "fp16"), "report_to": ("none", "tensorboard", "wandb")}
+CHOICES = {"mixed_precision": ("no", "bf16", "fp16")}
 BOUNDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "learning_rate": (lambda v: 0 < v < float("inf"), "a positive number"),
     "min_lr_ratio": (lambda v: 0 <= v <= 1, "a number in [0, 1]"),
@@ -140,10 +161,13 @@ BOUNDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "seed": (lambda v: 0 <= v < 2**32, "an integer in [0, 2**32)"),
     **{k: (lambda v: v >= 1, "a positive integer") for k in POSITIVE},
     **{k: (lambda v, c=c: v in c, "one of " + ", ".join(map(repr, c))) for k, c in CHOICES.items()},
+    "report_to": (lambda v: v in ("none", "all") or all(t in TRACKERS for t in v.split(",")),
+                  "'none', 'all' or tracker names, comma-separated (" + ", ".join(TRACKERS) + ")"),
 }
 
 __all__ = ["SETTINGS", "OLD_NAMES", "EXIT_BAD_INPUT", "EXIT_PUSH_FAILED", "EXIT_INTERRUPTED", "ConfigError",
-           "parse_args", "overrides", "load_config", "read_yaml", "resolve_model_config", "resolve_batch",
+           "parse_args", "overrides", "load_config", "read_yaml", "resolve_model_config", "pretrained_weights",
+           "model_label", "resolve_batch",
            "hub_repo_id", "check_output", "find_checkpoint", "check_resume", "checkpoint_problem", "checkpoint_files",
            "kept_metrics", "clear_run", "write_marker"]
 
@@ -262,8 +286,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
             settings.add_argument(*names, dest=key, choices=CHOICES[key], help=help_text)
         else:
             kind = s.type or type(s.default)
-            metavar = {"model_name_or_path": "DIR", "tokenizer_name": "NAME_OR_DIR", "output_dir": "DIR"}.get(
-                key, {int: "N", float: "X"}.get(kind))
+            metavar = {"model_name_or_path": "DIR", "config_name": "DIR", "tokenizer_name": "NAME_OR_DIR",
+                       "output_dir": "DIR"}.get(key, {int: "N", float: "X"}.get(kind))
             settings.add_argument(*names, dest=key, type=kind, metavar=metavar, help=help_text)
     return p.parse_args(argv)
 
@@ -334,8 +358,10 @@ def read_yaml(path: str | Path | None, flags: dict[str, Any] | None = None) -> d
     """Every setting: the defaults, then the YAML at ``path`` (if any), then ``flags`` (None: not given); checked.
 
     Each YAML key is a setting's name (an older spelling is a flag only, :data:`OLD_NAMES`). Errors name the file
-    and line, or the flag. ``model_name_or_path`` is resolved (see :func:`resolve_model_config`) and must hold a
-    config.json; ``data`` becomes a list of sources.
+    and line, or the flag. ``model_name_or_path`` (or ``config_name``) is resolved (see
+    :func:`resolve_model_config`) and must hold a config.json; afterwards ``model_name_or_path`` names the folder
+    whose config.json builds the model, and :func:`pretrained_weights` says whether its weights are loaded.
+    ``data`` becomes a list of sources.
     """
     cfg = {k: s.default for k, s in SETTINGS.items()}
     where: dict[str, str] = {}  # where each setting that is not a default was given: "file:line" or "--flag"
@@ -368,13 +394,28 @@ def read_yaml(path: str | Path | None, flags: dict[str, Any] | None = None) -> d
         elif total > accum:
             cfg["gradient_accumulation_steps"] = None
 
-    if not cfg["model_name_or_path"]:
-        raise ConfigError(f"{source}: model_name_or_path is missing (a model config folder, e.g. "
-                          "hub_configs/spen-tiny; in the YAML or as --model_name_or_path)")
-    cfg["model_name_or_path"] = resolve_model_config(cfg["model_name_or_path"])
-    model_json = Path(cfg["model_name_or_path"]) / "config.json"
+    # The model: weights and their config (model_name_or_path), or a config alone (config_name), as run_clm. Where
+    # both are given the later level decides (a flag over the YAML); at one level they contradict each other.
+    if cfg["config_name"] and cfg["model_name_or_path"]:
+        if level["config_name"] == level["model_name_or_path"]:
+            raise ConfigError(f"{where['config_name']}: config_name trains a config from scratch and "
+                              "model_name_or_path continues from a folder's weights; pass one")
+        loser = "model_name_or_path" if level["config_name"] > level["model_name_or_path"] else "config_name"
+        cfg[loser] = None
+    key = "config_name" if cfg["config_name"] else "model_name_or_path"
+    if not cfg[key]:
+        raise ConfigError(f"{source}: model_name_or_path is missing (a model folder: train.py's final/ to continue "
+                          "from, or a config folder such as hub_configs/spen-tiny; in the YAML or as a flag)")
+    folder = resolve_model_config(cfg[key])
+    model_json = Path(folder) / "config.json"
     if not model_json.is_file():
-        raise ConfigError(f"{where['model_name_or_path']}: {model_json}: no such file")
+        inside = " (its model is in final/)" if (Path(folder) / "final" / "config.json").is_file() else ""
+        raise ConfigError(f"{where[key]}: {model_json}: no such file{inside}")
+    # From here on model_name_or_path names the folder whose config.json builds the model (what every reader of a
+    # train.py YAML expects); config_name, when set, says that it is trained from scratch.
+    cfg["model_name_or_path"] = folder
+    if key == "config_name":
+        cfg["config_name"] = folder
     try:
         model_type = json.loads(model_json.read_bytes()).get("model_type")
     except (ValueError, AttributeError) as e:  # not JSON, not UTF-8, or not a JSON object
@@ -385,8 +426,31 @@ def read_yaml(path: str | Path | None, flags: dict[str, Any] | None = None) -> d
         cfg["data"] = corpus.parse_data(cfg["data"])
     except corpus.DataError as e:
         raise ConfigError(str(e)) from None
-    cfg["output_dir"] = cfg["output_dir"] or f"outputs/{Path(cfg['model_name_or_path']).name}"
+    weights = pretrained_weights(cfg)
+    if weights is not None and cfg["tokenizer_name"] is None:  # the weights' token ids are its tokenizer's
+        if not any((weights / f).is_file() for f in TOKENIZER_FILES):
+            raise ConfigError(f"{where['model_name_or_path']}: {weights} has weights but no tokenizer; pass "
+                              "--tokenizer_name (the tokenizer it was trained with)")
+        cfg["tokenizer_name"] = str(weights)
+    if not cfg["output_dir"]:
+        cfg["output_dir"] = f"outputs/{model_label(folder)}" + ("-continued" if weights is not None else "")
     return cfg
+
+
+def pretrained_weights(cfg: dict[str, Any]) -> Path | None:
+    """The folder whose weights the run starts from (``model_name_or_path`` holding weights, unless
+    ``config_name`` asks for the config alone), or None: trained from scratch."""
+    if cfg.get("config_name"):
+        return None
+    folder = Path(cfg["model_name_or_path"])
+    return folder if any((folder / f).is_file() for f in WEIGHT_FILES) else None
+
+
+def model_label(folder: str | Path) -> str:
+    """How logs, the model card and the default output folder name a model folder: train.py's ``final/`` by its
+    run's folder."""
+    path = Path(folder)
+    return path.parent.name if path.name == "final" and path.parent.name else path.name
 
 
 def resolve_batch(cfg: dict[str, Any], processes: int) -> int:
@@ -559,7 +623,7 @@ def check_resume(ckpt: Path | None, out: Path, cfg: dict[str, Any]) -> tuple[Pat
     # The model's content is compared (train.py: config.json against the checkpoint's), not its folder's name,
     # where the checkpoint kept it.
     fixed = [k for k in SETTINGS if k not in CHANGEABLE_ON_RESUME
-             and not (k == "model_name_or_path" and "model_config" in state)]
+             and not (k in ("model_name_or_path", "config_name") and "model_config" in state)]
     checked = fixed if "config" in state else RESUME_INVARIANTS  # an older run's file: the data stream only
     for key in checked:
         # A setting the saved run predates had its default then (test_every: no test split), or PREDATED's value.

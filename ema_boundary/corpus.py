@@ -59,6 +59,7 @@ import sysconfig
 import tokenize
 import warnings
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from pydoc_data.topics import topics
 
@@ -85,6 +86,10 @@ EMBEDDED_STDLIB = "embedded:stdlib"
 EMBEDDED_SOURCES = (EMBEDDED, EMBEDDED_PYDOC, EMBEDDED_STDLIB)
 EOS = "<|endoftext|>"
 SUFFIXES = (".txt", ".jsonl", ".json", ".parquet")
+# A document this short (a heading, a one-line speech) may repeat in a text as it comes: an exact copy of it in
+# training and held out is kept out of the held-out splits, not refused as a leak (WikiText-2's longest repeated
+# heading has 36 characters; TinyShakespeare repeats short speeches).
+SHORT_DOC_CHARS = 200
 # About 5,000 GPT-2 tokens of English: rarely cuts a real paragraph (the longest of WikiText-2 valid has 9,397
 # characters), and a book without blank lines becomes many documents rather than one.
 MAX_DOC_CHARS = 20_000
@@ -409,10 +414,12 @@ def documents(data: list[str], split: str, val_every: int, test_every: int = 0):
         ds = ds.filter(lambda _, i: (i % val_every == 0) == held_out, with_indices=True)
     else:
         ds = ds.filter(lambda _, i: split_of(i, val_every, test_every) == split, with_indices=True)
-    if split == "train" and data[0] not in EMBEDDED_SOURCES:
-        held = _held_out_digests(tuple(data), val_every, test_every, _stamp(data))
-        if shared_documents(data, val_every, test_every)[0]:  # never train on a held-out document's text
-            ds = ds.filter(lambda ex: _digest(ex["text"]) not in held)
+    if data[0] not in EMBEDDED_SOURCES:  # local files: text shared across the splits (see shared_documents)
+        digests = _split_digests(tuple(data), val_every, test_every, _stamp(data))
+        if split == "train" and digests.leaked:  # never train on a held-out document's text
+            ds = ds.filter(lambda ex: _digest(ex["text"]) not in digests.held)
+        elif split != "train" and digests.repeated:  # never score a heading the model trained on
+            ds = ds.filter(lambda ex: _digest(ex["text"]) not in digests.repeated)
     return ds
 
 
@@ -425,43 +432,74 @@ def _stamp(data: list[str]) -> tuple:
     return tuple((d, *((st := os.stat(d)).st_size, st.st_mtime_ns)) for d in data)
 
 
+@dataclass(frozen=True)
+class SplitDigests:
+    """The local files' documents by text: what is shared between training and the held-out splits."""
+
+    rows: list[tuple[int, str, str, str, int]]  # (index, file, digest, split, characters) of every document
+    repeated: frozenset[str]  # short texts (<= SHORT_DOC_CHARS) in training and held out: kept out of the held-out
+    held: frozenset[str]  # the texts of the held-out documents that stay held out
+    leaked: int  # training documents with the text of one of them (substantial: a file given twice, a copy)
+
+
 @functools.lru_cache(maxsize=8)
-def _split_digests(data: tuple[str, ...], val_every: int, test_every: int, stamp: tuple) -> tuple[list, set]:
-    """The local files' documents as (index, file, digest, split), and the digests of the held-out ones."""
-    rows, held = [], set()
+def _split_digests(data: tuple[str, ...], val_every: int, test_every: int, stamp: tuple) -> SplitDigests:
+    """The local files' documents as :class:`SplitDigests` (``stamp``: the files' sizes and times, for the cache)."""
+    rows = []
     index = 0
     for path in data:
         for text in file_documents(Path(path)):
-            digest, split = _digest(text), split_of(index, val_every, test_every)
-            rows.append((index, path, digest, split))
-            if split != "train":
-                held.add(digest)
+            rows.append((index, path, _digest(text), split_of(index, val_every, test_every), len(text)))
             index += 1
-    return rows, held
-
-
-def _held_out_digests(data: tuple[str, ...], val_every: int, test_every: int, stamp: tuple) -> set:
-    return _split_digests(data, val_every, test_every, stamp)[1]
+    trained = {digest for _, _, digest, split, _ in rows if split == "train"}
+    held_out = {digest for _, _, digest, split, _ in rows if split != "train"}
+    repeated = {digest for _, _, digest, _, size in rows if size <= SHORT_DOC_CHARS and digest in trained & held_out}
+    held = held_out - repeated
+    leaked = sum(1 for _, _, digest, split, _ in rows if split == "train" and digest in held)
+    return SplitDigests(rows, frozenset(repeated), frozenset(held), leaked)
 
 
 def shared_documents(data: list[str], val_every: int, test_every: int = 0) -> tuple[int, str | None]:
-    """How many training documents of local files have the text of a validation or test document (a file passed
-    twice, a paragraph copied), and the first of them ("FILE: document N, also document M (validation)").
-    Training never reads them (:func:`documents` drops them from the training split); train.py refuses such
-    data unless told to drop them. C4 and the embedded corpus: (0, None), not checked."""
+    """How many training documents of local files have the text of a validation or test document that is more than
+    a short line (a file passed twice, a paragraph copied: a leak), and the first of them ("FILE: document N, also
+    document M (validation)"). Training never reads them (:func:`documents` drops them from the training split);
+    train.py refuses such data unless told to drop them. Short repeats (:func:`repeated_documents`) are not counted
+    here: they leave the held-out splits instead. C4 and the embedded corpus: (0, None), not checked."""
     if data == [C4] or data[0] in EMBEDDED_SOURCES:
         return 0, None
-    rows, held = _split_digests(tuple(data), val_every, test_every, _stamp(data))
+    digests = _split_digests(tuple(data), val_every, test_every, _stamp(data))
+    if not digests.leaked:
+        return 0, None
     first_held = {}
-    for index, _, digest, split in rows:
+    for index, _, digest, split, _ in digests.rows:
         if split != "train":
             first_held.setdefault(digest, (index, split))
-    shared = [(index, path, first_held[digest]) for index, path, digest, split in rows
-              if split == "train" and digest in held]
-    if not shared:
-        return 0, None
-    index, path, (other, split) = shared[0]
-    return len(shared), f"{path}: document {index}, also document {other} ({split})"
+    index, path, (other, split) = next((index, path, first_held[digest]) for index, path, digest, split, _
+                                       in digests.rows if split == "train" and digest in digests.held)
+    return digests.leaked, f"{path}: document {index}, also document {other} ({split})"
+
+
+def repeated_documents(data: list[str], val_every: int, test_every: int = 0) -> tuple[int, int, str | None]:
+    """Short documents (at most SHORT_DOC_CHARS characters: a heading such as WikiText's ``= = History = =``, a
+    one-line speech) whose exact text is both in training and held out: ``(held-out documents left out of
+    validation and test, training documents of those texts, the first such text)``. :func:`documents` reads the
+    held-out splits without them, so that no score counts a line the model trained on; training keeps them. C4 and
+    the embedded corpus: (0, 0, None), not checked."""
+    if data == [C4] or data[0] in EMBEDDED_SOURCES:
+        return 0, 0, None
+    digests = _split_digests(tuple(data), val_every, test_every, _stamp(data))
+    if not digests.repeated:
+        return 0, 0, None
+    rows = [row for row in digests.rows if row[2] in digests.repeated]
+    held_out = sum(1 for row in rows if row[3] != "train")
+    first = next(row for row in rows if row[3] != "train")
+    return held_out, len(rows) - held_out, _document_text(first[1], first[0], digests.rows)
+
+
+def _document_text(path: str, index: int, rows: list) -> str:
+    """The text of document ``index`` (counted over every file), read again from ``path``."""
+    offset = next(i for i, file, *_ in rows if file == path)
+    return next(itertools.islice(file_documents(Path(path)), index - offset, None))
 
 
 # --------------------------------------------------------------------------------------------- tokenizer

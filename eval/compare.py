@@ -3,8 +3,14 @@
     python -m eval.compare --model_name_or_path outputs/spen-tiny/final outputs/gpt2-tiny/final gpt2 \\
         --tasks pydoc_val,grammar_roles --output_dir outputs/compare
 
-A model is a local folder (a SPEN checkpoint, a GPT-2 folder, train.py's final/) or a hub name. Tasks
-are looked up in eval/tasks (plus --include_path) and in the harness's own registry. Writes
+    python -m eval.compare --model_name_or_path spen=outputs/spen-tiny/final gpt2=outputs/gpt2-tiny/final \
+        --text my.txt --output_dir outputs/compare-mine      # your own text: bits per byte, word perplexity
+
+A model is a local folder (a SPEN checkpoint, a GPT-2 folder, train.py's final/) or a hub name, optionally
+labelled ``NAME=FOLDER`` (the label names its column and bar). Tasks are looked up in eval/tasks (plus
+--include_path) and in the harness's own registry; ``--text FILE`` adds a perplexity task on a file of yours
+(.txt, .jsonl, .parquet, or ``embedded``), cut into documents and held out as train.py does (its validation
+documents by default, as eval.gap and eval.probes read --text). Writes
 
 - ``results.json``: per model, the metrics of every task (and group), or why the model did not run;
 - ``table.md``: one row per task and metric, one column per model;
@@ -21,8 +27,11 @@ otherwise, 2 for bad arguments (nothing written).
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import re
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -38,11 +47,12 @@ from ema_boundary.cli import (
     first_line,
     flatten,
     looks_like_path,
+    non_negative_int,
     positive_int,
 )
 from ema_boundary.figures import pyplot
-from ema_boundary.io import atomic_dir, check_output_dir, write_json
-from eval.probes.models import ModelError, resolve_model
+from ema_boundary.io import atomic_dir, check_output_dir, write_json, write_jsonl
+from eval.probes.models import ModelError, resolve_model, split_name
 
 TOOL = "eval.compare"  # whose output folder this is (ema_boundary.io's marker)
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
@@ -94,19 +104,57 @@ def _fmt(v: float | None) -> str:
 
 
 def _pretrained(names: Sequence[str]) -> dict[str, str | ModelError]:
-    """Each model's loadable path or hub id, or why a hub name cannot be had (recorded, not fatal). A local
-    folder that is missing or broken is a typo or a damaged checkpoint: UsageError, before any work."""
+    """Each model's loadable path or hub id, or why a hub name cannot be had (recorded, not fatal), by its label:
+    NAME of ``NAME=FOLDER_OR_HUB_NAME``, else the model as given. A local folder that is missing or broken is a
+    typo or a damaged checkpoint, and two models of one label are ambiguous: UsageError, before any work."""
     found: dict[str, str | ModelError] = {}
     for name in names:
+        try:
+            label = split_name(name)[0] or name
+        except ModelError as e:
+            raise UsageError(f"--model_name_or_path {e}") from None
+        if label in found:
+            raise UsageError(f"--model_name_or_path: two models are labelled {label!r}; give each its own NAME=")
         try:
             spec = resolve_model(name, trust_remote_code=True)
         except ModelError as e:
             if Path(name).exists() or looks_like_path(name) or "=" in name:
                 raise UsageError(f"--model_name_or_path {e}") from None
-            found[name] = e
+            found[label] = e
             continue
-        found[name] = str(Path(spec.location).resolve()) if spec.source == "folder" else spec.location
+        found[label] = str(Path(spec.location).resolve()) if spec.source == "folder" else spec.location
     return found
+
+
+def text_task(text: str, folder: Path, split: str = "validation", val_every: int = 10,
+              test_every: int = 0) -> tuple[str, dict[str, Any]]:
+    """``--text``: the documents of ``text`` (a local file or ``embedded``) as a perplexity task in ``folder`` (its
+    JSON lines and a YAML including eval/tasks' perplexity template); returns the task's name and what results.json
+    records of it. The documents are train.py's: cut by :func:`ema_boundary.corpus.file_documents`, held out by
+    ``val_every`` and ``test_every``, ``split`` one of validation, test, train or all."""
+    from ema_boundary import corpus
+
+    try:
+        if text not in corpus.EMBEDDED_SOURCES and not Path(text).is_file():
+            raise corpus.DataError(f"{text}: no such file (or give 'embedded')")
+        corpus.check_data([text], val_every, test_every)
+        if split == "all":
+            docs = (corpus.embedded_documents(text) if text in corpus.EMBEDDED_SOURCES
+                    else list(corpus.file_documents(Path(text))))
+        else:
+            docs = [ex["text"] for ex in corpus.documents([text], split, val_every, test_every)]
+    except corpus.DataError as e:
+        raise UsageError(f"--text {first_line(e)}") from None
+    if not docs:
+        raise UsageError(f"--text {text}: no document in its {split} split (val_every {val_every}, test_every "
+                         f"{test_every})")
+    name = "text_" + (re.sub(r"\W+", "_", Path(text).stem).strip("_") or "file")
+    write_jsonl(folder / f"{name}.jsonl", [{"text": d} for d in docs])
+    (folder / f"{name}.yaml").write_text(json.dumps({  # JSON is YAML: no quoting rules to get wrong
+        "include": str(TASKS_DIR / "perplexity" / "_perplexity_template.yaml"), "task": name,
+        "dataset_path": "json", "dataset_kwargs": {"data_files": {"validation": str(folder / f"{name}.jsonl")}}}))
+    return name, {"task": name, "file": text, "split": split, "val_every": val_every, "test_every": test_every,
+                  "documents": len(docs), "characters": sum(map(len, docs))}
 
 
 def _table(result: dict[str, Any]) -> str:
@@ -123,9 +171,20 @@ def _table(result: dict[str, Any]) -> str:
         lines.append(f"| {task} | {metric} | " + " | ".join(cells) + " |")
     notes = [f"- `{m}`: not run: {r['error']}" for m, r in result["models"].items() if r["status"] != "ok"]
     settings = result["settings"]
+    text = result.get("text")
+    about = (f"; task {text['task']}: {text['file']}, {text['split']} documents ({text['documents']:,}, "
+             f"{text['characters']:,} characters; val_every {text['val_every']}, test_every {text['test_every']})"
+             if text else "")
     header = (f"lm-eval {result['lm_eval_version']}, batch size {settings['batch_size']}, "
-              f"limit {settings['limit']}, num_fewshot {settings['num_fewshot']}\n\n")
+              f"limit {settings['limit']}, num_fewshot {settings['num_fewshot']}{about}\n\n")
     return header + "\n".join(lines + ([""] + notes if notes else [])) + "\n"
+
+
+def _short(label: str) -> str:
+    """A model's bar label: a NAME= label as given, a folder by its name (train.py's final/ by its run's)."""
+    if "/" not in label:
+        return label
+    return Path(label).name if Path(label).name != "final" else Path(label).parent.name
 
 
 def _plot(result: dict[str, Any], path: Path) -> None:
@@ -139,8 +198,7 @@ def _plot(result: dict[str, Any], path: Path) -> None:
         names = [m for m in ran if metric in ran[m]["metrics"].get(task, {})]
         values = [ran[m]["metrics"][task][metric] for m in names]
         ax.bar(range(len(names)), values, color=[colors[list(ran).index(m) % len(colors)] for m in names])
-        ax.set_xticks(range(len(names)), [Path(m).name if Path(m).name != "final" else Path(m).parent.name
-                                          for m in names], rotation=25, ha="right", fontsize=8)
+        ax.set_xticks(range(len(names)), [_short(m) for m in names], rotation=25, ha="right", fontsize=8)
         if metric in LOG_SCALE and all(v > 0 for v in values):
             ax.set_yscale("log")
         else:
@@ -156,9 +214,11 @@ def _plot(result: dict[str, Any], path: Path) -> None:
 def compare(models: Sequence[str], tasks: Sequence[str], out_dir: str | Path, *, batch_size: int | str = 8,
             limit: int | float | None = None, num_fewshot: int | None = None, device: str | None = None,
             include_path: Sequence[str | Path] = (), model_args: str = "", seed: int | None = None,
-            overwrite: bool = False) -> dict[str, Any]:
-    """Evaluate every model on `tasks` with lm-eval's simple_evaluate; write results.json, table.md,
-    compare.png into `out_dir` (replaced atomically) and return the content of results.json.
+            overwrite: bool = False, text: str | None = None, split: str = "validation", val_every: int = 10,
+            test_every: int = 0) -> dict[str, Any]:
+    """Evaluate every model on `tasks` (and on the perplexity task of `text`, :func:`text_task`, when given) with
+    lm-eval's simple_evaluate; write results.json, table.md, compare.png into `out_dir` (replaced atomically) and
+    return the content of results.json.
 
     A hub model that cannot be found is recorded with status "missing" and its reason; the others still run.
     Unknown tasks, a broken local model folder, an output folder that is not this tool's (or is its earlier
@@ -166,20 +226,35 @@ def compare(models: Sequence[str], tasks: Sequence[str], out_dir: str | Path, *,
     `model_args` is appended to every model's arguments (e.g. "dtype=bfloat16"); `seed`, when given, seeds
     lm-eval's python, numpy, torch and few-shot generators (None: lm-eval's defaults).
     """
-    from importlib.metadata import version
-
-    import lm_eval
-    import torch
-
     if not models:
         raise UsageError("--model_name_or_path: give at least one model")
-    if not tasks:
-        raise UsageError("--tasks: give at least one task")
+    if not tasks and text is None:
+        raise UsageError("--tasks: give at least one task, or --text FILE")
     for p in include_path:
         if not Path(p).is_dir():
             raise UsageError(f"--include_path {p}: no such folder")
     check_output_dir(out_dir, tool=TOOL, overwrite=overwrite)
     pretrained_of = _pretrained(list(dict.fromkeys(models)))
+    with tempfile.TemporaryDirectory(prefix="eval_compare_text_") as scratch:
+        text_record = None
+        if text is not None:  # the task lives while the models run on it
+            name, text_record = text_task(text, Path(scratch), split, val_every, test_every)
+            tasks, include_path = [*tasks, name], [*include_path, scratch]
+        return _evaluate(pretrained_of, list(tasks), out_dir, text_record, batch_size=batch_size, limit=limit,
+                         num_fewshot=num_fewshot, device=device, include_path=include_path, model_args=model_args,
+                         seed=seed, overwrite=overwrite)
+
+
+def _evaluate(pretrained_of: dict[str, str | ModelError], tasks: list[str], out_dir: str | Path,
+              text: dict[str, Any] | None, *, batch_size: int | str, limit: int | float | None,
+              num_fewshot: int | None, device: str | None, include_path: Sequence[str | Path], model_args: str,
+              seed: int | None, overwrite: bool) -> dict[str, Any]:
+    """compare() once its models are found and its tasks are on disk."""
+    from importlib.metadata import version
+
+    import lm_eval
+    import torch
+
     manager = _task_manager(tasks, include_path)
     unknown = [t for t in tasks if t not in manager.all_tasks]
     if unknown:
@@ -191,6 +266,8 @@ def compare(models: Sequence[str], tasks: Sequence[str], out_dir: str | Path, *,
                      "model_args": model_args, "seed": seed},
         "models": {},
     }
+    if text is not None:
+        result["text"] = text
     seeds = {} if seed is None else {"random_seed": seed, "numpy_random_seed": seed, "torch_random_seed": seed,
                                      "fewshot_random_seed": seed}
     for name, pretrained in tqdm(pretrained_of.items(), desc="models", unit="model"):
@@ -203,6 +280,8 @@ def compare(models: Sequence[str], tasks: Sequence[str], out_dir: str | Path, *,
             out = lm_eval.simple_evaluate(model="hf", model_args=args, tasks=list(tasks), task_manager=manager,
                                           batch_size=batch_size, limit=limit, num_fewshot=num_fewshot,
                                           device=device, log_samples=False, **seeds)
+        except SystemExit as e:  # a task's data file not written yet (eval/tasks/perplexity/local_data.py)
+            raise UsageError(f"--tasks: {e}") from None
         except Exception as e:  # one broken model must not cost the others' results; the table says why
             reason = f"{type(e).__name__}: {first_line(e)}"
             print(f"eval.compare: {name} failed: {reason}", file=sys.stderr)
@@ -238,9 +317,21 @@ def _limit(value: str) -> int | float:
 def main(argv: Sequence[str] | None = None) -> int:
     p = UsageParser(prog="python -m eval.compare", description=__doc__.split("\n\n")[0])
     p.add_argument("--model_name_or_path", "--models", "--model", dest="models", nargs="+", action="extend",
-                   required=True, metavar="MODEL", help="model folders or hub names")
-    p.add_argument("--tasks", type=comma_list, nargs="+", required=True, metavar="TASK",
-                   help="lm-eval task or group names, comma or space separated")
+                   required=True, metavar="[NAME=]MODEL",
+                   help="model folders or hub names; NAME= labels a model's column and bar")
+    p.add_argument("--tasks", type=comma_list, nargs="+", default=[], metavar="TASK",
+                   help="lm-eval task or group names, comma or space separated (default: none; give --tasks, "
+                        "--text or both)")
+    p.add_argument("--text", metavar="FILE|embedded",
+                   help="your own text as a perplexity task (bits per byte, byte and word perplexity): a .txt "
+                        "(paragraphs), .jsonl or .parquet file, or 'embedded', cut into documents as train.py cuts "
+                        "it (default: none)")
+    p.add_argument("--split", choices=("validation", "test", "train", "all"), default="validation",
+                   help="which documents of --text: train.py's validation ones (every --val_every-th), its test "
+                        "ones (with --test_every), its training ones, or all (default: validation)")
+    p.add_argument("--val_every", type=positive_int, default=10, help="as train.py's val_every (default: 10)")
+    p.add_argument("--test_every", type=non_negative_int, default=0,
+                   help="as train.py's test_every (default: 0, no test split)")
     add_output_dir(p, "output folder (results.json, table.md, compare.png)")
     p.add_argument("--batch_size", type=_batch_size, default=8, help="int or 'auto'")
     p.add_argument("--limit", type=_limit, help="documents per task: a count, or a fraction if < 1 (default: all)")
@@ -252,10 +343,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--model_args", default="", help="extra hf model arguments, e.g. dtype=bfloat16")
     args = p.parse_args(argv)
     try:
-        result = compare(args.models, flatten(args.tasks), args.output_dir, batch_size=args.batch_size,
+        result = compare(args.models, flatten(args.tasks) or [], args.output_dir, batch_size=args.batch_size,
                          limit=args.limit, num_fewshot=args.num_fewshot, device=args.device,
                          include_path=args.include_path, model_args=args.model_args, seed=args.seed,
-                         overwrite=args.overwrite_output_dir)
+                         overwrite=args.overwrite_output_dir, text=args.text, split=args.split,
+                         val_every=args.val_every, test_every=args.test_every)
     except UsageError as e:
         print(f"{p.prog}: error: {first_line(e)}", file=sys.stderr)
         return EXIT_USAGE

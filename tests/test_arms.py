@@ -63,6 +63,7 @@ def _experiment(folder: Path, arm: str, sentences: int) -> dict:
     return json.loads((folder / run["experiment"] / "results.json").read_text())
 
 
+@pytest.mark.slow
 def test_arms_cover_sizes_and_the_protocol_2x2(arms_dir):
     summary = json.loads((arms_dir / "arms.json").read_text())
     assert summary["schema"] == "grammar_probe.arms/1" and summary["sizes"] == [20, 40]
@@ -86,6 +87,7 @@ def test_arms_cover_sizes_and_the_protocol_2x2(arms_dir):
     assert len(list(arms_dir.glob("runs/*/*/seed_0/steps_*/result.json"))) == 5  # 2 sizes + 3 protocol cells
 
 
+@pytest.mark.slow
 def test_arms_write_report_figures_and_each_runs_results(arms_dir):
     from eval.report.committed import read_sweep, sweep_block
 
@@ -101,6 +103,7 @@ def test_arms_write_report_figures_and_each_runs_results(arms_dir):
     assert block["sizes"] == [20, 40] and block["rows"] and block["seeds"] == 2
 
 
+@pytest.mark.slow
 def test_protocol_arms_change_what_the_models_read(arms_dir):
     res = _experiment(arms_dir, "dropout_random_codes", 40)
     assert res["protocol"]["unseen"] == "random_codes" and res["protocol"]["word_dropout"] == 0.15
@@ -108,6 +111,7 @@ def test_protocol_arms_change_what_the_models_read(arms_dir):
     assert all(log["unk_rate_train"] > 0 for log in _experiment(arms_dir, "size", 40)["logs"])
 
 
+@pytest.mark.slow
 def test_arms_fill_the_causal_gru_column_from_each_runs_results(arms_dir):
     summary = json.loads((arms_dir / "arms.json").read_text())
     sweep_arm = {f"protocol_{cell}": arm for cell, arm in json.loads((arms_dir / "results.json").read_text())[
@@ -178,6 +182,7 @@ def test_the_trainer_refuses_what_the_experiment_does_not_read(corpus, tmp_path)
         TRAINERS["arms"].check(load_plan(tmp_path / "p.yaml"))
 
 
+@pytest.mark.slow
 def test_the_committed_folder_is_summarized_again_through_the_command(tmp_path):
     # docs/structure/arms_seed21 was written before the arms ran as a sweep: `grammar_probe arms --summarize` (the
     # command runs as a child process) rebuilds its arms.json, arms.md and figures from arms/*/results.json.

@@ -105,7 +105,8 @@ ROWS: dict[str, Row] = {
     "train: block beyond the model's positions": Row(lambda t: _train(t, "--block_size", "512"),
                                                      "block_size 512 is more than the 256 positions", 2),
     "train: data file given twice": Row(
-        lambda t: _train(t, "--data", str(_text(t / "e.txt", "\n\n".join(f"Paragraph {i}." for i in range(31)))),
+        lambda t: _train(t, "--data", str(_text(t / "e.txt", "\n\n".join(f"Paragraph {i}: " + "a long passage. " * 14
+                                                                          for i in range(31)))),
                          str(t / "e.txt"), "--val_every", "5"),
         "e.txt: document 4, also document 35 (validation): 13 training document(s) have the text of a validation",
         2),

@@ -7,6 +7,7 @@ import pytest
 from benchmarks import bench_ssm
 
 
+@pytest.mark.slow
 def test_quick_run_writes_tables_and_json(tmp_path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     monkeypatch.setattr(bench_ssm, "QUICK_GRID", [(2, 4, 2), (2, 4, 1)])
     assert bench_ssm.main(["--quick", "--output_dir", str(tmp_path / "out")]) == 0

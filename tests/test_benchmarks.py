@@ -38,6 +38,7 @@ def _finite_numbers(obj: object) -> bool:
     return True
 
 
+@pytest.mark.slow
 def test_quick_run_writes_well_formed_json(tiny_suite: None, tmp_path, capsys) -> None:
     out = tmp_path / "bench.json"
     assert bench_run.main(["--quick", "--threads", "1", "--out", str(out)]) == 0

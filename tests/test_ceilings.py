@@ -179,6 +179,7 @@ def test_unseen_observation_set_and_impossible_sentence():
         g.posteriors([frozenset({"a"}), frozenset({"c"})])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0])
 def test_shipped_grammar_structural_roles_need_more_than_a_window(seed):
     """The acceptance property on a small sample: structural roles exist, their causal ceiling is 1 and at

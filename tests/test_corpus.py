@@ -108,8 +108,12 @@ def test_shuffled_blocks_resume_from_any_position_across_epochs(tmp_path, tokeni
 def test_documents_shared_with_the_held_out_splits_are_found_and_never_trained_on(tmp_path):
     path = _write(tmp_path, "txt")
     assert corpus.shared_documents([path], 5) == (0, None)
-    # The same file twice: each copy's validation documents are training documents of the other.
-    doubled = DOCS + DOCS
+    # The same file twice: each copy's validation documents are training documents of the other. Documents longer
+    # than a heading or a one-line speech: a leak, not a repeat.
+    long_docs = [doc + " It goes on." * 20 for doc in DOCS]
+    assert min(map(len, long_docs)) > corpus.SHORT_DOC_CHARS
+    (tmp_path / "docs.txt").write_text("\n\n".join(long_docs) + "\n")
+    doubled = long_docs + long_docs
     held = {d for i, d in enumerate(doubled) if i % 5 == 0}
     count, first = corpus.shared_documents([path, path], 5)
     assert count == sum(1 for i, d in enumerate(doubled) if i % 5 and d in held) == 10
@@ -118,6 +122,33 @@ def test_documents_shared_with_the_held_out_splits_are_found_and_never_trained_o
     assert not held & set(train)
     assert len(train) == sum(1 for i in range(46) if i % 5) - count
     assert corpus.shared_documents(["embedded"], 10) == (0, None)  # not checked: the corpus as Python ships it
+    assert corpus.repeated_documents([path, path], 5) == (0, 0, None)
+
+
+def test_short_repeated_documents_leave_the_held_out_splits_and_stay_in_training(tmp_path):
+    # WikiText's shape: the same section headings in every article, between paragraphs that are all distinct.
+    paras = []
+    for article in range(8):
+        paras.append(f"= Article {article} =")
+        for heading in ("History", "Reception", "See also"):
+            paras += [f"= = {heading} = =", f"Article {article} on {heading.lower()}: " + "words and more. " * 20]
+    path = tmp_path / "wiki.txt"
+    path.write_text("".join(f" {p} \n \n" for p in paras))
+    docs = list(corpus.file_documents(path))
+    for test_every in (0, 3):
+        held, trained, first = corpus.repeated_documents([str(path)], 5, test_every)
+        splits = {s: [ex["text"] for ex in corpus.documents([str(path)], s, 5, test_every)]
+                  for s in (("train", "validation", "test") if test_every else ("train", "validation"))}
+        held_out = [d for i, d in enumerate(docs) if corpus.split_of(i, 5, test_every) != "train"]
+        training = [d for i, d in enumerate(docs) if corpus.split_of(i, 5, test_every) == "train"]
+        repeats = {d for d in held_out if d in training}
+        assert repeats and all(d.startswith("= = ") for d in repeats)
+        assert held == sum(d in repeats for d in held_out) and trained == sum(d in repeats for d in training)
+        assert first == next(d for d in held_out if d in repeats)
+        assert splits["train"] == training  # training keeps every document
+        kept = [text for s, texts in splits.items() if s != "train" for text in texts]
+        assert sorted(kept) == sorted(d for d in held_out if d not in repeats)
+        assert corpus.shared_documents([str(path)], 5, test_every) == (0, None)  # nothing to refuse
 
 
 def test_embedded_corpus_is_pythons_help_topics():

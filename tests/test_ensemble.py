@@ -46,6 +46,7 @@ def _close(a: float, b: float) -> bool:
     return abs(a - b) <= RTOL * abs(b)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("engine", ["stacked", "sequential"])
 @pytest.mark.parametrize("arch", ["spen-tiny", "gpt2-tiny"])
 def test_each_seed_logs_its_single_runs_losses(runs, arch, engine):
@@ -68,6 +69,7 @@ def test_each_seed_logs_its_single_runs_losses(runs, arch, engine):
     assert len(set(losses)) == len(SEEDS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["spen-tiny", "gpt2-tiny"])
 def test_each_seed_folder_is_a_single_runs_folder(runs, arch):
     from transformers import AutoModelForCausalLM
@@ -137,6 +139,7 @@ def test_bad_ensemble_flags_are_one_line(tmp_path, capsys, flags, words):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_an_earlier_seed_folder_is_not_replaced_without_overwrite(tmp_path, capsys):
     import train
 
@@ -151,6 +154,7 @@ def test_an_earlier_seed_folder_is_not_replaced_without_overwrite(tmp_path, caps
     assert Path(out / "seed_0" / "final" / "model.safetensors").is_file()
 
 
+@pytest.mark.slow
 def test_with_a_test_split_each_seed_is_its_single_run_test_score_included(tmp_path):
     cfg = write_config(tmp_path / "t.yaml", tokenizer_name=tokenizer_dir(), max_steps=4, logging_steps=2, eval_steps=4,
                        save_steps=4, test_every=3, max_test_samples=4)

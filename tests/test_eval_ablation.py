@@ -30,6 +30,7 @@ def _run_settings(out, run: dict) -> dict:
     return yaml.safe_load((out / argv[4]).read_text())
 
 
+@pytest.mark.slow
 def test_predictor_ablation_trains_every_arm_and_compares_them_paired(tmp_path):
     config = write_micro_config(tmp_path / "micro.yaml")
     out = tmp_path / "abl"
@@ -69,6 +70,7 @@ def test_predictor_ablation_trains_every_arm_and_compares_them_paired(tmp_path):
     assert json.dumps(mine, sort_keys=True) == json.dumps(budget["comparisons"], sort_keys=True)
 
 
+@pytest.mark.slow
 def test_trace_ablation_in_two_processes(tmp_path):
     config = write_micro_config(tmp_path / "micro.yaml")
     out = tmp_path / "abl"
@@ -223,6 +225,7 @@ def _files(folder):
     return sorted(p.name for p in folder.iterdir())
 
 
+@pytest.mark.slow
 def test_the_shorter_budget_trains_at_the_rate_the_longest_chose(budgets_run):
     _, _, sweep = budgets_run
     results = json.loads((sweep / "results.json").read_text())
@@ -238,6 +241,7 @@ def test_the_shorter_budget_trains_at_the_rate_the_longest_chose(budgets_run):
                 assert run["lr"] == choice["chosen"] and settings["seed"] == int(seed)
 
 
+@pytest.mark.slow
 def test_summarize_writes_the_summary_of_every_budget(budgets_run):
     config, out, _ = budgets_run
     assert _files(out) == sorted([MARKER, "budgets.json", "budgets.png", "steps_1", "steps_2"])
@@ -281,6 +285,7 @@ def test_summarize_writes_the_summary_of_every_budget(budgets_run):
     assert argv[argv.index("--output_dir") + 1] == str(out) and argv[argv.index("--config") + 1] == str(config)
 
 
+@pytest.mark.slow
 def test_the_verdict_is_the_longest_budgets(budgets_run):
     _, out, _ = budgets_run
     summary = json.loads((out / "budgets.json").read_text())
@@ -296,6 +301,7 @@ def _without(summary: dict, *keys: str) -> dict:
     return {k: v for k, v in summary.items() if k not in keys}
 
 
+@pytest.mark.slow
 def test_summarize_rebuilds_the_summary_from_the_folders(budgets_run, tmp_path, capsys):
     config, out, _ = budgets_run
     original = json.loads((out / "budgets.json").read_text())
@@ -334,6 +340,7 @@ def _steps_copy(out, folder, n, edit=None):
     (folder / f"steps_{n}" / "ablation.json").write_text(json.dumps(edit(result) if edit else result))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case, names", [
     ("missing", "D"),
     ("no budgets", "D"),
@@ -490,6 +497,7 @@ def test_given_rates_and_files_become_the_plans(tmp_path, monkeypatch):
     assert plan.base["max_steps"] == 3 and plan.declared["base"] == str(micro)
 
 
+@pytest.mark.slow
 def test_the_command_runs_the_sweep_and_continues_it(tmp_path, capsys):
     micro = write_micro_config(tmp_path / "micro.yaml")
     out = tmp_path / "abl"

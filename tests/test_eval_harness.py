@@ -50,6 +50,7 @@ def project_total_nll(final: Path, docs: list[str]) -> float:
     return total
 
 
+@pytest.mark.slow
 def test_lm_eval_cli_perplexity_matches_project(checkpoint, tasks, tmp_path):
     """Acceptance: the unchanged lm-eval CLI on a train.py checkpoint = the project's perplexity (1%)."""
     cmd = [sys.executable, "-m", "lm_eval", "--model", "hf",
@@ -95,6 +96,7 @@ def test_padded_batches_score_like_batch_size_one(checkpoint):
     assert gen1 == gen4
 
 
+@pytest.mark.slow
 def test_compare_runs_models_and_skips_missing_one(checkpoint, tasks, tmp_path, capsys):
     from ema_boundary.io import MARKER, output_owner
     from eval.compare import compare, main
@@ -139,6 +141,7 @@ def test_compare_runs_models_and_skips_missing_one(checkpoint, tasks, tmp_path, 
     assert again["tasks"] == ["local_ppl", "local_ppl"] and again["settings"]["seed"] == 3
 
 
+@pytest.mark.slow
 def test_cli_is_runnable_from_repo_root():
     """`python -m eval.compare --help` works from the repository root (the documented invocation)."""
     run = subprocess.run([sys.executable, "-m", "eval.compare", "--help"], cwd=REPO, env=OFFLINE,

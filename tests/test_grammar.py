@@ -151,6 +151,7 @@ def test_novel_words_only_nonce_words_in_open_class_slots(ds):
                 assert w not in test_nonce
 
 
+@pytest.mark.slow
 def test_deterministic_by_fingerprint_and_bytes(tmp_path):
     a, b, c = (build_dataset(seed=s, **SIZES) for s in (5, 5, 6))
     for split in SPLITS:
@@ -170,6 +171,7 @@ def ceilings(ds) -> dict:
     return compute_ceilings(ds, seed=3, ceiling_sentences=150, window_sentences=1500)
 
 
+@pytest.mark.slow
 def test_ceilings_cover_every_role_and_evaluation_split(ceilings, ds):
     assert list(ceilings["roles"]) == list(ROLE_NAMES)
     assert set(ceilings["splits"]) == set(SPLITS) - {"train", "validation"}
@@ -258,6 +260,7 @@ def test_missing_or_bad_ceilings_file_is_one_clear_error(ds, tmp_path):
         load_ceilings(tmp_path / "nocei")
 
 
+@pytest.mark.slow
 def test_cli_build_rejects_bad_size_with_one_line(tmp_path):
     out = tmp_path / "never"
     proc = subprocess.run(
@@ -292,6 +295,7 @@ def _build(*argv: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.slow
 def test_cli_build_writes_dataset_and_refuses_to_replace_without_the_flag(tmp_path):
     out = tmp_path / "corpus"
     proc = _build("--out", str(out), "--seed", "3")  # the old spelling stays an alias
@@ -306,6 +310,7 @@ def test_cli_build_writes_dataset_and_refuses_to_replace_without_the_flag(tmp_pa
     assert _build("--output_dir", str(out), "--overwrite_output_dir").returncode == 0
 
 
+@pytest.mark.slow
 def test_cli_never_replaces_a_folder_the_user_made(tmp_path):
     mine = tmp_path / "mine"
     mine.mkdir()
@@ -317,6 +322,7 @@ def test_cli_never_replaces_a_folder_the_user_made(tmp_path):
     assert here.returncode == 2 and "working folder" in here.stderr
 
 
+@pytest.mark.slow
 def test_cli_help_lists_output_dir_and_defaults():
     for command in ("build", "run", "arms"):
         proc = subprocess.run([sys.executable, "-m", "grammar_probe", command, "--help"], capture_output=True,

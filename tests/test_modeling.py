@@ -159,6 +159,7 @@ def test_logits_to_keep() -> None:
     torch.testing.assert_close(model(ids, logits_to_keep=1).logits, model(ids).logits[:, -1:])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "predictor, scope, trace, extra",
     [

@@ -86,6 +86,7 @@ def test_compare_reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
     assert "differs: a: 1.0 -> 1.5" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_migrate_arms_lays_the_committed_arms_out_as_a_sweep_number_for_number(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     # docs/structure/README.md: docs/sweeps/arms is docs/structure/arms_seed21 in the runner's layout, 0 values changed
@@ -149,6 +150,7 @@ def test_exploration_ex2_runs(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     assert row["step"] == 2 and set(row["acc"]) == {"2", "4"}
 
 
+@pytest.mark.slow
 def test_exploration_rr_runs(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     # rr.py keeps the recipe's 50 warm-up steps: 51 is its shortest run.
     assert _run("issue14/exploration/rr.py", ["gpt2", "1e-3", "0", "51"], monkeypatch) == 0
@@ -156,6 +158,7 @@ def test_exploration_rr_runs(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     assert row["name"] == "gpt2" and 1 <= row["steps"] <= 51 and set(row["acc"]) == {"2", "4", "8", "16"}
 
 
+@pytest.mark.slow
 def test_exploration_rr2_runs(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     argv = ["linear", "1e-3", "0", "3", "4", json.dumps({"warmup_steps": 1})]
     assert _run("issue14/exploration/rr2.py", argv, monkeypatch) == 0

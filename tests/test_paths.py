@@ -82,6 +82,7 @@ def test_an_output_folder_inside_the_repository_keeps_its_name() -> None:
     assert new == {"command": "ema-boundary report --output_dir runs/mine", "x": "runs/mine/work/tokenizer"}
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("git") is None or not (REPO / ".git").exists(), reason="no git checkout")
 def test_a_recorded_command_runs_from_a_fresh_clone(tmp_path: Path) -> None:
     # The grammar corpus stage as the committed report records it, run from the root of a clone; later flags

@@ -234,6 +234,7 @@ def test_the_shipped_headline_pairs_are_fair_and_hold_out_a_test_split(path: str
         assert cfgs["spen"]["max_steps"] == 2000 and plan.language_model.extend_grid
 
 
+@pytest.mark.slow
 def test_the_embedded_test_split_has_50k_tokens_of_the_reports_tokenizer() -> None:
     from ema_boundary import corpus
 

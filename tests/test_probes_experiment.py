@@ -200,6 +200,7 @@ def test_identity_reads_no_position_past_a_models_table(tmp_path: Path) -> None:
     assert max(result["identity_at_lag"]["long"]["lags"]) == settings.identity_dict()["max_lag"]
 
 
+@pytest.mark.slow
 def test_the_map_over_seeds_and_rates_with_its_escape_row(tmp_path: Path) -> None:
     """--recall_seeds and a rate grid reach every arm; the escape comparison pairs the selective state with
     the fixed bank by seed (three seeds: fewer than a verdict needs, so "not resolved")."""

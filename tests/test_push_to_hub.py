@@ -107,6 +107,7 @@ def test_repo_id_defaults_to_the_output_folder_name():
     assert train_config.hub_repo_id(train_config.parse_args(["--config", "x.yaml"]), Path("out")) is None
 
 
+@pytest.mark.slow
 def test_offline_hub_fails_in_one_line_before_training(tmp_path):
     # The real command and the real huggingface_hub, offline: the check before training fails fast, nothing is written.
     cfg = _two_step_config(tmp_path)
@@ -123,6 +124,7 @@ def test_offline_hub_fails_in_one_line_before_training(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_failed_final_upload_is_one_line_and_final_stays_complete(tmp_path, monkeypatch, capsys):
     class UploadFails(FakeHfApi):
         def upload_folder(self, **kwargs):
@@ -140,6 +142,7 @@ def test_failed_final_upload_is_one_line_and_final_stays_complete(tmp_path, monk
     assert not list(out.glob(".final.tmp-*"))
 
 
+@pytest.mark.slow
 def test_uploaded_folder_is_complete_and_loads_in_a_fresh_process(tmp_path, monkeypatch):
     cfg = _two_step_config(tmp_path)
     out = tmp_path / "spen-push-test"
@@ -193,6 +196,7 @@ def test_uploaded_folder_is_complete_and_loads_in_a_fresh_process(tmp_path, monk
     assert "GENERATED" in check.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not torch.distributed.is_gloo_available(), reason="needs torch.distributed with gloo")
 def test_two_processes_push_once_from_the_main_process(tmp_path):
     # torchrun starts train.py's cli() in each process; HfApi is faked in both and logs which rank called it.

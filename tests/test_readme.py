@@ -39,6 +39,7 @@ def test_the_substitutions_apply():
         assert any(old in block for block in BLOCKS), old
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", range(len(BLOCKS)))
 def test_readme_python_block_runs(index, trained_folder, tmp_path):
     code = BLOCKS[index]
@@ -49,3 +50,25 @@ def test_readme_python_block_runs(index, trained_folder, tmp_path):
                             env={**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"})
     assert result.returncode == 0, f"README.md python block {index + 1}:\n{code}\n{result.stderr[-3000:]}"
     assert "Do you wish to run the custom code" not in result.stdout + result.stderr
+
+
+@pytest.mark.slow
+def test_the_first_train_command_trains_on_text_as_it_comes(tmp_path):
+    # The README's first train.py command, on a file shaped like TinyShakespeare (repeated one-line speeches) in
+    # place of my.txt, with no other flag than a shorter run.
+    import random
+    import shlex
+
+    from tests.test_train_text_shapes import shakespeare
+    from tests.train_testkit import run_cmd
+
+    command = next(line for line in (ROOT / "README.md").read_text().splitlines()
+                   if line.startswith("python train.py") and "--data my.txt" in line)
+    text, _ = shakespeare(random.Random(0))
+    (tmp_path / "my.txt").write_bytes(text)
+    argv = [str(tmp_path / "my.txt") if a == "my.txt" else str(tmp_path / a) if a == "outputs/my-spen" else a
+            for a in shlex.split(command)]
+    run = run_cmd([sys.executable, *argv[1:], "--max_steps", "2", "--eval_steps", "2", "--save_steps", "2"])
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "held-out document(s) left out of validation and test: short texts" in run.stdout
+    assert (tmp_path / "outputs/my-spen/final/model.safetensors").is_file()

@@ -59,6 +59,9 @@ REQUIRED = [
     "claims",
     "plan.declared",
     "environment.seconds",
+    "machine.cpu",  # the record of the machine: CPU, threads, commit, versions (ema_boundary.machine)
+    "machine.torch_threads",
+    "machine.versions.lm-eval",
     "command",
     "structure.command",
     "content.command",
@@ -116,6 +119,7 @@ def report_dir(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_the_report_matches_its_schema(report_dir: Path) -> None:
     report = json.loads((report_dir / "report.json").read_text())
     validate(report)
@@ -130,6 +134,7 @@ def test_the_committed_report_matches_the_schema() -> None:
     validate(json.loads((REPO / "docs/report/report.json").read_text()))
 
 
+@pytest.mark.slow
 def test_migrate_moves_the_duplicated_blocks_and_keeps_every_number(report_dir: Path) -> None:
     new = json.loads((report_dir / "report.json").read_text())
     old = {k: v for k, v in new.items() if k not in ("schema", "claims")}
@@ -144,6 +149,7 @@ def test_migrate_moves_the_duplicated_blocks_and_keeps_every_number(report_dir: 
     assert migrate(new) is new
 
 
+@pytest.mark.slow
 def test_every_field_present_and_finite(report_dir: Path) -> None:
     report = json.loads((report_dir / "report.json").read_text())
     for key in REQUIRED:
@@ -166,6 +172,7 @@ def test_every_field_present_and_finite(report_dir: Path) -> None:
     assert (report_dir / ".ema-boundary-output.json").is_file()  # the folder is marked as this tool's output
 
 
+@pytest.mark.slow
 def test_rates_chosen_on_validation_and_every_seed_scored_on_test(report_dir: Path) -> None:
     report = json.loads((report_dir / "report.json").read_text())
     c = report["content"]
@@ -195,6 +202,7 @@ def test_rates_chosen_on_validation_and_every_seed_scored_on_test(report_dir: Pa
     assert "### Where the gap lives" in index and "SPEN's deficit is larger on AR hits" in index
 
 
+@pytest.mark.slow
 def test_the_gap_stage_is_reproduced_by_its_command(report_dir: Path, tmp_path: Path) -> None:
     import shlex
 
@@ -218,6 +226,7 @@ def test_the_gap_stage_is_reproduced_by_its_command(report_dir: Path, tmp_path: 
     assert again["text"]["tokens"] == gap["text"]["tokens"]
 
 
+@pytest.mark.slow
 def test_the_training_stages_are_sweeps_reproduced_by_their_command(report_dir: Path, tmp_path: Path) -> None:
     # The headline pair and the ablations ran on the experiment runner into work/: its layout, its records naming
     # the final folder (not the temporary one it was built in), and a command that reproduces the numbers.
@@ -240,6 +249,7 @@ def test_the_training_stages_are_sweeps_reproduced_by_their_command(report_dir: 
     assert scores == report["ablation"]["final_loss_per_seed"]
 
 
+@pytest.mark.slow
 def test_verdicts_follow_the_statistics(report_dir: Path) -> None:
     report = json.loads((report_dir / "report.json").read_text())
     for section in ("ablation", "traces"):
@@ -255,6 +265,7 @@ def test_verdicts_follow_the_statistics(report_dir: Path) -> None:
         assert "indistinguishable" not in index.split("## Content")[1].split("## Content probes")[0]
 
 
+@pytest.mark.slow
 def test_figures_are_readable_pngs(report_dir: Path) -> None:
     report = json.loads((report_dir / "report.json").read_text())
     assert {"learning_curves", "ablation_predictor", "ablation_trace", "identity_at_lag", "recall",
@@ -266,6 +277,7 @@ def test_figures_are_readable_pngs(report_dir: Path) -> None:
         assert image.ndim == 3 and image.shape[0] > 50 and image.shape[1] > 50
 
 
+@pytest.mark.slow
 def test_index_states_the_regime_and_the_papers_numbers(report_dir: Path) -> None:
     report = json.loads((report_dir / "report.json").read_text())
     index = (report_dir / "index.md").read_text()
@@ -311,6 +323,7 @@ def test_readme_results_are_the_committed_reports() -> None:
     assert block == readme_results(report)
 
 
+@pytest.mark.slow
 def test_readme_command_rewrites_only_the_block(tmp_path: Path, report_dir: Path) -> None:
     readme = tmp_path / "README.md"
     from eval.report.render import README_BEGIN, README_END
@@ -324,6 +337,7 @@ def test_readme_command_rewrites_only_the_block(tmp_path: Path, report_dir: Path
     assert main(["readme", "--report", str(report_dir / "report.json"), "--readme", str(tmp_path / "plain.md")]) == 2
 
 
+@pytest.mark.slow
 def test_render_rewrites_index_from_report_json(tmp_path: Path, report_dir: Path, capsys) -> None:
     import shutil
 
@@ -413,6 +427,7 @@ def test_progress_is_log_lines_when_the_output_is_a_file() -> None:
     assert set(progress.seconds) == {"tokenizer"}
 
 
+@pytest.mark.slow
 def test_render_upgrade_rewrites_the_claims_from_the_table(tmp_path: Path) -> None:
     from eval.report.claims import evaluate
 
@@ -447,6 +462,7 @@ def _alias_plan(module, argv: list[str], monkeypatch):
     return seen["plan"]
 
 
+@pytest.mark.slow
 def test_the_depth_stage_is_the_commands_sweep_and_writes_depth_json(tmp_path: Path, monkeypatch) -> None:
     # The plan's depth section runs on the experiment runner (work/depth): the sweep `python -m eval.depth --config`
     # declares for the same values, read back into the depth.json the report reads (depth_block), with its figure and

@@ -188,6 +188,7 @@ def test_word_dropout_touches_every_word_at_the_protocol_rate(corpus):
     assert Vocab(dropped).map([["wug", "the"]]) == [[UNK, "the"]]
 
 
+@pytest.mark.slow
 def test_every_model_sees_unseen_words_the_same_way(corpus, ceilings):
     """Swapping one nonce word for another changes no model's prediction: all read them as <unk>."""
     swap = {w: RESERVE_LEXICON[c][(i + 1) % len(RESERVE_LEXICON[c])]
@@ -203,6 +204,7 @@ def test_every_model_sees_unseen_words_the_same_way(corpus, ceilings):
         assert (preds["test_novel_words"][model] == preds["swapped"][model]).all(), model
 
 
+@pytest.mark.slow
 def test_run_writes_every_file_and_field(run_dir, corpus):
     names = {p.name for p in run_dir.iterdir()}
     assert {"results.json", "report.md", "structure_by_kind.png", "structure_per_role.png", "ceilings.png",
@@ -251,6 +253,7 @@ def _intervals(node, path=""):
             yield from _intervals(v, f"{path}[{i}]")
 
 
+@pytest.mark.slow
 def test_no_accuracy_interval_leaves_0_100(run_dir):
     """Accuracies (everything but differences, ratios and the paper's ratio row) stay inside [0, 1]."""
     res = json.loads((run_dir / "results.json").read_text())
@@ -264,6 +267,7 @@ def test_no_accuracy_interval_leaves_0_100(run_dir):
     assert checked > 100
 
 
+@pytest.mark.slow
 def test_differences_are_holm_adjusted_within_their_table(run_dir):
     res = json.loads((run_dir / "results.json").read_text())
     family = [c for kinds in res["learning"].values() for by in kinds.values() for c in by.values()]
@@ -271,6 +275,7 @@ def test_differences_are_holm_adjusted_within_their_table(run_dir):
     assert all(c["p_difference"] >= c["p_difference_raw"] for c in family)
 
 
+@pytest.mark.slow
 def test_verdicts_follow_from_the_intervals(run_dir):
     res = json.loads((run_dir / "results.json").read_text())
     for row in res["paper"].values():
@@ -294,6 +299,7 @@ def test_verdicts_follow_from_the_intervals(run_dir):
         [w / b for w, b in zip(window, bigru, strict=True)])
 
 
+@pytest.mark.slow
 def test_learning_comparisons_are_paired_differences_of_the_reported_accuracies(run_dir):
     res = json.loads((run_dir / "results.json").read_text())
     for split, kinds in res["learning"].items():
@@ -338,6 +344,7 @@ def test_bootstrap_per_seed_accuracies_equal_the_role_accuracy_metric():
         assert boot.replicates_of("s", (pred == gold)[None], sentence, gold == int(r))[0][0] == pytest.approx(v)
 
 
+@pytest.mark.slow
 def test_render_functions_read_results_only(run_dir, tmp_path):
     res = json.loads((run_dir / "results.json").read_text())
     md = render_structure_markdown(res)
@@ -354,6 +361,7 @@ def test_render_functions_read_results_only(run_dir, tmp_path):
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_same_seed_same_results(run_dir, corpus, ceilings, tmp_path):
     again = run_experiment(corpus, tmp_path / "again", seed=0, spcn_config=TINY, progress=False, ceilings=ceilings,
                            size=TINY_RUN, workers=1)
@@ -406,6 +414,7 @@ def test_cli_run_bad_inputs_one_line_exit_2(corpus, ceilings, tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_cli_run_sizes_override_the_preset(corpus, ceilings, tmp_path):
     from grammar_probe.__main__ import main
 

@@ -97,6 +97,7 @@ def test_rate_rule_extends_until_interior_and_caps() -> None:
 # ------------------------------------------------------------------------------------------ runs
 
 
+@pytest.mark.slow
 def test_sweep_layout_rates_scores_and_summarize(tmp_path: Path, corpus_file: str, capsys) -> None:
     plan = tiny_plan(tmp_path, corpus_file, rate={"lr_grid": [1.0e-3, 3.0e-3], "extend": True, "max_extensions": 1},
                      budgets=[2, 4])
@@ -118,6 +119,7 @@ def test_sweep_layout_rates_scores_and_summarize(tmp_path: Path, corpus_file: st
     # Every seed scored on the test blocks, the shorter budget at the longest's rate.
     assert set(results["arms"]["linear"]["budgets"]) == {"2", "4"}
     assert results["scored_on"] == "test"
+    assert results["machine"]["versions"]["torch"] and results["machine"]["cpu"]  # ema_boundary.machine
     # No absolute path in the commands the sweep records, nor in the train.yaml they run: they run from a clone.
     text = json.dumps(results["commands"]) + (out / "results.md").read_text()
     for result in out.glob("runs/**/result.json"):
@@ -147,6 +149,7 @@ def test_changed_plan_refused_on_resume(tmp_path: Path, corpus_file: str, capsys
     assert json.loads((out / "results.json").read_text())["complete"]
 
 
+@pytest.mark.slow
 def test_a_plan_with_arms_added_grows_the_sweep(tmp_path: Path, corpus_file: str, capsys) -> None:
     """The recorded plan plus new arms continues the sweep (finished runs reused, the plan copy and identity
     updated, the invocation naming the added arms); an added arm beside a changed one is still refused."""
@@ -231,6 +234,7 @@ def test_rates_added_to_an_arms_grid_grow_the_sweep() -> None:
                                                            "budgets": [80]}}}) == []  # a run changed
 
 
+@pytest.mark.slow
 def test_killed_sweep_resumes_to_the_uninterrupted_results(tmp_path: Path, corpus_file: str) -> None:
     """kill -9 in the middle of a sweep (a run half-trained, with a checkpoint), then --resume_from: the same
     scores as a sweep that was never interrupted."""
@@ -265,6 +269,7 @@ def test_killed_sweep_resumes_to_the_uninterrupted_results(tmp_path: Path, corpu
     assert scores(killed) == scores(whole)
 
 
+@pytest.mark.slow
 def test_the_local_pool_asks_the_feed_after_every_finished_run(tmp_path: Path) -> None:
     """A run that becomes ready (a rate extension, a seed at the chosen rate) starts as soon as a worker is free:
     the launcher asks the feed once up front and once after each run, and never holds more than its workers."""
@@ -284,6 +289,7 @@ def test_the_local_pool_asks_the_feed_after_every_finished_run(tmp_path: Path) -
     assert len(calls) == 1 + len(outcomes)
 
 
+@pytest.mark.slow
 def test_submitit_local_launcher_matches_local(tmp_path: Path, corpus_file: str) -> None:
     """The cluster path through submitit's local executor: the same runs, the same numbers."""
     plan = tiny_plan(tmp_path, corpus_file, seeds=[0], rate={"lr_grid": [3.0e-3]}, budgets=[2])
@@ -335,6 +341,7 @@ def test_bad_command_lines_one_line(tmp_path: Path, corpus_file: str, capsys) ->
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.slow
 def test_depth_sweep_measures_every_final_model(tmp_path: Path, corpus_file: str) -> None:
     plan = tiny_plan(tmp_path, corpus_file, analysis="depth", seeds=[0, 1], budgets=[3], rate={"lr_grid": [3.0e-3]},
                      base={"measure": ["depth"], "depth": {"num_sequences": 8, "seq_len": 16}},
@@ -367,6 +374,7 @@ def test_depth_sweep_measures_every_final_model(tmp_path: Path, corpus_file: str
     assert all(v > 0 for v in equal["cpu_seconds"].values())
 
 
+@pytest.mark.slow
 def test_gpu_ladder_plan_dry_run(tmp_path: Path, corpus_file: str) -> None:
     """hub_configs/sweeps/ladder-gpu.yaml (C4, shuffle buffer, trigram gate, plain reference) through the same
     code on tiny data: its smallest pair and the reference, every budget capped at 3 steps (--max_steps)."""

@@ -37,6 +37,7 @@ def test_matches_reference(T: int, kind: str, with_h0: bool) -> None:
     assert _rel_err(last, ref_last) < 1e-5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["fixed", "per_channel"])
 def test_long_sequence_65536(kind: str) -> None:
     # Long enough that lam**(-t) would overflow float32 many times over.
@@ -50,6 +51,7 @@ def test_long_sequence_65536(kind: str) -> None:
     assert _rel_err(fast, ref) < 1e-5
 
 
+@pytest.mark.slow
 def test_long_sequence_selective_65536() -> None:
     torch.manual_seed(0)
     T = 65536
@@ -94,6 +96,7 @@ def _reference_input_grad(w: torch.Tensor, alpha: torch.Tensor) -> torch.Tensor:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["fixed", "per_channel", "selective"])
 def test_input_gradients_65536(kind: str) -> None:
     torch.manual_seed(0)

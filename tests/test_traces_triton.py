@@ -88,6 +88,7 @@ def report() -> dict:
     return json.loads(line[len("REPORT") :])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", ["fixed", "per_channel", "one_rate", "five_rates", "single_step"])
 def test_kernel_matches_reference(report: dict, case: str) -> None:
     r = report[case]
@@ -97,6 +98,7 @@ def test_kernel_matches_reference(report: dict, case: str) -> None:
     assert r["dh0"] < 1e-5
 
 
+@pytest.mark.slow
 def test_bf16_input_through_ema_traces(report: dict) -> None:
     r = report["bf16_dispatch"]
     assert r["dtype"] == "torch.float32" and r["grad_dtype"] == "torch.bfloat16"

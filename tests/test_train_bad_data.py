@@ -83,6 +83,7 @@ def test_bad_input_one_line_nothing_written(tmp_path, case, big_tokenizer, capsy
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_command_line_error_has_no_traceback(tmp_path):
     cfg = write_config(tmp_path / "train.yaml")
     result = run_cmd([sys.executable, "train.py", "--config", str(cfg), "--data",
@@ -105,6 +106,7 @@ def test_a_folder_that_is_not_train_py_output_is_refused(tmp_path, capsys, monke
     assert [p.name for p in out.iterdir()] == ["precious.txt"] and (out / "precious.txt").read_text() == "mine"
 
 
+@pytest.mark.slow
 def test_resume_with_other_data_settings_is_refused(tmp_path, capsys, monkeypatch):
     out = tmp_path / "out"
     out.mkdir()

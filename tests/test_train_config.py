@@ -35,7 +35,8 @@ def test_defaults_yaml_then_flags(tmp_path) -> None:
 def test_every_setting_is_a_flag_of_the_same_name(tmp_path) -> None:
     values = {"model_name_or_path": str(ROOT / "hub_configs/gpt2-tiny"), "data": ["a.txt", "b.txt"],
               "tokenizer_name": "gpt2", "output_dir": "o", "learning_rate": 0.5, "mixed_precision": "bf16",
-              "report_to": "wandb", "torch_compile": True, "gradient_accumulation_steps": 3, "max_test_samples": 7}
+              "report_to": "wandb", "torch_compile": True, "gradient_accumulation_steps": 3, "max_test_samples": 7,
+              "config_name": "c", "run_name": "r"}
     for key, setting in train_config.SETTINGS.items():
         value = values.get(key, setting.default)
         if isinstance(value, float) and key not in values:

@@ -12,6 +12,7 @@ import train
 from tests.train_testkit import ROOT, metrics, run_cmd, tokenizer_dir, write_config
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not torch.distributed.is_gloo_available(), reason="needs torch.distributed with gloo")
 @pytest.mark.parametrize("model", ["gpt2-tiny", "spen-tiny"])
 def test_two_process_ddp_matches_one_process(tmp_path, model):

@@ -57,6 +57,7 @@ def reference(tmp_path_factory) -> tuple[Path, list[dict]]:
         torch.set_num_threads(threads)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGUSR1])
 def test_a_preemption_signal_checkpoints_prints_the_resume_command_and_resumes_exactly(tmp_path, reference, signum):
     cfg, ref = reference
@@ -85,6 +86,7 @@ def test_a_preemption_signal_checkpoints_prints_the_resume_command_and_resumes_e
     assert got[-1]["val_loss"] == pytest.approx(ref[-1]["val_loss"], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_one_writer_per_folder_and_a_killed_writers_lock_is_taken_over(tmp_path, reference):
     cfg, _ = reference
     out = tmp_path / "out"
@@ -114,6 +116,7 @@ def _run(argv: list[str]) -> int:
     return train.cli(argv)
 
 
+@pytest.mark.slow
 def test_a_resume_under_other_settings_is_refused_or_recorded(tmp_path, capsys):
     cfg = write_config(tmp_path / "train.yaml", max_steps=4, save_steps=2, eval_steps=4, tokenizer_name=tokenizer_dir())
     out = tmp_path / "out"
@@ -149,6 +152,7 @@ def test_a_resume_under_other_settings_is_refused_or_recorded(tmp_path, capsys):
     assert [m["step"] for m in metrics(out)] == list(range(1, 7))
 
 
+@pytest.mark.slow
 def test_a_damaged_newest_checkpoint_is_named_and_the_one_before_it_resumes(tmp_path, capsys):
     cfg = write_config(tmp_path / "train.yaml", max_steps=8, save_steps=3, eval_steps=8, tokenizer_name=tokenizer_dir())
     out = tmp_path / "out"
@@ -168,6 +172,7 @@ def test_a_damaged_newest_checkpoint_is_named_and_the_one_before_it_resumes(tmp_
         assert g["loss"] == pytest.approx(r["loss"], abs=1e-6), r["step"]
 
 
+@pytest.mark.slow
 def test_a_run_that_failed_before_its_first_checkpoint_does_not_block_its_corrected_rerun(tmp_path, capsys,
                                                                                           monkeypatch):
     cfg = write_config(tmp_path / "train.yaml", max_steps=2, save_steps=2, eval_steps=2, tokenizer_name=tokenizer_dir())
@@ -190,6 +195,7 @@ def test_a_run_that_failed_before_its_first_checkpoint_does_not_block_its_correc
     assert json.loads((out / "train_config.json").read_text())["block_size"] == 64
 
 
+@pytest.mark.slow
 def test_ctrl_c_during_seeds_says_what_the_seed_folders_hold(tmp_path):
     cfg = write_config(tmp_path / "train.yaml", max_steps=400, save_steps=1000, eval_steps=400,
                        tokenizer_name=tokenizer_dir())
@@ -208,7 +214,7 @@ def test_ctrl_c_during_seeds_says_what_the_seed_folders_hold(tmp_path):
 
 def test_documents_shared_with_validation_are_left_out_of_training_with_the_flag(tmp_path, capsys):
     text = tmp_path / "notes.txt"
-    text.write_text("\n\n".join(f"Paragraph {i} says " + "something about the weather and the sea " * 4
+    text.write_text("\n\n".join(f"Paragraph {i} says " + "something about the weather and the sea " * 6
                                 for i in range(31)))
     cfg = write_config(tmp_path / "train.yaml", data=[str(text), str(text)], val_every=5, block_size=16,
                        max_steps=2, save_steps=2, eval_steps=2, max_eval_samples=2, tokenizer_name=tokenizer_dir())

@@ -53,6 +53,7 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", ["gpt2-tiny", "spen-tiny"])
 def test_two_kills_and_resumes_match_an_uninterrupted_run(tmp_path, model):
     # 16 steps, a checkpoint every 3, the last 2 kept
@@ -84,6 +85,7 @@ def test_two_kills_and_resumes_match_an_uninterrupted_run(tmp_path, model):
     assert sorted(p.name for p in (out / "checkpoints").iterdir()) == ["step_15", "step_16"]
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_a_checkpoint_prints_the_resume_command_and_exits_130(tmp_path):
     cfg = write_config(tmp_path / "train.yaml", max_steps=30, save_steps=100, eval_steps=30,
                        tokenizer_name=tokenizer_dir())
@@ -137,6 +139,7 @@ def test_resume_command_drops_what_would_start_over(monkeypatch):
         interrupt._handle(signal.SIGINT, None)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not torch.distributed.is_gloo_available(), reason="needs torch.distributed with gloo")
 def test_ctrl_c_under_torchrun_saves_one_checkpoint_and_prints_one_line(tmp_path):
     # Ctrl-C at a terminal signals the whole foreground group: the launcher and both processes.

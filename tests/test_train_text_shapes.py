@@ -145,3 +145,58 @@ def test_parquet_with_one_huge_row_and_a_text_file_train_together(tmp_path):
     assert " ".join(docs) == row and all(CAP - 40 < len(d) <= CAP for d in docs[:-1])
     txt, _, _ = write_shape(tmp_path, "three_short_lines")
     two_steps(tmp_path, [str(path), txt])
+
+
+def shakespeare(rng):
+    """TinyShakespeare's shape: speeches 'SPEAKER:' + verse lines, blank lines between; the short ones repeat
+    exactly (one-line speeches: 'All:' / 'Ay, ay.'), the long ones do not."""
+    stock = ["All:\nAy, ay.", "First Citizen:\nWe know't, we know't.", "Second Servant:\nHere, sir.",
+             "All:\nNo more talking on't; let it be done: away, away!"]
+    speakers = ["ROMEO", "JULIET", "MENENIUS", "First Citizen"]
+    speeches = [rng.choice(stock) if rng.random() < 0.25 else
+                f"{rng.choice(speakers)}:\n" + "\n".join(wrap(paragraph(rng, 4))) for _ in range(160)]
+    return ("\n\n".join(speeches) + "\n").encode(), speeches
+
+
+@pytest.mark.parametrize("shape", ["wikitext_headings", "shakespeare"])
+def test_real_text_with_repeated_headings_or_speeches_trains_as_it_comes(tmp_path, shape, capsys):
+    rng = random.Random(5)
+    if shape == "shakespeare":
+        data, docs = shakespeare(rng)
+    else:  # WikiText-2 as it comes: every article repeats the same section headings
+        paras = []
+        for k in range(10):
+            paras.append(f"= Article {k} =")
+            for heading in ("History", "Description", "Reception"):
+                paras += [f"= = {heading} = =", *(paragraph(rng, rng.randint(3, 6)) for _ in range(3))]
+        data, docs = "".join(f" {p} \n \n" for p in paras).encode(), paras
+    path = tmp_path / f"{shape}.txt"
+    path.write_bytes(data)
+    assert list(corpus.file_documents(path)) == docs
+    held_out = {d for i, d in enumerate(docs) if i % 10 == 0}
+    assert held_out & {d for i, d in enumerate(docs) if i % 10}  # short texts both held out and trained on
+
+    two_steps(tmp_path, [str(path)])  # no flag
+    printed = capsys.readouterr().out
+    left_out = [line for line in printed.splitlines() if "left out of validation and test" in line]
+    assert len(left_out) == 1, printed
+    val = [ex["text"] for ex in corpus.documents([str(path)], "validation", 10)]
+    train_docs = [ex["text"] for ex in corpus.documents([str(path)], "train", 10)]
+    assert val and not set(val) & set(train_docs) and len(train_docs) == sum(1 for i in range(len(docs)) if i % 10)
+    assert left_out[0].startswith(f"train.py: {sum(1 for i, d in enumerate(docs) if i % 10 == 0) - len(val)} "
+                                  "held-out document(s) left out of validation and test: short texts")
+
+
+def test_a_long_shared_passage_is_still_refused_with_the_fix_named(tmp_path, capsys):
+    rng = random.Random(6)
+    paras = [paragraph(rng, 5) for _ in range(30)]
+    paras[13] = paras[10]  # a copied paragraph of ~500 characters: a validation document trained on
+    path = tmp_path / "copied.txt"
+    path.write_text("\n\n".join(paras))
+    cfg = write_config(tmp_path / "train.yaml", max_steps=2, eval_steps=2, save_steps=2)
+    assert train.cli(["--config", str(cfg), "--data", str(path), "--output_dir", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"train.py: error: {path}: document 13, also document 10 (validation): 1 training document(s) "
+                   "have the text of a validation or test document longer than 200 characters (a file given twice? a "
+                   "copied passage?); remove them, or set drop_shared_documents: true to leave them out of training")
+    assert not (tmp_path / "out").exists()

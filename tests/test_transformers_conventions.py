@@ -88,6 +88,7 @@ def test_from_pretrained_on_meta_and_with_device_map_is_bit_identical(tmp_path: 
             assert torch.equal(loaded(ids).logits, expected), (name, kwargs)
 
 
+@pytest.mark.slow
 def test_conventions_hold_after_a_fresh_process_load(tmp_path: Path) -> None:
     # One variant with the most machinery: selective_ssm state, a sequence-scope softmax reader, block AttnRes.
     name = "softmax_attention-sequence-selective_ssm+block_attnres"

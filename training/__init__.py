@@ -9,6 +9,7 @@
   trackers, metrics.jsonl);
 - :mod:`training.checkpoint`: the run folder while a run writes it (its lock, settings, metrics, checkpoints
   with their settings and checksums, final/);
+- :mod:`training.pretrained`: the weights a run starts from (``--model_name_or_path`` on a trained folder), checked;
 - :mod:`training.card`: the model card;
 - :mod:`training.console`: what train.py prints, at --log_level;
 - :mod:`training.interrupt`: Ctrl-C, SIGTERM and SIGUSR1 as a request to checkpoint and stop;

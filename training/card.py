@@ -18,10 +18,19 @@ HUB_DATASETS = {corpus.C4: "allenai/c4"}
 CARD_LICENSE = "apache-2.0"  # the project's license, which the modeling code shipped beside the weights carries
 
 
+def local_location(output_dir: str | Path) -> str:
+    """final/ as a card's snippet loads it when it is not pushed: the output folder as given when that is relative
+    (the snippet runs from where train.py ran), else by its name alone; never a path of the training machine."""
+    out = Path(output_dir)
+    if out.is_absolute() or ".." in out.parts:
+        out = Path(out.resolve().name)
+    return (out / "final").as_posix()
+
+
 def model_card(cfg: dict, model_config: PreTrainedConfig, counts: ParameterCounts, step: int, data_pos: list[int],
                train_docs: int, val_loss: float, command: str, tokenizer_name: str, name: str,
                location: str, test: dict | None = None, epoch_blocks: int = 0,
-               changes: list[dict] | None = None) -> ModelCard:
+               changes: list[dict] | None = None, initial: str | None = None) -> ModelCard:
     """final/README.md as the Hub reads it: metadata (license, language, library, pipeline, tags, datasets, a
     model-index with the validation loss and perplexity), the regime, the command, and a python block that loads
     the model from ``location`` (the folder, or the hub repository it is pushed to) and generates. ``name`` is
@@ -31,7 +40,9 @@ def model_card(cfg: dict, model_config: PreTrainedConfig, counts: ParameterCount
     ``train_docs`` the number of training documents (0 for streamed C4, which is not counted); ``epoch_blocks``
     the blocks of one epoch of shuffled local data (0: the data was read by documents); ``test`` the test
     split's metrics (:meth:`TestBlocks.metrics`) of a run with one; ``changes`` the settings changed on resume
-    (train_config.check_resume), each with its step.
+    (train_config.check_resume), each with its step; ``initial`` the name of the model whose weights the run
+    started from (None: from scratch). ``location`` is written as given: a repository id or a relative folder,
+    never a path of the machine that trained it.
     """
     kind = model_config.model_type
     tokens = step * cfg["total_train_batch_size"] * cfg["block_size"]
@@ -72,12 +83,13 @@ def model_card(cfg: dict, model_config: PreTrainedConfig, counts: ParameterCount
     test_line = (f"\n- test loss: {test['test_loss']:.4f}, perplexity {test['test_ppl']:.2f} ({test['test_tokens']:,} "
                  f"tokens of {test['test_documents']} held-out test documents, every {cfg['test_every']}th of the "
                  "documents not held out for validation)" if test else "")
+    origin = f"trained from the weights of `{initial}`" if initial else "trained from scratch"
     return ModelCard(f"""---
 {meta.to_yaml()}
 ---
 # {name}
 
-A {kind} language model trained from scratch with `train.py` of the ema-boundary project ("EMA Is Not All You
+A {kind} language model {origin} with `train.py` of the ema-boundary project ("EMA Is Not All You
 Need", arXiv 2604.08556).
 
 ```python
@@ -93,7 +105,7 @@ print(tokenizer.decode(output[0]))
 
 ## Regime
 
-- model: {kind}, `{Path(cfg['model_name_or_path']).name}`, {counts.total:,} parameters \
+- model: {kind}, `{Path(cfg['model_name_or_path']).name if not initial else initial}`, {counts.total:,} parameters \
 ({counts.non_embedding:,} non-embedding)
 - data: {corpus.short_name(data)}
 - tokenizer: {tokenizer_name}

@@ -66,11 +66,20 @@ def tokenizer_for_run(cfg: dict, vocab_size: int, run_dir: Path, saved: dict | N
 
 
 def check_shared_documents(cfg: dict) -> int:
-    """Training documents with the text of a held-out one: refused (one line naming the first), or with
+    """Text shared between training and the held-out splits of local files. Short exact repeats (headings, one-line
+    speeches: corpus.repeated_documents) are left out of validation and test, reported in one line. Longer shared
+    documents are a leak (a file given twice, a copied paragraph): refused in one line naming the first, or with
     ``drop_shared_documents`` left out of training (corpus.documents) and their number returned."""
-    shared, first = corpus.shared_documents(cfg["data"], cfg["val_every"], cfg["test_every"])
+    data, val_every, test_every = cfg["data"], cfg["val_every"], cfg["test_every"]
+    held_out, trained, text = corpus.repeated_documents(data, val_every, test_every)
+    if held_out:
+        example = text if len(text) <= 40 else text[:37] + "..."
+        log.info(f"train.py: {held_out} held-out document(s) left out of validation and test: short texts that "
+                 f"training also holds ({trained} copies; <= {corpus.SHORT_DOC_CHARS} characters, e.g. {example!r})")
+    shared, first = corpus.shared_documents(data, val_every, test_every)
     if shared and not cfg["drop_shared_documents"]:
-        raise DataError(f"{first}: {shared} training document(s) have the text of a validation or test document; "
+        raise DataError(f"{first}: {shared} training document(s) have the text of a validation or test document "
+                        f"longer than {corpus.SHORT_DOC_CHARS} characters (a file given twice? a copied passage?); "
                         "remove them, or set drop_shared_documents: true to leave them out of training")
     if shared:
         log.info(f"train.py: {shared} training document(s) left out: their text is held out ({first})")

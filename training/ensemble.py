@@ -53,7 +53,7 @@ from ema_boundary import corpus
 from ema_boundary.io import FolderLock, OutputError, atomic_dir, write_json, write_text
 from ema_boundary.params import parameter_counts
 from train_config import ConfigError
-from training.card import model_card
+from training.card import local_location, model_card
 from training.console import SUMMARY, configure_console, log
 from training.data import check_shared_documents, held_out_test, tokenizer_for_run, training_stream
 from training.interrupt import Interrupt
@@ -432,7 +432,7 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
     for model, d, seed_cfg, v, p in zip(ensemble.trained_models(), dirs, seed_cfgs, val_losses, pos, strict=True):
         seed_command = "train.py " + shlex.join(_single_run_argv(command, seed_cfg["seed"], d))
         card = model_card(seed_cfg, model_cfg, counts, last, p, train_docs, v, seed_command, tokenizer_name,
-                                d.resolve().name, str((d / "final").resolve()), epoch_blocks=epoch_blocks)
+                                d.resolve().name, local_location(d), epoch_blocks=epoch_blocks)
         with atomic_dir(d / "final") as tmp:
             model.save_pretrained(tmp)
             tokenizer.save_pretrained(tmp)

@@ -5,7 +5,7 @@ on a micro-batch of B blocks of T = 128 tokens (train.py's step without the data
 benchmarks.common.measure (minimum over repeats, the most reproducible statistic on a shared machine).
 Also the n-gram reference on the embedded corpus (tokens in each split, time to count and score).
 
-    PYTHONPATH=. python docs/notes/issue14_lm_regime.py --out /tmp/lm_regime.json [--threads 1 2]
+    PYTHONPATH=. python docs/notes/issue14_lm_regime.py --out outputs/lm_regime.json [--threads 1 2]
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ Declared before the runs:
 train.py computes its own next-token loss from the logits, so here its `lm_loss` is replaced by one
 that adds ``weight * prediction_loss`` while training (validation stays the plain next-token loss).
 
-    PYTHONPATH=. OMP_NUM_THREADS=1 python docs/notes/issue14_prediction_loss.py --out /tmp/issue14-pl
+    PYTHONPATH=. OMP_NUM_THREADS=1 python docs/notes/issue14_prediction_loss.py --out outputs/issue14-pl
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The recall map of issue 14: the positive control and every SPEN reader and trace, one recipe.
 
-    PYTHONPATH=. python docs/notes/issue14_recall_map.py --out /tmp/recall_map.json [--models gpt2 spen-none ...]
+    PYTHONPATH=. python docs/notes/issue14_recall_map.py --out outputs/recall_map.json [--models gpt2 spen-none ...]
         [--quick] [--seed 0]
 
 Each model: eval.recall.recall_model with RecallTask() (vocabulary 128, 2/4/8/16 pairs) and

@@ -10,13 +10,13 @@ the same for both, so the totals differ only by GPT-2's position table.
 
     PYTHONPATH=. python docs/notes/issue20_regime.py configs --width 48 --out hub_configs
     PYTHONPATH=. python docs/notes/issue20_regime.py count hub_configs/spen-f48 hub_configs/gpt2-f48
-    PYTHONPATH=. python docs/notes/issue20_regime.py ngram --tokenizer /tmp/gap-runs/tokenizer
+    PYTHONPATH=. python docs/notes/issue20_regime.py ngram --tokenizer outputs/gap-runs/tokenizer
     PYTHONPATH=. OMP_NUM_THREADS=1 nice -n 5 python docs/notes/issue20_regime.py train NAME \\
-        --config hub_configs/spen-f48/train.yaml --max_steps 1000 --lr 1e-2 --tokenizer /tmp/gap-runs/tokenizer
+        --config hub_configs/spen-f48/train.yaml --max_steps 1000 --lr 1e-2 --tokenizer outputs/gap-runs/tokenizer
     PYTHONPATH=. python docs/notes/issue20_regime.py table
 
-``train`` runs ``train.py`` in a child process into ``/tmp/gap-runs/NAME`` and appends one JSON line to
-``/tmp/gap-runs/runs.jsonl``: the command, wall seconds, parameter counts, tokens, tokens per parameter, the
+``train`` runs ``train.py`` in a child process into ``outputs/gap-runs/NAME`` and appends one JSON line to
+``outputs/gap-runs/runs.jsonl``: the command, wall seconds, parameter counts, tokens, tokens per parameter, the
 final validation loss and perplexity. ``table`` prints them as the markdown table of issue20_regime.md.
 """
 
@@ -35,7 +35,7 @@ import torch
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-RUNS = Path("/tmp/gap-runs")
+RUNS = Path("outputs/gap-runs")
 VOCAB = 1024
 BLOCK = 128
 HEAD_SIZE = 16

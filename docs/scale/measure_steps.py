@@ -7,9 +7,9 @@ trained) and runs ``python train.py`` for ``STEPS`` steps with one thread, recor
 the difference of the steps is the cost of a step without the start-up:
 
     OMP_NUM_THREADS=1 nice -n 10 python docs/scale/measure_steps.py 48x2,64x2,96x2,128x2,192x2 30 \\
-        --tokenizer /tmp/gap-runs/tokenizer --out /tmp/scale-measure
+        --tokenizer outputs/gap-runs/tokenizer --out outputs/scale-measure
     OMP_NUM_THREADS=1 nice -n 10 python docs/scale/measure_steps.py 48x2,64x2,96x2,128x2,192x2 120 \\
-        --tokenizer /tmp/gap-runs/tokenizer --out /tmp/scale-measure
+        --tokenizer outputs/gap-runs/tokenizer --out outputs/scale-measure
 
 Raw records of docs/scale/README.md's table: step_costs.jsonl.
 """
@@ -39,7 +39,7 @@ def main() -> None:
     p.add_argument("sizes", help="WIDTHxLAYERS,... e.g. 48x2,64x2")
     p.add_argument("steps", type=int)
     p.add_argument("--tokenizer", required=True, help="a tokenizer folder (e.g. a run's final/)")
-    p.add_argument("--out", type=Path, default=Path("/tmp/scale-measure"))
+    p.add_argument("--out", type=Path, default=Path("outputs/scale-measure"))
     args = p.parse_args()
     for width, layers in (tuple(map(int, s.split("x"))) for s in args.sizes.split(",")):
         for arch, config in fair_pair(width, layers, 1024, 128).items():

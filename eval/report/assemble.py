@@ -13,6 +13,7 @@ import statistics
 from typing import Any
 
 from ema_boundary import stats
+from ema_boundary.machine import machine_record
 from ema_boundary.paper import PAPER
 from eval.report.claims import evaluate
 from eval.report.committed import sweeps_block
@@ -127,6 +128,7 @@ def assemble(plan: Any, structure: dict, lm: dict, ngram: dict, regime: dict, pr
             "workers": plan.workers, "seconds": seconds,
         },
         "command": top_command,
+        "machine": machine_record(),  # CPU, threads, git commit, library versions (ema_boundary.machine)
     }
     if getattr(plan, "committed", None):  # the committed sweeps the plan names carry their claims' rows
         report["sweeps"] = sweeps_block(plan.committed)

@@ -38,6 +38,7 @@ from tqdm.auto import tqdm
 
 from ema_boundary.cli import UsageError
 from ema_boundary.io import MARKER, check_output_dir, output_owner, write_json, write_text
+from ema_boundary.machine import machine_record
 from eval.plans import REPO, PlanError
 from eval.sweep.execute import LOG, RESULT_JSON, RUN_JSON, RunBusy
 from eval.sweep.plan import Arm, SweepPlan, choose, dump, plan_from_text
@@ -401,6 +402,7 @@ def summarize(folder: Path, plan: SweepPlan | None = None, seconds: float | None
         "arms": arms,
         "seconds": {"runs": sum(r.get("seconds", 0.0) for r in runs), "runs_count": len(runs),
                     "this_invocation": seconds},
+        "machine": machine_record(),  # of the invocation that wrote this file (ema_boundary.machine)
     }
     results["analysis"] = {"kind": plan.analysis, **ANALYSES[plan.analysis](plan, results, folder)}
     results["figures"] = write_figures(results["analysis"], folder)

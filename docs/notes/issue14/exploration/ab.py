@@ -1,5 +1,5 @@
 # ruff: noqa
-# Exploration script of issue 14 phase 1, kept as run (from /tmp/rc/ab.py) so that the note's numbers can be reproduced.
+# Exploration script of issue 14 phase 1, kept as run (from a scratch folder, as rc/ab.py) so that the note's numbers can be reproduced.
 # Run from the repository root with PYTHONPATH=. ; see docs/notes/issue14-phase1.md.
 import torch, time
 import torch.nn.functional as F

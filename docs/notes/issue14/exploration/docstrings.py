@@ -1,5 +1,5 @@
 # ruff: noqa
-# Exploration script of issue 14 phase 1, kept as run (from /tmp/rc/docstrings.py) so that the note's numbers can be reproduced.
+# Exploration script of issue 14 phase 1, kept as run (from a scratch folder, as rc/docstrings.py) so that the note's numbers can be reproduced.
 # Run from the repository root with PYTHONPATH=. ; see docs/notes/issue14-phase1.md.
 """How much English text (docstrings) does a CPython install carry? Parse the stdlib with ast (no imports)."""
 import ast, sys, sysconfig, time
