@@ -8,6 +8,7 @@ import pytest
 from benchmarks import bench_recall_arms
 
 
+@pytest.mark.slow  # builds and steps six models: about a minute on two shared cores
 def test_quick_run_times_each_arm_and_transformers_own_scan(tmp_path, capsys) -> None:
     assert bench_recall_arms.main(["--quick", "--output_dir", str(tmp_path / "out")]) == 0
     report = json.loads((tmp_path / "out" / "recall_arms.json").read_text())
