@@ -38,7 +38,7 @@ def test_a_narrowing_trend_crosses_zero_beyond_the_data_with_an_interval() -> No
     text = da.trend_text({**fit, "setting": "w192-e6", "better": {"arch": "spen", "up_to": 675_840,
                                                                    "from": 89_472}, "excluded": []})
     assert text.startswith("w192-e6: SPEN better at <= 676k distinct tokens (every gated point from 89.5k); the gap "
-                           "narrows by 0.050 nats per doubling")
+                           "narrows by 0.050 [0.045, 0.055] nats per doubling of the data")
     assert "the fitted line crosses 0 at ~5.7M tokens [4.5M, 7.6M] (beyond the data, 8.5x the largest point)" in text
 
 
@@ -46,7 +46,7 @@ def test_a_flat_trend_does_not_narrow_and_names_no_crossing() -> None:
     fit = da.fit_trend(_points(lambda t: -0.20))
     assert fit["reading"] == da.FLAT and fit["crossing"] is None
     assert fit["slope_ci95"][0] < 0 < fit["slope_ci95"][1]
-    assert "the gap does not narrow (+0.000 [" in da.trend_text({**fit, "setting": "w128-e6"})
+    assert "the gap does not narrow (slope +0.000 [" in da.trend_text({**fit, "setting": "w128-e6"})
     widening = da.fit_trend(_points(lambda t: -0.10 - 0.05 * math.log2(t / 89_472)))
     assert widening["reading"] == da.WIDENS and widening["crossing"]["where"] == "before the data"
 
@@ -60,9 +60,9 @@ def test_a_line_that_crosses_within_the_data_is_named_with_the_bounds_its_resamp
     assert fit["reading"] == da.FLAT and c["where"] == "within the data" and c["no_crossing_share"] > 0.025
     assert c["ci95"][0] < c["tokens"] and c["ci95"][1] is None
     assert da.trend_text({**fit, "setting": "s"}) == (
-        "s: neither model better at every point; the gap does not narrow (+0.020 [-0.022, +0.062] nats per doubling "
-        "of the data); the fitted line crosses 0 at ~506k tokens [117k, none] (within the data); 4 points, 12 seed "
-        "gaps")
+        "s: neither model better at every point; the gap does not narrow (slope +0.020 [-0.022, +0.062] nats per "
+        "doubling of the data); the fitted line crosses 0 at ~506k tokens [117k, none] (within the data); 4 points, "
+        "12 seed gaps")
 
 
 def test_too_few_points_are_no_trend() -> None:

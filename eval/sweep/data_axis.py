@@ -212,7 +212,8 @@ def data_axis(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[st
         used = [{"name": p["name"], "tokens": p["distinct_tokens"], "gaps": p["gap"]["per_seed"]}
                 for p in mine if p["gate"]]
         fit = fit_trend(used, int(s.get("bootstrap", BOOTSTRAP)))
-        fit["setting"] = setting
+        epochs = [p["epochs"] for p in mine if p["epochs"]]
+        fit["setting"], fit["epochs"] = setting, sum(epochs) / len(epochs) if epochs else None
         # Points that ran and failed a gate (a point still to run is neither in the fit nor left out of it).
         fit["excluded"] = [{"name": p["name"], "why": "; ".join(g["why"] for g in p["gates"] if g["holds"] is not True)}
                            for p in mine if not p["gate"] and p[a_name]["n"] and p[b_name]["n"]]
@@ -286,7 +287,8 @@ def tokens_text(n: float, digits: int = 3) -> str:
 def trend_text(fit: dict[str, Any], a: str = "spen", b: str = "gpt2") -> str:
     """One setting's trend in words: the regime (who is better, up to how many distinct tokens), the slope per
     doubling with its interval, and where the line crosses zero (or that it does not narrow)."""
-    setting = fit.get("setting", "")
+    epochs = f"{fit['epochs']:.3g}" if fit.get("epochs") else None
+    setting = fit.get("setting", "") + (f" ({epochs} epoch{'s' * (epochs != '1')})" if epochs else "")
     if not fit.get("fit"):
         return f"{setting}: no trend ({fit.get('why', 'not fitted')})"
     better = fit.get("better")
@@ -294,13 +296,13 @@ def trend_text(fit: dict[str, Any], a: str = "spen", b: str = "gpt2") -> str:
               f"tokens (every gated point from {tokens_text(better['from'])})" if better
               else "neither model better at every point")
     lo, hi = fit["slope_ci95"]
-    slope = f"{fit['slope']:+.3f} [{lo:+.3f}, {hi:+.3f}] nats per doubling of the data"
-    if fit["reading"] == NARROWS:
-        trend = f"the gap narrows by {abs(fit['slope']):.3f} nats per doubling ({slope})"
-    elif fit["reading"] == WIDENS:
-        trend = f"the gap widens ({slope})"
+    if fit["reading"] in (NARROWS, WIDENS):  # the interval is on one side of 0: said as a size, with its interval
+        small, large = sorted((abs(lo), abs(hi)))
+        trend = (f"the gap {fit['reading']} by {abs(fit['slope']):.3f} [{small:.3f}, {large:.3f}] nats per doubling "
+                 "of the data")
     else:
-        trend = f"the gap does not narrow ({slope})"
+        trend = (f"the gap does not narrow (slope {fit['slope']:+.3f} [{lo:+.3f}, {hi:+.3f}] nats per doubling of "
+                 "the data)")
     c = fit.get("crossing")
     if c:
         lo_c, hi_c = c["ci95"]
@@ -369,46 +371,56 @@ def markdown(analysis: dict[str, Any]) -> list[str]:
 SIZE_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:purple")
 
 
+def draw_settings(ax: Any, analysis: dict[str, Any], settings: list[str], size: float = 6) -> None:
+    """``settings`` of the analysis on ``ax``: each point's gap with its interval against its distinct training tokens
+    (hollow where a gate fails), a colour per model size; a setting with a trend (``fits``) as circles with its fitted
+    line, solid over the data and dashed beyond it to its zero crossing, the crossing's interval along 0; a setting
+    at one fraction as squares. The data-axis figure and the report's perplexity panel draw with it."""
+    points = [p for p in analysis["points"] if p["distinct_tokens"] and p["gap"]["mean"] is not None]
+    sizes = list(dict.fromkeys(p["setting"].split("-")[0] for p in analysis["points"]))
+    for setting in settings:
+        color = SIZE_COLORS[sizes.index(setting.split("-")[0]) % len(SIZE_COLORS)]
+        fit = analysis["fits"].get(setting)
+        marker = "o" if fit is not None else "s"
+        mine = sorted((p for p in points if p["setting"] == setting), key=lambda p: p["distinct_tokens"])
+        for p in mine:
+            g = p["gap"]
+            err = None if not g["ci95"] else [[g["mean"] - g["ci95"][0]], [g["ci95"][1] - g["mean"]]]
+            ax.errorbar([p["distinct_tokens"]], [g["mean"]], yerr=err, fmt=marker, color=color, capsize=size / 2,
+                        ms=size, mfc=color if p["gate"] else "white", lw=size / 6)
+        ax.plot([], [], marker + ("-" if fit is not None else ""), color=color, ms=size, label=setting)
+        if fit and fit.get("fit"):
+            x = np.log2([min(fit["tokens"]), max(fit["tokens"])])
+            ax.plot(2.0 ** x, fit["intercept"] + fit["slope"] * x, "-", color=color, lw=size / 5)
+            c = fit.get("crossing")
+            if c and c["where"] == "beyond the data" and c["times_largest"] <= 1024:
+                ahead = np.log2([max(fit["tokens"]), c["tokens"]])
+                ax.plot(2.0 ** ahead, fit["intercept"] + fit["slope"] * ahead, "--", color=color, lw=size / 6)
+                ax.plot([c["tokens"]], [0.0], "x", color=color, ms=size + 2)
+                lo, hi = c["ci95"]  # the crossing's interval along the zero line (an open end: to the edge)
+                ax.plot([lo or c["tokens"], hi or c["tokens"] * 4], [0.0, 0.0], "-", color=color, lw=size / 2,
+                        alpha=0.35)
+    ax.axhline(0.0, color="black", lw=0.8)
+    ax.set_xscale("log")
+
+
 def figure(analysis: dict[str, Any], path: Path) -> Path:
-    """``data_axis.png``: the gap a − b against distinct training tokens (log2), one panel per number of epochs (the
-    setting's name after its size: ``w128-e6`` -> ``e6``), a colour per size; points where a gate fails hollow and
-    left out of the fit, the fitted line solid over the data and dashed beyond it to its crossing."""
+    """``data_axis.png``: the gap a − b against distinct training tokens (log), one panel per number of epochs (the
+    setting's name after its size: ``w128-e6`` -> ``e6``), :func:`draw_settings`; a setting at one fraction (the
+    over-fitting check's longer run, its regularised twin) in the first panel, beside the trend of its size."""
     from ema_boundary.figures import pyplot, save
 
-    points = [p for p in analysis["points"] if p["distinct_tokens"] and p["gap"]["mean"] is not None]
-    trends = [t for t in dict.fromkeys(p["setting"] for p in points) if t in analysis["fits"]]
+    ran = list(dict.fromkeys(p["setting"] for p in analysis["points"]
+                             if p["distinct_tokens"] and p["gap"]["mean"] is not None))
+    trends = [t for t in ran if t in analysis["fits"]]
+    singles = [t for t in ran if t not in analysis["fits"]]
     labels = list(dict.fromkeys(_epochs_label(t) for t in trends)) or ["–"]
-    sizes = list(dict.fromkeys(p["setting"].split("-")[0] for p in points))
     plt = pyplot()
     fig, axes = plt.subplots(1, len(labels), figsize=(4.8 * len(labels), 4), squeeze=False, sharey=True)
-    # A setting at one fraction (the over-fitting check's longer run, its regularised twin) is a square in the first
-    # panel, beside the trend of its size.
-    singles = [t for t in dict.fromkeys(p["setting"] for p in points) if t not in analysis["fits"]]
     for ax, label in zip(axes[0], labels, strict=True):
-        shown = [t for t in trends if _epochs_label(t) == label] + (singles if label == labels[0] else [])
-        for setting in shown:
-            color = SIZE_COLORS[sizes.index(setting.split("-")[0]) % len(SIZE_COLORS)]
-            marker = "s" if setting in singles else "o"
-            mine = sorted((p for p in points if p["setting"] == setting), key=lambda p: p["distinct_tokens"])
-            for p in mine:
-                g = p["gap"]
-                err = None if not g["ci95"] else [[g["mean"] - g["ci95"][0]], [g["ci95"][1] - g["mean"]]]
-                ax.errorbar([p["distinct_tokens"]], [g["mean"]], yerr=err, fmt=marker, color=color, capsize=3,
-                            mfc=color if p["gate"] else "white")
-            ax.plot([], [], marker + ("" if setting in singles else "-"), color=color, label=setting)
-            fit = analysis["fits"].get(setting)
-            if fit and fit.get("fit"):
-                x = np.log2([min(fit["tokens"]), max(fit["tokens"])])
-                ax.plot(2.0 ** x, fit["intercept"] + fit["slope"] * x, "-", color=color, lw=1.2)
-                c = fit.get("crossing")
-                if c and c["where"] == "beyond the data" and c["times_largest"] <= 1024:
-                    ahead = np.log2([max(fit["tokens"]), c["tokens"]])
-                    ax.plot(2.0 ** ahead, fit["intercept"] + fit["slope"] * ahead, "--", color=color, lw=1)
-                    ax.plot([c["tokens"]], [0.0], "x", color=color, ms=8)
-                    lo, hi = c["ci95"]  # the crossing's interval along the zero line (an open end: to the edge)
-                    ax.plot([lo or c["tokens"], hi or c["tokens"] * 4], [0.0, 0.0], "-", color=color, lw=3, alpha=0.35)
-        ax.axhline(0.0, color="black", lw=0.8)
-        ax.set(xscale="log", xlabel="distinct training tokens (log)", title=f"{label}: hollow = a gate fails")
+        draw_settings(ax, analysis, [t for t in trends if _epochs_label(t) == label]
+                      + (singles if label == labels[0] else []))
+        ax.set(xlabel="distinct training tokens (log)", title=f"{label}: hollow = a gate fails")
         ax.grid(alpha=0.3, which="both")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7, loc="lower right")
@@ -422,5 +434,5 @@ def _epochs_label(setting: str) -> str:
     return setting.split("-", 1)[1] if "-" in setting else setting
 
 
-__all__ = ["BOOTSTRAP", "FLAT", "NARROWS", "WIDENS", "data_axis", "figure", "fit_trend", "markdown", "overfit_text",
-           "tokens_text", "trend_text"]
+__all__ = ["BOOTSTRAP", "FLAT", "NARROWS", "WIDENS", "data_axis", "draw_settings", "figure", "fit_trend", "markdown",
+           "overfit_text", "tokens_text", "trend_text"]
