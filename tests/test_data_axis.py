@@ -49,6 +49,10 @@ def test_a_flat_trend_does_not_narrow_and_names_no_crossing() -> None:
     assert "the gap does not narrow (slope +0.000 [" in da.trend_text({**fit, "setting": "w128-e6"})
     widening = da.fit_trend(_points(lambda t: -0.10 - 0.05 * math.log2(t / 89_472)))
     assert widening["reading"] == da.WIDENS and widening["crossing"]["where"] == "before the data"
+    # SPEN's lead at 1/8 gone by 1/2 and reversed at all of the split: it narrows, and crossed within the data.
+    crossed = da.fit_trend(_points(lambda t: -0.10 + 0.05 * math.log2(t / 89_472)))
+    assert crossed["reading"] == da.NARROWS and crossed["crossing"]["where"] == "within the data"
+    assert crossed["crossing"]["tokens"] == pytest.approx(89_472 * 4, rel=0.05)
 
 
 def test_a_line_that_crosses_within_the_data_is_named_with_the_bounds_its_resamples_allow() -> None:

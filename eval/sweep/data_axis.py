@@ -142,8 +142,9 @@ def fit_trend(points: list[dict[str, Any]], bootstrap: int = BOOTSTRAP, seed: in
     points whose gates hold): the least-squares line through every seed's gap, its slope (nats per doubling of the
     data) with a 95% t interval on n − 2 degrees of freedom (:func:`scipy.stats.linregress`), and the reading:
 
-    - ``narrows``: the slope's interval lies on the side that brings the fitted gap at the largest point towards 0;
-    - ``widens``: on the other side; ``does not narrow``: the interval reaches 0 (or no interval);
+    - ``narrows``: the slope's interval lies on the side that brings the fitted gap at the smallest point (the least
+      data) towards 0, whether or not the line crosses 0 within the data;
+    - ``widens``: on the other side; ``does not narrow``: the interval reaches 0;
     - where the line crosses 0 (``crossing``: tokens, and whether beyond, within or before the data) when the
       reading is not flat or the crossing lies within the data, with a 95% percentile interval from ``bootstrap``
       resamples of each point's seeds (a resample whose line turns the other way never crosses on that side: its
@@ -166,14 +167,14 @@ def fit_trend(points: list[dict[str, Any]], bootstrap: int = BOOTSTRAP, seed: in
     half = float(student_t.ppf(0.975, df)) * float(reg.stderr)
     slope, intercept = float(reg.slope), float(reg.intercept)
     lo, hi = slope - half, slope + half
-    at_largest = intercept + slope * float(x.max())
-    toward_zero = -1.0 if at_largest > 0 else 1.0  # the slope's sign that brings the gap at the largest point to 0
+    at_smallest = intercept + slope * float(x.min())
+    toward_zero = -1.0 if at_smallest > 0 else 1.0  # the slope's sign that brings the gap at the least data to 0
     if lo > 0 or hi < 0:
         reading = NARROWS if (lo > 0) == (toward_zero > 0) else WIDENS
     else:
         reading = FLAT
     out |= {"fit": True, "slope": slope, "slope_ci95": [lo, hi], "intercept": intercept, "df": df,
-            "gap_at_largest": at_largest, "reading": reading, "crossing": None}
+            "gap_at_smallest": at_smallest, "reading": reading, "crossing": None}
     x_cross = -intercept / slope if slope else math.inf
     within = float(x.min()) <= x_cross <= float(x.max())
     if reading == FLAT and not within:
