@@ -60,7 +60,15 @@ from training.checkpoint import (
     save_final,
 )
 from training.console import SUMMARY, ConsoleHandler, configure_console, log, warn_about_schedule
-from training.data import check_positions, check_shared_documents, held_out_test, tokenizer_for_run, training_stream
+from training.data import (
+    check_positions,
+    check_shared_documents,
+    held_out_test,
+    outside_fraction,
+    seen_tokens,
+    tokenizer_for_run,
+    training_stream,
+)
 from training.ensemble import train_seeds
 from training.hub import PushError, check_hub, push_to_hub
 from training.interrupt import Interrupt, Interrupted
@@ -115,7 +123,7 @@ def train(interrupt: Interrupt) -> Path:
             log.info(f"train.py: {c['setting']} changed from {c['from']} to {c['to']} at step {c['step']}")
     metrics_text = None if args.overwrite_output_dir else train_config.kept_metrics(out, start["step"], log.warning)
     n_docs = corpus.check_data(cfg["data"], cfg["val_every"], cfg["test_every"])
-    dropped = check_shared_documents(cfg)
+    dropped = check_shared_documents(cfg) + outside_fraction(cfg)  # training documents the run does not read
     model_cfg = AutoConfig.from_pretrained(cfg["model_name_or_path"])
     check_positions(cfg, model_cfg)
     if ckpt:
@@ -233,6 +241,8 @@ def train(interrupt: Interrupt) -> Path:
                        "batch_crc32": crc, "data_pos": pos}
             if weight:  # SPEN: the prediction loss and the objective it trains on, beside the next-token loss
                 metrics |= {"prediction_loss": pred, "objective": loss + weight * pred}
+            if step == last:  # how much distinct text the run trained on (train_fraction), in its last record
+                metrics |= seen_tokens(train_set, step * tokens_per_step)
             bar.set_postfix(loss=f"{loss:.4f}", tok_s=f"{tok_s:,.0f}", lr=f"{lr:.2e}")
             if not show_bar:
                 log.info(f"step {step}/{last}: loss {loss:.4f}, learning rate {lr:.2e}, {tok_s:,.0f} tokens/s")

@@ -110,6 +110,11 @@ SETTINGS: dict[str, Setting] = {
     "max_test_samples": Setting(None, "test sequences scored at the end (unset: every block of the test split)",
                                 (), int),
     "bpe_train_docs": Setting(100000, "documents used to train the BPE tokenizer when one is trained"),
+    "train_fraction": Setting(1.0, "local/embedded data: train on this fraction of the training split, as whole "
+                                   "documents taken in a fixed order (the SHA-256 of their text, whatever the seed) "
+                                   "until their characters reach it, so 0.125 ⊂ 0.25 ⊂ 0.5 ⊂ 1; validation and test "
+                                   "blocks and a trained tokenizer are the whole split's, as at 1; the last "
+                                   "metrics.jsonl record counts the distinct training tokens read"),
     "shuffle": Setting(True, "shuffle the training data: local/embedded data as blocks in a new order each epoch, "
                              "streamed C4 through a shuffle buffer; the order follows the seed (false: documents "
                              "in corpus order, every epoch the same)"),
@@ -154,6 +159,7 @@ BOUNDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "min_lr_ratio": (lambda v: 0 <= v <= 1, "a number in [0, 1]"),
     "warmup_steps": (lambda v: v >= 0, "a non-negative integer"),
     "test_every": (lambda v: v >= 0, "a non-negative integer (0: no test split)"),
+    "train_fraction": (lambda v: 0 < v <= 1, "a number in (0, 1]"),
     "weight_decay": (lambda v: 0 <= v < float("inf"), "a non-negative number"),
     "adam_beta1": (lambda v: 0 <= v < 1, "a number in [0, 1)"),
     "adam_beta2": (lambda v: 0 <= v < 1, "a number in [0, 1)"),
@@ -385,6 +391,9 @@ def read_yaml(path: str | Path | None, flags: dict[str, Any] | None = None) -> d
     for key, (ok, allowed) in BOUNDS.items():
         if cfg[key] is not None and not ok(cfg[key]):
             raise ConfigError(f"{where.get(key, source)}: {key} must be {allowed}, got {cfg[key]!r}")
+    if cfg["train_fraction"] < 1 and cfg["data"] in (corpus.C4, [corpus.C4]):  # streamed: no split to cut
+        raise ConfigError(f"{where.get('train_fraction', source)}: train_fraction {cfg['train_fraction']:g} needs "
+                          "local or embedded data (streamed C4 has no fixed training split to take a fraction of)")
 
     # The batch: the later of total and accumulation decides (see the module docstring); at one level, both.
     if cfg["gradient_accumulation_steps"] is not None:

@@ -23,7 +23,8 @@ files and the embedded corpus all go through the same code:
   one. With ``test_every`` = m > 0, every m-th of the other documents (the first of them, then every m-th) is
   held out for testing too (`split_of`): rates and checkpoints are chosen on validation blocks and scored on
   test blocks from other documents. ``test_every`` = 0 (the default) holds out no test documents, so the
-  training split is what it always was.
+  training split is what it always was. A run may read a nested subset of its training documents
+  (``train_fraction``, :func:`train_documents`); validation and test stay the same.
 - ``embedded``: English prose that ships with every CPython, read offline (see `embedded_documents`):
   ``embedded:pydoc``, Python's help topics, then ``embedded:stdlib``, the docstrings and comments of the
   standard library's modules. Held out as above.
@@ -338,6 +339,33 @@ def split_sizes(n_docs: int, val_every: int, test_every: int = 0) -> dict[str, i
     return sizes
 
 
+def train_documents(data: list[str], val_every: int, test_every: int = 0, train_fraction: float = 1.0):
+    """The training split's documents a run reads (:func:`documents`), or with ``train_fraction`` < 1 a nested
+    subset of whole documents: taken in the order of the SHA-256 of their text (ties by position) until their
+    characters reach ``train_fraction`` of the split's. That order depends on the texts alone (not the seed, not the
+    tokenizer), so a smaller fraction's documents lie inside every larger one's (1/8 ⊂ 1/4 ⊂ 1/2 ⊂ all), and it
+    draws from the whole split (a prefix in corpus order would be the embedded corpus's help topics alone).
+    The subset is read in corpus order; validation and test are untouched (they come from other documents).
+    Streamed C4 has no fixed training split to take a fraction of: refused, one line."""
+    if train_fraction == 1:
+        return documents(data, "train", val_every, test_every)
+    if not 0 < train_fraction < 1:
+        raise DataError(f"train_fraction must be a number in (0, 1], got {train_fraction!r}")
+    if data == [C4]:
+        raise DataError(f"train_fraction {train_fraction:g}: streamed C4 has no fixed training split to take a "
+                        "fraction of; use local or embedded data, or train_fraction 1")
+    docs = documents(data, "train", val_every, test_every)
+    texts = [ex["text"] for ex in docs]
+    order = sorted(range(len(texts)), key=lambda i: (_digest(texts[i]), i))
+    target, read, keep = train_fraction * sum(map(len, texts)), 0, set()
+    for i in order:
+        if read >= target:
+            break
+        keep.add(i)
+        read += len(texts[i])
+    return docs.filter(lambda _, i: i in keep, with_indices=True)  # indices count the training split's documents
+
+
 def _check_split(split: str, test_every: int) -> None:
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
@@ -563,16 +591,18 @@ class PackedBlocks(torch.utils.data.IterableDataset):
 
     def __init__(self, data: list[str], split: str, val_every: int, tokenizer: PreTrainedTokenizerBase,
                  block_size: int, start: Position = (0, 0, 0), repeat: bool = True, test_every: int = 0,
-                 shuffle_seed: int | None = None, shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER):
+                 shuffle_seed: int | None = None, shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
+                 train_fraction: float = 1.0):
         super().__init__()
         _check_split(split, test_every)
         self.data, self.split, self.val_every, self.tokenizer = data, split, val_every, tokenizer
-        self.test_every = test_every
+        self.test_every, self.train_fraction = test_every, train_fraction
         self.block_size, self.start, self.repeat = block_size, tuple(start), repeat
         self.shuffle_seed, self.shuffle_buffer = shuffle_seed, shuffle_buffer
 
     def _documents(self, epoch: int, skip: int) -> Iterable[dict]:
-        stream = documents(self.data, self.split, self.val_every, self.test_every)
+        stream = (train_documents(self.data, self.val_every, self.test_every, self.train_fraction)
+                  if self.split == "train" else documents(self.data, self.split, self.val_every, self.test_every))
         if self.shuffle_seed is None:
             return stream.skip(skip)
         stream = stream.shuffle(generator=epoch_rng(self.shuffle_seed, epoch), buffer_size=self.shuffle_buffer)
@@ -609,15 +639,16 @@ class SplitTokens:
     int32 tensor (:class:`ShuffledBlocks` cuts it; several streams, e.g. an ensemble's seeds, can share it)."""
 
     def __init__(self, data: list[str], split: str, val_every: int, tokenizer: PreTrainedTokenizerBase,
-                 test_every: int = 0):
+                 test_every: int = 0, train_fraction: float = 1.0):
         _check_split(split, test_every)
         self.data, self.split, self.val_every, self.tokenizer = data, split, val_every, tokenizer
-        self.test_every = test_every
+        self.test_every, self.train_fraction = test_every, train_fraction
 
     @functools.cached_property
     def ids(self) -> torch.Tensor:
         eos = self.tokenizer.eos_token_id
-        stream = documents(self.data, self.split, self.val_every, self.test_every)
+        stream = (train_documents(self.data, self.val_every, self.test_every, self.train_fraction)
+                  if self.split == "train" else documents(self.data, self.split, self.val_every, self.test_every))
         chunks = [np.asarray(ids + [eos], dtype=np.int32)
                   for texts in batched((ex["text"] for ex in stream), 64)
                   for ids in self.tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]]
@@ -661,16 +692,18 @@ class ShuffledBlocks(torch.utils.data.IterableDataset):
 def training_blocks(data: list[str], val_every: int, tokenizer: PreTrainedTokenizerBase, block_size: int, *,
                     seed: int, shuffle: bool = True, shuffle_buffer: int = DEFAULT_SHUFFLE_BUFFER,
                     start: Position = (0, 0, 0), test_every: int = 0,
-                    tokens: SplitTokens | None = None) -> torch.utils.data.IterableDataset:
+                    tokens: SplitTokens | None = None, train_fraction: float = 1.0) -> torch.utils.data.IterableDataset:
     """The training stream of a run: :class:`ShuffledBlocks` for local and embedded data (``tokens``: an already
     read :class:`SplitTokens` of the training split to share), :class:`PackedBlocks` through a shuffle buffer
-    for streamed C4, or, with ``shuffle`` False, :class:`PackedBlocks` in document order. Resumes at ``start``."""
+    for streamed C4, or, with ``shuffle`` False, :class:`PackedBlocks` in document order. Resumes at ``start``.
+    ``train_fraction``: the nested subset of the training documents to read (:func:`train_documents`)."""
     if not shuffle:
-        return PackedBlocks(data, "train", val_every, tokenizer, block_size, start=start, test_every=test_every)
+        return PackedBlocks(data, "train", val_every, tokenizer, block_size, start=start, test_every=test_every,
+                            train_fraction=train_fraction)
     if data == [C4]:
         return PackedBlocks(data, "train", val_every, tokenizer, block_size, start=start, test_every=test_every,
-                            shuffle_seed=seed, shuffle_buffer=shuffle_buffer)
-    tokens = tokens or SplitTokens(data, "train", val_every, tokenizer, test_every)
+                            shuffle_seed=seed, shuffle_buffer=shuffle_buffer, train_fraction=train_fraction)
+    tokens = tokens or SplitTokens(data, "train", val_every, tokenizer, test_every, train_fraction)
     return ShuffledBlocks(tokens, block_size, seed, start)
 
 
@@ -692,10 +725,12 @@ test_blocks.__test__ = False  # a corpus function, not a pytest test
 
 
 def split_blocks(data: list[str], split: str, val_every: int, tokenizer: PreTrainedTokenizerBase, block_size: int,
-                 n_blocks: int | None, test_every: int = 0) -> tuple[torch.Tensor, int]:
+                 n_blocks: int | None, test_every: int = 0, train_fraction: float = 1.0) -> tuple[torch.Tensor, int]:
     """The first `n_blocks` blocks of one split (None: all of them), [n, block_size + 1], and how many of the
-    split's documents their targets come from (the report states both for its test blocks)."""
-    stream = PackedBlocks(data, split, val_every, tokenizer, block_size, repeat=False, test_every=test_every)
+    split's documents their targets come from (the report states both for its test blocks); the training split's
+    nested subset with ``train_fraction`` < 1 (:func:`train_documents`)."""
+    stream = PackedBlocks(data, split, val_every, tokenizer, block_size, repeat=False, test_every=test_every,
+                          train_fraction=train_fraction)
     blocks, last = [], None
     for b in itertools.islice(stream, n_blocks):
         blocks.append(b["input_ids"])

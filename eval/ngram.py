@@ -125,9 +125,10 @@ def ngram_perplexities(
 
 def ngram_references(data: list[str], val_every: int, tokenizer: Any, block_size: int, n_blocks: int | None,
                      train_tokens: int | None = None, split: str = "validation", test_every: int = 0,
-                     discount: float = DISCOUNT) -> dict[str, Any]:
+                     discount: float = DISCOUNT, train_fraction: float = 1.0) -> dict[str, Any]:
     """Kneser-Ney perplexities on the first ``n_blocks`` blocks of ``split`` (None: all of them) of ``data``,
-    counted on the training stream a run reads (documents joined with EOS, at most ``train_tokens`` of it).
+    counted on the training stream a run reads (documents joined with EOS, at most ``train_tokens`` of it; with
+    ``train_fraction`` < 1, train.py's nested subset of the training documents).
 
     The splits are the corpus's (:func:`ema_boundary.corpus.split_of`: the same ``val_every`` and
     ``test_every`` as the runs). Returns :func:`ngram_perplexities`' dict with ``split``, ``eval_tokens``
@@ -138,7 +139,7 @@ def ngram_references(data: list[str], val_every: int, tokenizer: Any, block_size
 
     stream: list[int] = []
     exhausted = True  # a streamed corpus (c4) is read only as far as the runs read it; a finite one to its end
-    texts = (d["text"] for d in corpus.documents(data, "train", val_every, test_every))
+    texts = (d["text"] for d in corpus.train_documents(data, val_every, test_every, train_fraction))
     for batch in corpus.batched(texts, 64):
         for ids in tokenizer(batch, add_special_tokens=False, verbose=False)["input_ids"]:
             stream.extend([*ids, tokenizer.eos_token_id])
@@ -191,6 +192,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--eval_blocks", type=positive_int, help="blocks scored (default: all of the split)")
     p.add_argument("--max_train_tokens", type=positive_int,
                    help="count at most this many training tokens (the runs' budget; default: the whole split)")
+    p.add_argument("--train_fraction", type=float, default=1.0,
+                   help="count on this nested subset of the training documents, as train.py's train_fraction")
     add_output_dir(p, "output folder (ngram.json)")
     try:
         args = p.parse_args(argv)
@@ -203,17 +206,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.test_every < 0 or (args.split == "test" and args.test_every == 0):
             raise UsageError(f"--test_every {args.test_every}: give a positive N for a test split (every N-th of the "
                              "documents that are not validation)")
+        if not 0 < args.train_fraction <= 1:
+            raise UsageError(f"--train_fraction {args.train_fraction:g}: must be a number in (0, 1]")
         check_output_dir(args.output_dir, tool=TOOL, overwrite=args.overwrite_output_dir)
         try:
             data = corpus.parse_data(args.data)
             corpus.check_data(data, args.val_every, args.test_every)
             tokenizer, name = _tokenizer(args, data)
             result = ngram_references(data, args.val_every, tokenizer, args.block_size, args.eval_blocks,
-                                      args.max_train_tokens, args.split, args.test_every)
+                                      args.max_train_tokens, args.split, args.test_every,
+                                      train_fraction=args.train_fraction)
         except corpus.DataError as e:
             raise UsageError(f"--data {first_line(e)}") from None
         result.update(data=data, tokenizer=name, val_every=args.val_every, test_every=args.test_every,
-                      block_size=args.block_size)
+                      block_size=args.block_size, train_fraction=args.train_fraction)
         with atomic_dir(args.output_dir, tool=TOOL, overwrite=args.overwrite_output_dir) as tmp:
             write_json(tmp / "ngram.json", result)
     except UsageError as e:

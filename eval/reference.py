@@ -10,9 +10,9 @@ than a declared margin, is a bug in the recipe, not a finding (:func:`eval.verdi
 
 It reads the settings train.py reads (model_name_or_path, data, tokenizer_name, block_size,
 total_train_batch_size, max_steps, learning_rate, min_lr_ratio, warmup_steps, weight_decay, adam_beta1/2,
-max_grad_norm, max_eval_samples, val_every, test_every, max_test_samples, seed, output_dir) and writes
-``metrics.jsonl`` (train.py's keys: step, tokens, loss; val_loss; test_loss, test_ppl, test_tokens) and
-``final/`` (the model and tokenizer).
+max_grad_norm, max_eval_samples, val_every, test_every, max_test_samples, train_fraction, seed, output_dir) and
+writes ``metrics.jsonl`` (train.py's keys: step, tokens, loss; val_loss; test_loss, test_ppl, test_tokens;
+train_split_tokens, distinct_train_tokens) and ``final/`` (the model and tokenizer).
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ def train_reference(cfg: dict[str, Any]) -> dict[str, Any]:
     # A finite corpus: every training block, reshuffled each epoch. A streamed one (C4): the first blocks the run
     # needs (steps x batch), shuffled once (int32: 672M tokens of the GPU ladder's largest size fit in 2.7 GB).
     streamed = data == [corpus.C4]
-    train, _ = corpus.split_blocks(data, "train", val_every, tok, B, steps * batch if streamed else None, test_every)
+    train, _ = corpus.split_blocks(data, "train", val_every, tok, B, steps * batch if streamed else None, test_every,
+                                   cfg["train_fraction"])  # train.py's nested subset of the documents
     train = train.to(torch.int32)
     val = corpus.validation_blocks(data, val_every, tok, B, cfg["max_eval_samples"], test_every)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -101,6 +102,8 @@ def train_reference(cfg: dict[str, Any]) -> dict[str, Any]:
             rows.append({"step": step + 1, "tokens": seen, "loss": running / ((step % log_every) + 1)})
             running = 0.0
     final: dict[str, Any] = {"step": steps, "tokens": seen, "val_loss": mean_loss(model, val.to(device))}
+    if not streamed:  # the distinct text trained on, as train.py records it (training.data.seen_tokens)
+        final |= {"train_split_tokens": len(train) * B, "distinct_train_tokens": min(seen, len(train) * B)}
     if test_every:
         test, docs = corpus.split_blocks(data, "test", val_every, tok, B, cfg["max_test_samples"], test_every)
         test_loss = mean_loss(model, test.to(device))

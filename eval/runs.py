@@ -76,4 +76,16 @@ def read_test(path: Path) -> dict[str, float | int] | None:
     return found
 
 
-__all__ = ["read_spen_yaml", "read_metrics", "read_test", "param_count"]
+def read_seen(path: Path) -> dict[str, int]:
+    """How much distinct text a train.py (or eval.reference) run trained on, from its metrics.jsonl:
+    ``train_split_tokens`` (its training split, or train_fraction's subset, as block targets) and
+    ``distinct_train_tokens`` (how many of them it read); {} for a run that does not record them (streamed or
+    unshuffled data, runs before train_fraction)."""
+    found: dict[str, int] = {}
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        found |= {k: row[k] for k in ("train_split_tokens", "distinct_train_tokens") if k in row}
+    return found
+
+
+__all__ = ["read_spen_yaml", "read_metrics", "read_seen", "read_test", "param_count"]

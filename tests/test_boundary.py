@@ -57,3 +57,26 @@ def test_a_panel_without_its_data_says_not_run(committed: dict, tmp_path: Path) 
     import matplotlib.image
 
     assert matplotlib.image.imread(path).shape[1] > 1000  # legible at page width
+
+
+def test_the_perplexity_panel_shows_the_data_axis_when_the_plan_names_it(committed: dict, tmp_path: Path) -> None:
+    from matplotlib import pyplot as plt
+
+    from eval.report.committed import sweeps_block
+    from tests.test_committed import NARROWING, data_axis_sweep
+
+    data_axis_sweep(tmp_path / "data", NARROWING)
+    report = copy.deepcopy(committed)
+    report["sweeps"] = {**report.get("sweeps", {}), **sweeps_block({"data_axis": str(tmp_path / "data")})}
+    report["claims"] = evaluate(report)
+    fig = draw(report)
+    insets = [c for ax in fig.axes for c in ax.child_axes if c.get_title() == "the data axis (committed sweep)"]
+    assert len(insets) == 1
+    labels = insets[0].get_legend_handles_labels()[1]
+    assert labels == ["w192-e6", "w128-e6"]  # the two settings that ran, each with its fitted line
+    filled = [ln for ln in insets[0].get_lines() if ln.get_marker() == "o" and ln.get_markerfacecolor() != "white"]
+    assert len(filled) == 8 + 2  # every point of both settings passes its gates (and the two legend entries)
+    plt.close(fig)
+    without = draw(committed)
+    assert not [c for ax in without.axes for c in ax.child_axes]
+    plt.close(without)

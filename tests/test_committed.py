@@ -8,6 +8,7 @@ recall sweep end to end."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 from typing import Any
@@ -216,6 +217,63 @@ def test_a_ladder_whose_largest_size_cannot_speak_is_not_testable(tmp_path: Path
     assert "w96 (530,000 non-embedding parameters, 1 seed)" in head["conditions"]
 
 
+DATA_TOKENS = {"f1_8": 89_472, "f1_4": 175_360, "f1_2": 337_664, "f1": 675_840}  # data-axis.yaml's fractions
+
+
+def data_axis_sweep(folder: Path, settings: dict[str, Any], **kw: Any) -> dict[str, Any]:
+    """A data-axis sweep (hub_configs/sweeps/data-axis.yaml): setting -> SPEN − GPT-2 as a function of the distinct
+    training tokens, both models at 3 seeds and the plain reference (GPT-2's loss) at every fraction."""
+    plan = plan_from_text((REPO / "hub_configs/sweeps/data-axis.yaml").read_text(), "data-axis.yaml")
+    params = {"total": 1_380_864, "embedding": 196_608, "non_embedding": 1_184_256}
+    arms: dict[str, Any] = {}
+    for setting, gap in settings.items():
+        for key, tokens in DATA_TOKENS.items():
+            steps = plan.budgets_of(plan.arm(f"{setting}/{key}/spen"))[0]
+
+            def seed(loss: float, steps: int = steps, tokens: int = tokens) -> dict[str, Any]:
+                return {"score": loss, "tokens": steps * 2048, "train_split_tokens": tokens,
+                        "distinct_train_tokens": min(tokens, steps * 2048), "parameters": params}
+
+            noise = (-0.01, 0.0, 0.01)
+            arms[f"{setting}/{key}/spen"] = {str(steps): {str(i): seed(3.40 + gap(tokens) + e)
+                                                          for i, e in enumerate(noise)}}
+            arms[f"{setting}/{key}/gpt2"] = {str(steps): {str(i): seed(3.40 + e / 2) for i, e in enumerate(noise)}}
+            arms[f"{setting}/{key}/reference"] = {str(steps): {"0": seed(3.40)}}
+    return write_sweep(folder, "data-axis", arms, **kw)
+
+
+NARROWING = {"w192-e6": lambda t: -0.30 + 0.05 * math.log2(t / 89_472), "w128-e6": lambda t: -0.20}
+
+
+def test_the_perplexity_row_names_the_trend_along_the_data_axis(tmp_path: Path) -> None:
+    import jsonschema
+
+    ladder_sweep(tmp_path / "ladder", *BETTER, 3.50)
+    data_axis_sweep(tmp_path / "data", NARROWING, missing=["a", "b"])
+    block = sweeps_block({"ladder": str(tmp_path / "ladder"), "data_axis": str(tmp_path / "data")})
+    schema = json.loads((REPO / "eval/report/report.schema.json").read_text())
+    jsonschema.validate(block, schema["properties"]["sweeps"])  # report.json's sweeps may hold it
+    rows = evaluate(report_with(block))
+    r = row(rows, "perplexity_gap_ladder")
+    assert r["verdict"] == "opposite direction" and r["conditions"].startswith("committed ladder")  # read as before
+    words = r["conditions"]
+    assert (f"along the data axis (committed sweep `{tmp_path / 'data'}`: spen − gpt2 loss on the test blocks "
+            "against log2 distinct training tokens, nested fractions of the corpus, both gates at every point; "
+            "partial: 2 runs still to run") in words
+    assert ("w192-e6 (6.06 epochs): SPEN better at <= 676k distinct tokens (every gated point from 89.5k); the gap "
+            "narrows by 0.050 [0.047, 0.053] nats per doubling of the data; the fitted line crosses 0") in words
+    assert "crosses 0 at ~5.7M tokens [" in words and "(beyond the data, 8.5x the largest point)" in words
+    assert ("w128-e6 (6.06 epochs): SPEN better at <= 676k distinct tokens (every gated point from 89.5k); the gap "
+            "does not narrow (slope +0.000 [-0.003, +0.003] nats per doubling of the data)") in words
+    assert "w192-e1" not in words  # declared, not run: not a condition yet
+    # Without the ladder the row is not run, and still says where along the data its sign would be read.
+    alone = row(evaluate(report_with(sweeps_block({"data_axis": str(tmp_path / "data")}))), "perplexity_gap_ladder")
+    assert alone["verdict"] == "not run" and "w192-e6 (6.06 epochs)" in alone["conditions"]
+    # A sweep of another kind under data_axis is refused when the plan is read.
+    with pytest.raises(PlanError, match="holds a 'ladder' analysis, data_axis needs 'data_axis'"):
+        Plan.load(plan_naming(tmp_path, {"data_axis": str(tmp_path / "ladder")}))
+
+
 def test_the_ladder_sweep_is_in_the_readme_block() -> None:
     from eval.report.render import readme_results
 
@@ -324,7 +382,8 @@ def test_a_plan_names_sweeps_checked_once_at_load(tmp_path: Path) -> None:
     recall_sweep(tmp_path / "recall", {"gpt2": SOLVED})
     plan = Plan.load(plan_naming(tmp_path, {"recall_map": str(tmp_path / "recall")}))
     assert plan.committed == {"recall_map": str(tmp_path / "recall")}
-    assert set(SOURCES) == {"recall_map", "ladder", "ablation_predictor", "ablation_trace", "depth", "arms"}
+    assert set(SOURCES) == {"recall_map", "ladder", "ablation_predictor", "ablation_trace", "depth", "arms",
+                            "data_axis"}
 
 
 @pytest.mark.parametrize("make,message", [

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import json
+import re
 import sys
 
 import pyarrow as pa
@@ -450,3 +452,47 @@ def test_split_blocks_count_the_documents_their_targets_come_from(tmp_path, toke
     assert n_docs == next(i + 1 for i in range(len(lengths)) if sum(lengths[: i + 1]) >= covered)
     two, n_two = corpus.split_blocks([str(path)], "test", 5, tokenizer, 8, 2, test_every=3)
     assert len(two) == 2 and n_two == next(i + 1 for i in range(len(lengths)) if sum(lengths[: i + 1]) >= 17)
+
+
+def _fraction_corpus(tmp_path) -> list[str]:
+    path = tmp_path / "docs.txt"
+    path.write_text("\n\n".join(f"document {i}: " + " ".join(["word"] * (1 + (i * 7) % 13)) + "." for i in range(60)))
+    return [str(path)]
+
+
+def test_a_training_fraction_is_a_nested_subset_of_whole_documents(tmp_path, tokenizer):
+    data = _fraction_corpus(tmp_path)
+    every = [ex["text"] for ex in corpus.documents(data, "train", 5, 3)]
+    total = sum(map(len, every))
+    kept = {f: [ex["text"] for ex in corpus.train_documents(data, 5, 3, f)] for f in (0.125, 0.25, 0.5, 1.0)}
+    assert kept[1.0] == every
+    for small, large in itertools.pairwise(kept):
+        assert set(kept[small]) < set(kept[large])  # 1/8 ⊂ 1/4 ⊂ 1/2 ⊂ all, each strictly
+    # Whole documents, read in corpus order, the fewest of the fixed (text-hash) order that reach the fraction.
+    by_hash = sorted(every, key=lambda t: hashlib.sha256(t.encode()).hexdigest())
+    for f, docs in kept.items():
+        assert docs == [d for d in every if d in docs] and set(docs) == set(by_hash[: len(docs)])
+        assert sum(map(len, docs)) >= f * total > sum(map(len, by_hash[: len(docs) - 1]))
+    # The training stream reads the subset's tokens only; the held-out splits' blocks are the same at any fraction.
+    tokens = corpus.SplitTokens(data, "train", 5, tokenizer, 3, 0.25)
+    expected = [t for d in kept[0.25] for t in [*tokenizer(d)["input_ids"], tokenizer.eos_token_id]]
+    assert tokens.ids.tolist() == expected
+    stream = iter(corpus.training_blocks(data, 5, tokenizer, 8, seed=1, test_every=3, train_fraction=0.25))
+    n = (len(expected) - 1) // 8
+    assert sorted(tuple(next(stream)["input_ids"].tolist()) for _ in range(n)) == sorted(
+        tuple(expected[i * 8: i * 8 + 9]) for i in range(n))
+    for split in ("validation", "test"):
+        assert torch.equal(corpus.split_blocks(data, split, 5, tokenizer, 8, None, 3, train_fraction=0.25)[0],
+                           corpus.split_blocks(data, split, 5, tokenizer, 8, None, 3)[0])
+    plain = corpus.split_blocks(data, "train", 5, tokenizer, 8, None, 3, train_fraction=0.25)[0]
+    assert plain[:, :-1].flatten().tolist() == expected[: 8 * len(plain)]
+
+
+@pytest.mark.parametrize("data, fraction, message", [
+    (None, 0.0, "train_fraction must be a number in (0, 1], got 0.0"),
+    (None, 1.5, "train_fraction must be a number in (0, 1], got 1.5"),
+    (["c4"], 0.5, "train_fraction 0.5: streamed C4 has no fixed training split"),
+])
+def test_a_bad_training_fraction_is_one_line(tmp_path, data, fraction, message):
+    with pytest.raises(corpus.DataError, match=re.escape(message)):
+        corpus.train_documents(data or _fraction_corpus(tmp_path), 5, 3, fraction)

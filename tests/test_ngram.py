@@ -98,6 +98,13 @@ def test_references_read_the_runs_streams_from_the_corpus(tmp_path) -> None:
     test = ngram_references(data, 5, tok, 16, None, split="test", test_every=3)
     assert test["split"] == "test" and test["eval_tokens"] == len(corpus.test_blocks(data, 5, tok, 16)) * 16
     assert test["train_split_tokens"] < r["train_split_tokens"]  # the test documents are not counted
+    # train.py's train_fraction: counted on the nested subset of the training documents only.
+    half = ngram_references(data, 5, tok, 16, 4, train_fraction=0.5)
+    subset = [t for d in corpus.train_documents(data, 5, 0, 0.5) for t in [*tok(d["text"])["input_ids"],
+                                                                           tok.eos_token_id]]
+    assert half["train_split_tokens"] == len(subset) < len(stream)
+    assert half["trigram"] == ngram_perplexities(subset, corpus.validation_blocks(data, 5, tok, 16, 4),
+                                                 len(tok))["trigram"]
 
 
 def test_command_line_writes_ngram_json_and_rejects_bad_input(tmp_path, capsys) -> None:
@@ -117,6 +124,7 @@ def test_command_line_writes_ngram_json_and_rejects_bad_input(tmp_path, capsys) 
     assert main(argv) == 2 and "pass --overwrite_output_dir" in capsys.readouterr().err
     for bad, needle in ((["--data", str(tmp_path / "none.txt")], "--data"), (["--eval_blocks", "0"], "--eval_blocks"),
                         (["--split", "test"], "--test_every 0: give a positive N"),
+                        (["--train_fraction", "0"], "--train_fraction 0: must be a number in (0, 1]"),
                         (["--tokenizer", str(tmp_path)], "--tokenizer")):
         assert main([*argv[:-1], str(tmp_path / "bad"), *bad]) == 2
         err = capsys.readouterr().err.strip().splitlines()

@@ -322,3 +322,37 @@ def test_a_run_with_a_test_split_resumes_to_the_same_test_score(tmp_path):
     train.main(["--config", str(cfg), "--output_dir", str(out)])
     assert [m["step"] for m in metrics(out)] == list(range(1, 9))
     assert read_test(out / "metrics.jsonl")["test_loss"] == pytest.approx(first["test_loss"], abs=1e-6)
+
+
+def test_a_training_fraction_trains_on_its_documents_and_records_the_distinct_tokens(tmp_path):
+    from eval.reference import train_reference
+    from eval.runs import read_seen, read_test
+
+    cfg = write_config(tmp_path / "train.yaml", max_steps=3, eval_steps=3, save_steps=3, test_every=3,
+                       max_test_samples=4, max_eval_samples=2, tokenizer_name=tokenizer_dir(), train_fraction=0.125)
+    out = train.main(["--config", str(cfg), "--output_dir", str(tmp_path / "out")])
+    tok = AutoTokenizer.from_pretrained(tokenizer_dir())
+    tokens = corpus.SplitTokens(["embedded"], "train", 10, tok, 3, train_fraction=0.125)
+    split = (len(tokens.ids) - 1) // 64 * 64
+    everything = (len(corpus.SplitTokens(["embedded"], "train", 10, tok, 3).ids) - 1) // 64 * 64
+    assert 0.1 < split / everything < 0.16  # 1/8 of the characters, as whole documents
+    log = metrics(out)
+    assert log[-1]["train_split_tokens"] == split and log[-1]["distinct_train_tokens"] == 3 * 8 * 64
+    assert read_seen(out / "metrics.jsonl") == {"train_split_tokens": split, "distinct_train_tokens": 3 * 8 * 64}
+    # Step 1 read the subset's blocks in the seed's order, not the whole split's.
+    def fingerprint(fraction: float) -> int:
+        stream = corpus.training_blocks(["embedded"], 10, tok, 64, seed=1337, test_every=3, train_fraction=fraction)
+        return _crc(torch.stack([b["input_ids"] for b in itertools.islice(stream, 8)]))
+
+    assert log[0]["batch_crc32"] == fingerprint(0.125) != fingerprint(1.0)
+    # The test blocks are the whole corpus's, as at train_fraction 1; the card counts the documents trained on.
+    test_blocks, test_docs = corpus.split_blocks(["embedded"], "test", 10, tok, 64, 4, 3)
+    assert read_test(out / "metrics.jsonl")["test_documents"] == test_docs and len(test_blocks) == 4
+    subset = sum(1 for _ in corpus.train_documents(["embedded"], 10, 3, 0.125))
+    assert f"passes over the {subset:,} training documents" in (out / "final" / "README.md").read_text()
+    # The plain reference loop reads the same subset and records it the same way.
+    settings = train_config.read_yaml(cfg, {"output_dir": str(tmp_path / "ref"), "max_steps": 2})
+    final = train_reference(settings)
+    assert final["train_split_tokens"] == split and final["distinct_train_tokens"] == 2 * 8 * 64
+    assert read_seen(tmp_path / "ref" / "metrics.jsonl") == {"train_split_tokens": split,
+                                                             "distinct_train_tokens": 2 * 8 * 64}

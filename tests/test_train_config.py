@@ -119,6 +119,10 @@ def test_flags_alone_describe_a_run() -> None:
     ("test_every: -1\n", ":2: test_every must be a non-negative integer (0: no test split), got -1"),
     ("test_every: 0.5\n", ":2: test_every must be int"),
     ("max_test_samples: 0\n", ":2: max_test_samples must be a positive integer"),
+    ("train_fraction: 0\n", ":2: train_fraction must be a number in (0, 1], got 0.0"),
+    ("train_fraction: 1.5\n", ":2: train_fraction must be a number in (0, 1], got 1.5"),
+    ("train_fraction: half\n", ":2: train_fraction must be float"),
+    ("data: c4\ntrain_fraction: 0.5\n", ":3: train_fraction 0.5 needs local or embedded data (streamed C4"),
 ])
 def test_bad_settings_are_config_errors_naming_the_line(tmp_path, text: str, message: str) -> None:
     with pytest.raises(train_config.ConfigError, match=re.escape(message)) as err:

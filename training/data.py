@@ -42,7 +42,29 @@ def training_stream(cfg: dict, tokenizer, start: list[int] | tuple[int, int, int
     return corpus.training_blocks(cfg["data"], cfg["val_every"], tokenizer, cfg["block_size"],
                                   seed=cfg["seed"] if seed is None else seed, shuffle=cfg["shuffle"],
                                   shuffle_buffer=cfg["shuffle_buffer"], start=tuple(start),
-                                  test_every=cfg["test_every"], tokens=tokens)
+                                  test_every=cfg["test_every"], tokens=tokens, train_fraction=cfg["train_fraction"])
+
+
+def outside_fraction(cfg: dict) -> int:
+    """The training documents a run with ``train_fraction`` < 1 does not read (corpus.train_documents: its nested
+    subset), counted before anything is written; 0 at 1. The model card counts the documents trained on."""
+    if cfg["train_fraction"] == 1:
+        return 0
+    every = corpus.documents(cfg["data"], "train", cfg["val_every"], cfg["test_every"])
+    kept = corpus.train_documents(cfg["data"], cfg["val_every"], cfg["test_every"], cfg["train_fraction"])
+    return sum(1 for _ in every) - sum(1 for _ in kept)
+
+
+def seen_tokens(train_set: torch.utils.data.IterableDataset, tokens_read: int) -> dict[str, int]:
+    """How much distinct text a run trained on, for its metrics.jsonl: the training (sub)split's tokens as its
+    shuffled blocks' targets (``train_split_tokens``) and how many of them the ``tokens_read`` covered
+    (``distinct_train_tokens``: each epoch reads every block once). Streamed or unshuffled data: {} (no fixed
+    block count)."""
+    per_epoch = getattr(train_set, "blocks_per_epoch", None)
+    if not per_epoch:
+        return {}
+    split = per_epoch * train_set.block_size
+    return {"train_split_tokens": split, "distinct_train_tokens": min(tokens_read, split)}
 
 
 def held_out_test(cfg: dict, tokenizer) -> TestBlocks | None:

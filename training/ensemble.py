@@ -55,7 +55,14 @@ from ema_boundary.params import parameter_counts
 from train_config import ConfigError
 from training.card import local_location, model_card
 from training.console import SUMMARY, configure_console, log
-from training.data import check_shared_documents, held_out_test, tokenizer_for_run, training_stream
+from training.data import (
+    check_shared_documents,
+    held_out_test,
+    outside_fraction,
+    seen_tokens,
+    tokenizer_for_run,
+    training_stream,
+)
 from training.interrupt import Interrupt
 from training.loss import objective, prediction_loss_weight
 from training.optim import adamw, build_optimizer, build_scheduler
@@ -330,7 +337,7 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
                 raise ConfigError(str(e)) from None
             interrupt.held.callback(lock.release)
     n_docs = corpus.check_data(cfg["data"], cfg["val_every"], cfg["test_every"])
-    dropped = check_shared_documents(cfg)
+    dropped = check_shared_documents(cfg) + outside_fraction(cfg)  # training documents the run does not read
     model_cfg = AutoConfig.from_pretrained(cfg["model_name_or_path"])
     tokenizer, tokenizer_name = tokenizer_for_run(cfg, model_cfg.vocab_size, out, None)
     val = corpus.validation_blocks(cfg["data"], cfg["val_every"], tokenizer, cfg["block_size"],
@@ -366,7 +373,8 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
     micro = cfg["per_device_train_batch_size"]
     # Each seed's single-run stream; unshuffled, those are all one stream, read once.
     streams = [seeds[0]] if not cfg["shuffle"] else seeds
-    tokens = (corpus.SplitTokens(cfg["data"], "train", cfg["val_every"], tokenizer, cfg["test_every"])
+    tokens = (corpus.SplitTokens(cfg["data"], "train", cfg["val_every"], tokenizer, cfg["test_every"],
+                                 cfg["train_fraction"])
               if cfg["shuffle"] and cfg["data"] != [corpus.C4] else None)  # tokenized once for every seed
     train_sets = [training_stream(cfg, tokenizer, seed=s, tokens=tokens) for s in streams]
     loaders = [iter(torch.utils.data.DataLoader(ts, batch_size=micro)) for ts in train_sets]
@@ -410,6 +418,8 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
             for k, row in enumerate(rows):
                 row |= {"loss": losses[0][k], "lr": lr, "tokens": step * tokens_per_step, "tokens_per_s": tok_s,
                         "batch_crc32": crc[k], "data_pos": pos[k]}
+                if step == last:  # the distinct text trained on (train_fraction), as train.py's last record
+                    row |= seen_tokens(train_sets[0], step * tokens_per_step)
                 if pred is not None and ensemble.weight:
                     row |= {"prediction_loss": losses[1][k], "objective": losses[0][k] + ensemble.weight * losses[1][k]}
         if step % cfg["eval_steps"] == 0 or step == last:

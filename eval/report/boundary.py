@@ -4,7 +4,8 @@ claim's verdict written on the panel that holds its numbers.
 - structure kept: SPCN on each of the paper's grammar rows, against the shortcuts and the causal ceiling, all as
   points from the paper's value (right of 0: the paper's value is reached);
 - content lost: associative recall by write rule and decoding-state size;
-- the perplexity gap against scale: SPEN − GPT-2 along the committed ladder, this run's pair and the paper's;
+- the perplexity gap against scale: SPEN − GPT-2 along the committed ladder, this run's pair and the paper's; with a
+  committed data-axis sweep, an inset of the gap against distinct training tokens (its trend per setting);
 - readers and traces: each arm minus the reference at every budget of the committed ablation;
 - depth: token identity at the last layer, the residual sum against Attention Residuals.
 
@@ -234,6 +235,7 @@ def _scale(ax: Any, report: dict, rows: dict[str, dict]) -> None:
                                                                                 [hi - cmp_["difference"]]],
                     fmt="s", color="#7f8c8d", mfc="white", ms=7, capsize=3, label="this run's pair")
         drawn = True
+    drawn = _data_axis_inset(ax, report) or drawn
     if not drawn:
         _not_run(ax, "no language-model pair in this report")
         _title(ax, "The perplexity gap against scale", rows, ("perplexity_gap_ladder", "gap_on_recall"))
@@ -251,6 +253,28 @@ def _scale(ax: Any, report: dict, rows: dict[str, dict]) -> None:
     ax.set_ylabel("SPEN − GPT-2 loss (nats)", fontsize=8)
     ax.legend(fontsize=7, loc="upper left", framealpha=0.9)
     _title(ax, "The perplexity gap against scale", rows, ("perplexity_gap_ladder", "gap_on_recall"))
+
+
+def _data_axis_inset(ax: Any, report: dict) -> bool:
+    """The committed data-axis sweep in the perplexity panel (an inset between 0 and the paper's point): each
+    setting's gap against distinct training tokens with its fitted trend and zero crossing, a point whose gate fails
+    hollow (eval.sweep.data_axis.draw_settings); False where the plan names no such sweep or nothing has run."""
+    from eval.sweep.data_axis import draw_settings
+
+    a = ((report.get("sweeps") or {}).get("data_axis") or {}).get("analysis") or {}
+    trends = list(dict.fromkeys(p["setting"] for p in a.get("points") or []
+                                if p.get("distinct_tokens") and p["gap"].get("mean") is not None
+                                and p["setting"] in (a.get("fits") or {})))
+    if not trends:
+        return False
+    inset = ax.inset_axes([0.54, 0.5, 0.38, 0.27])  # between the ladder's points, the legend and the paper's star
+    draw_settings(inset, a, trends, size=3.5)
+    inset.set_title("the data axis (committed sweep)", fontsize=6.5)
+    inset.set_xlabel("distinct training tokens (log)", fontsize=6)
+    inset.set_ylabel(f"{a['a']} − {a['b']} (nats)", fontsize=6)
+    inset.tick_params(labelsize=5.5)
+    inset.legend(fontsize=5, loc="best", framealpha=0.8)
+    return True
 
 
 def _budget_axis(report: dict, axis: str) -> dict | None:

@@ -482,6 +482,13 @@ def _ladder_conditions(report: Report) -> str | None:
     return "; ".join(p for p in (sweeps.partial(sweep), _safe(sweeps.ladder_conditions, sweep)) if p) or None
 
 
+def _data_axis_conditions(report: Report) -> str | None:
+    """Where the ladder's sign holds along the data: the committed data-axis sweep's trend per setting, when the plan
+    names one (``committed: data_axis:``, report.json's ``sweeps.data_axis``)."""
+    sweep = get(report, ("sweeps", "data_axis"))
+    return _safe(sweeps.data_axis_conditions, sweep) if sweep else None
+
+
 def _gap_rule(report: Report, c: Mapping[str, Any]) -> Outcome:
     """eval.gap's contrast on the headline pair: (SPEN − GPT-2 on AR hits) − (SPEN − GPT-2 on first occurrences)."""
     gap = report["gap"]
@@ -1188,8 +1195,8 @@ CLAIMS: tuple[Claim, ...] = (
           f"SPEN's perplexity is {PAPER['perplexity_ratio']:.1f}x GPT-2's at 130M on C4 (read on the committed scale "
           "ladder)",
           _fixed(f"{PAPER['perplexity_spen_c4']:.0f} vs {PAPER['perplexity_gpt2_c4']:.0f}"),
-          ("sweeps", "ladder"), _sweep_ladder_rule, LADDER_SWEEP.rule_text, (), short=PERPLEXITY_SHORT,
-          regime=PAPER_LM, paper_short=PERPLEXITY_PAPER, sweep=LADDER_SWEEP),
+          ("sweeps", "ladder"), _sweep_ladder_rule, LADDER_SWEEP.rule_text, (), conditions=_data_axis_conditions,
+          short=PERPLEXITY_SHORT, regime=PAPER_LM, paper_short=PERPLEXITY_PAPER, sweep=LADDER_SWEEP),
     Claim("gap_on_recall", "content",
           "SPEN's deficit is larger on AR hits than on first occurrences (the paper's mechanism: content lost in the "
           "traces costs most where a lookup in the context would predict the token)",
@@ -1354,7 +1361,8 @@ def evaluate_claim(claim: Claim, report: Report) -> Row:
 def _evaluate_sweep(claim: Claim, reader: SweepReader, block: Mapping[str, Any], report: Report) -> Row:
     """The claim read on its committed sweep: the sweep's analysis and gate; an incomplete sweep is read for what
     it has and its conditions say how many runs are still to run."""
-    conditions = [sweeps.partial(block), _safe(reader.conditions, block)]
+    conditions = [sweeps.partial(block), _safe(reader.conditions, block),
+                  claim.conditions(report) if claim.conditions is not None else None]  # read elsewhere in the report
     base = dict(id=claim.id, side=claim.side, sentence=claim.sentence, paper=claim.paper(report),
                 measurement=f"sweeps.{reader.source}.analysis.{reader.reads}", rule=reader.rule_text or claim.rule_text,
                 conditions="; ".join(c for c in conditions if c) or None,

@@ -9,6 +9,7 @@ runner (``ema-boundary sweep``, eval/sweep/), committed (``docs/sweeps/<name>/``
       ablation_predictor: docs/sweeps/ablation-predictor   # readers_identical_budgets
       ablation_trace: docs/sweeps/ablation-trace  # selection_escapes_budgets
       depth: docs/sweeps/depth                    # depth_selection_recovers
+      data_axis: docs/sweeps/data-axis            # the trend among perplexity_gap_ladder's conditions
 
 Each folder must hold a ``results.json`` of ``ema-boundary sweep`` (schema 1) whose analysis is the source's kind
 (:data:`SOURCES`); it is checked once, when the plan is read, and kept in report.json's ``sweeps`` as the
@@ -33,7 +34,7 @@ from eval.sweep.runner import RESULTS, SCHEMA, TOOL
 
 # A claim source of the plan's ``committed:`` -> the analysis kind its sweep must have (eval/sweep/analyses.py).
 SOURCES: dict[str, str] = {"recall_map": "recall_map", "ladder": "ladder", "ablation_predictor": "ablation",
-                           "ablation_trace": "ablation", "depth": "depth", "arms": "arms"}
+                           "ablation_trace": "ablation", "depth": "depth", "arms": "arms", "data_axis": "data_axis"}
 KEYS = ("tool", "schema", "name", "complete", "missing", "arms", "analysis", "commands")
 
 UNDER_TRAINED = "baseline under-trained"  # eval.verdicts.reference_gate's words for a failed check
@@ -41,7 +42,8 @@ ZOOLOGY = ("Zoology (Arora et al. 2023): associative-recall capacity grows with 
            "convolutions and recurrences, while attention solves it at any size")
 
 __all__ = ["SOURCES", "UNDER_TRAINED", "ZOOLOGY", "ablation_conditions", "ablation_gate", "ablation_longest",
-           "ablation_text", "budget_check_text", "cap", "depth_conditions", "escape_arms", "escape_conditions",
+           "ablation_text", "budget_check_text", "cap", "data_axis_conditions", "depth_conditions", "escape_arms",
+           "escape_conditions",
            "escape_row", "escape_text", "ladder_conditions", "ladder_deciding", "ladder_gate", "ladder_size_text",
            "partial", "read_sweep", "sweep_block", "sweeps_block"]
 
@@ -437,3 +439,27 @@ def depth_conditions(block: dict[str, Any]) -> str | None:
     return ("each block's output recovered at the last layer, attention − add: "
             + ", ".join(f"block {i}: {_interval(r['difference'], r.get('ci95'), 100, 1, ' points')}"
                         for i, r in enumerate(rows)) + f" (committed sweep `{block['source']}`)")
+
+
+# ---------------------------------------------------------------------------------------------
+# The data axis (analysis ``data_axis``): the perplexity gap against distinct training tokens, a condition of the
+# ladder's row (where its sign holds), not a verdict of its own
+# ---------------------------------------------------------------------------------------------
+
+
+def data_axis_conditions(block: dict[str, Any]) -> str | None:
+    """Each setting's trend (the regime: who is better up to how many distinct tokens; how the gap moves per doubling
+    of the data; where the fitted line crosses 0, or that it does not narrow) and the over-fitting check, in the words
+    results.md uses (:mod:`eval.sweep.data_axis`); None before any setting has run."""
+    from eval.sweep.data_axis import overfit_text, trend_text
+
+    a = block["analysis"]
+    fits = [f for f in (a.get("fits") or {}).values() if f.get("n")]
+    if not fits:
+        return None
+    head = (f"along the data axis (committed sweep `{block['source']}`: {a['a']} − {a['b']} loss on the "
+            f"{block.get('scored_on') or 'test'} blocks against log2 distinct training tokens, nested fractions of "
+            f"the corpus, both gates at every point" + (f"; {partial(block)}" if partial(block) else "") + ")")
+    return head + ": " + "; ".join([trend_text(f, a["a"], a["b"]) for f in fits]
+                                   + [t for t in (overfit_text(a.get("overfit")),) if t])
+

@@ -14,7 +14,8 @@ where the experiment decides a claim. Its declared settings are the plan's ``set
 - ``arms``: grammar_probe's paper rows at every labelled-data size and across the unseen-word protocol
   (``arms.json`` as ``grammar_probe arms`` wrote it);
 - ``depth``: the residual sum against attention over depth (eval.depth's paired rows), the measures that need
-  no language-model gate apart from the loss, which is read behind the n-gram gate.
+  no language-model gate apart from the loss, which is read behind the n-gram gate;
+- ``data_axis``: the ladder's gap against the distinct training tokens (:mod:`eval.sweep.data_axis`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ from ema_boundary import stats
 from ema_boundary.cli import UsageError
 from eval import verdicts
 from eval.plans import in_repo
-from eval.sweep.plan import SweepPlan
+from eval.sweep.data_axis import data_axis
+from eval.sweep.plan import Arm, SweepPlan
 
 
 def _scores(results: dict[str, Any], arm: str, steps: int | str | None = None) -> dict[str, Any]:
@@ -45,10 +47,10 @@ def _interval(values: list[float]) -> dict[str, Any]:
     return {"mean": m["mean"] if values else None, "ci95": ci, "n": m["n"], "per_seed": values}
 
 
-def ngram_lines(plan: SweepPlan, folder: Path, train_tokens: int) -> dict[str, Any] | None:
+def ngram_lines(plan: SweepPlan, folder: Path, train_tokens: int, arm: Arm | None = None) -> dict[str, Any] | None:
     """Kneser-Ney lines on the blocks the sweep scores (train sweeps; None before the tokenizer exists), counted
-    on what a run of ``train_tokens`` read, with each line's ``loss`` (nats); cached in
-    ``shared/ngram_<split>_<tokens>.json``."""
+    on what a run of ``train_tokens`` of ``arm`` (default: the first) read, its ``train_fraction`` included, with
+    each line's ``loss`` (nats); cached in ``shared/ngram_<split>_<tokens>[_f<fraction>].json``."""
 
     from ema_boundary.io import write_json
     from eval.sweep.trainers import _data_paths, _defaults, _settings
@@ -58,10 +60,11 @@ def ngram_lines(plan: SweepPlan, folder: Path, train_tokens: int) -> dict[str, A
         return None
     # Kneser-Ney in pure Python: a streamed corpus is counted on at most settings.ngram_tokens (declared).
     train_tokens = min(train_tokens, plan.settings.get("ngram_tokens") or train_tokens)
-    cache = folder / "shared" / f"ngram_{plan.score}_{train_tokens}.json"
+    s = _defaults(_settings({"config": plan.config_of(arm or plan.arms[0])}))
+    fraction = f"_f{s['train_fraction']:g}" if s["train_fraction"] < 1 else ""  # earlier caches keep their names
+    cache = folder / "shared" / f"ngram_{plan.score}_{train_tokens}{fraction}.json"
     if cache.is_file():
         return json.loads(cache.read_text())
-    s = _defaults(_settings({"config": plan.config_of(plan.arms[0])}))
     s["data"] = _data_paths([s["data"]] if isinstance(s["data"], str) else list(s["data"]))
     lines = kneser_ney(s, tok_dir, train_tokens, plan.score)
     lines["loss"] = {k: math.log(lines[k]) for k in ("unigram", "bigram", "trigram")}
@@ -72,8 +75,8 @@ def ngram_lines(plan: SweepPlan, folder: Path, train_tokens: int) -> dict[str, A
 def kneser_ney(settings: dict[str, Any], tokenizer: str | Path, train_tokens: int, split: str) -> dict[str, Any]:
     """eval.ngram's Kneser-Ney perplexities on the blocks the runs are scored on (``split``: the first
     ``max_test_samples`` or ``max_eval_samples`` blocks), counted on the training stream the runs read (at most
-    ``train_tokens`` of it): ``settings`` are train.py's (``data`` a list of sources, the split settings of
-    :data:`eval.sweep.trainers.DATA_SETTINGS`), ``tokenizer`` the folder every run read."""
+    ``train_tokens`` of it, of its ``train_fraction``): ``settings`` are train.py's (``data`` a list of sources, the
+    split settings of :data:`eval.sweep.trainers.DATA_SETTINGS`), ``tokenizer`` the folder every run read."""
     from transformers import AutoTokenizer
 
     from eval.ngram import ngram_references
@@ -81,7 +84,8 @@ def kneser_ney(settings: dict[str, Any], tokenizer: str | Path, train_tokens: in
     tok = AutoTokenizer.from_pretrained(tokenizer)
     n_blocks = settings["max_test_samples"] if split == "test" else settings["max_eval_samples"]
     return ngram_references(list(settings["data"]), settings["val_every"], tok, settings["block_size"], n_blocks,
-                            train_tokens, split, settings["test_every"])
+                            train_tokens, split, settings["test_every"],
+                            train_fraction=settings.get("train_fraction", 1.0))
 
 
 def _tokens(results: dict[str, Any], arm: str, steps: str) -> int | None:
@@ -561,6 +565,8 @@ def _dataset(declared: str) -> dict[str, Any] | None:
 
 
 ANALYSES: dict[str, Callable[[SweepPlan, dict[str, Any], Path], dict[str, Any]]] = {
-    "none": none, "ablation": ablation, "ladder": ladder, "recall_map": recall_map, "depth": depth, "arms": arms}
+    "none": none, "ablation": ablation, "ladder": ladder, "recall_map": recall_map, "depth": depth, "arms": arms,
+    "data_axis": data_axis}
 
-__all__ = ["ANALYSES", "ablation", "arms", "depth", "kneser_ney", "ladder", "ngram_lines", "none", "recall_map"]
+__all__ = ["ANALYSES", "ablation", "arms", "data_axis", "depth", "kneser_ney", "ladder", "ngram_lines", "none",
+           "recall_map"]

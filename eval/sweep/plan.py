@@ -42,7 +42,7 @@ import yaml
 from eval.plans import Checker, PlanError, factor, find_plan, non_negative, one_of, positive, rate, read_plan_file, rule
 
 TRAINERS = ("train", "recall", "arms")
-ANALYSES = ("none", "ladder", "ablation", "depth", "recall_map", "arms")
+ANALYSES = ("none", "ladder", "ablation", "depth", "recall_map", "arms", "data_axis")
 CHOOSERS = ("first_seed", "each_seed")
 SCORES = ("test", "validation")
 # Significant digits of a rate added beyond an edge (it names a run folder): the sweeps' six (docs/sweeps/depth:

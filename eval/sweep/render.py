@@ -124,6 +124,10 @@ def render_markdown(results: dict[str, Any]) -> str:
                 c = e.get("comparisons", {}).get(arm)
                 diff = f"{c['difference']:+.4f} [{c['ci95'][0]:+.4f}, {c['ci95'][1]:+.4f}]" if c else "reference"
                 lines.append(f"| `{arm}` | {_interval(m)} | {diff} | {c['conclusion'] if c else ''} |")
+    if kind == "data_axis":
+        from eval.sweep.data_axis import markdown
+
+        lines += markdown(analysis)
     if results["missing"]:
         lines += ["", "## Still to run", ""] + [f"- {m}" for m in results["missing"][:40]]
         if len(results["missing"]) > 40:

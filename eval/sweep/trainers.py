@@ -170,7 +170,7 @@ class TrainTrainer:
 
     def run(self, spec: dict[str, Any], run: str) -> dict[str, Any]:
         import train
-        from eval.runs import read_metrics, read_test
+        from eval.runs import read_metrics, read_seen, read_test
 
         started = time.perf_counter()
         if spec["config"].get("loop", "train") == "reference":
@@ -191,6 +191,7 @@ class TrainTrainer:
         test = read_test(Path(run) / "train" / "metrics.jsonl")
         if test is not None:
             result.update(test)
+        result.update(read_seen(Path(run) / "train" / "metrics.jsonl"))  # distinct training tokens (train_fraction)
         if "depth" in spec["config"].get("measure", ()):
             result["depth"] = _measure_depth(Path(run) / "train" / "final", spec, _defaults(self._yaml(spec, run)))
         return result
