@@ -519,8 +519,9 @@ def experiment_plan(config: str | Path, seeds: int | Sequence[int], *, seed: int
         "rate": {"lr_grid": [float(lr or cfg["learning_rate"])], "choose": "first_seed"},
         "base": repo_path(config),
         "arms": {r: {"config": {"model": {"from": model, "set": {"residual": r}}, **shared}} for r in RESIDUALS},
+        # the loss row read as the committed sweep reads it: behind the trigram line (issue 49)
         "settings": {"selection": SELECTION, "reference": REFERENCE, "gate_ngram": "bigram", "min_seeds": MIN_SEEDS,
-                     "margins": dict(margins)},
+                     "loss_gate_ngram": "trigram", "margins": dict(margins)},
     }
 
 
