@@ -89,9 +89,11 @@ class StopFile:
         if self.path.exists():
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(FileExistsError):
-            with open(self.path, "x") as f:
-                f.write(signal.Signals(signum).name + "\n")
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+        tmp.write_text(signal.Signals(signum).name + "\n")
+        with contextlib.suppress(FileExistsError):  # a hard link: the file appears whole, and only once
+            os.link(tmp, self.path)
+        tmp.unlink()
 
     def signum(self) -> int | None:
         """The signal the invocation stops on, or None while it goes on."""

@@ -474,8 +474,9 @@ def run_sweep(plan: SweepPlan, folder: Path, launcher: Any, command: str, *, res
     new = check_fingerprints(folder, recorded, fingerprints)
     rewrite = sweep.check_declared(plan.arms)
     # Every check passed: now the invocation, and what it repairs, are written.
+    predates = resume and not recorded.get("fingerprints")
     record_invocation(plan, folder, recorded, added, invocation, {k: fingerprints[k] for k in new})
-    if resume and new and recorded.get("fingerprints") is None:
+    if predates and new:
         progress(f"{TOOL}: {folder}: recorded the {' and '.join(new)} fingerprints (this sweep predates them); "
                  "a resume on other data is refused from now on")
     for path, spec in rewrite.items():
