@@ -79,6 +79,7 @@ def _group(pgid: int) -> list[str]:
     return [line for line in ps.splitlines() if line.split() and "Z" not in line.split()[1]]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signum, target, launcher", [
     (signal.SIGINT, "group", "2"),  # Ctrl-C in a terminal
     (signal.SIGUSR1, "group", "2"),  # Slurm's --signal=USR1 warning (it killed multiprocessing's resource tracker)
@@ -123,6 +124,7 @@ def test_a_stop_signal_saves_every_live_run_stops_the_sweep_and_resumes_exactly(
     assert scores(out) == whole
 
 
+@pytest.mark.slow
 def test_kill_9_of_the_sweep_leaves_no_process_and_no_lock(tmp_path: Path, long_plan: tuple[Path, dict]) -> None:
     plan, whole = long_plan
     out = tmp_path / "out"
@@ -155,6 +157,7 @@ def finished(tmp_path: Path, corpus_file: str) -> tuple[Path, dict]:  # noqa: F8
     return out, scores(out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["", '{"val_loss": 4.', "[1, 2]"], ids=["empty", "truncated", "not-an-object"])
 def test_an_unreadable_result_is_reported_summarised_around_and_trained_again(
         finished: tuple[Path, dict], damage: str, capsys: pytest.CaptureFixture) -> None:
@@ -174,6 +177,7 @@ def test_an_unreadable_result_is_reported_summarised_around_and_trained_again(
     assert scores(out) == before and "unreadable" not in json.loads((out / "results.json").read_text())
 
 
+@pytest.mark.slow
 def test_an_unreadable_run_json_is_written_again(finished: tuple[Path, dict], capsys: pytest.CaptureFixture) -> None:
     out, before = finished
     spec = out / "runs/linear/lr_0.003/seed_0/steps_4/run.json"
@@ -191,6 +195,7 @@ def test_an_unreadable_run_json_is_written_again(finished: tuple[Path, dict], ca
     assert json.loads(spec.read_text()) == json.loads(text) and scores(out) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["", '{"plan": "x", "identity": {'])
 def test_an_unreadable_sweep_json_is_refused_on_resume_and_summarised_around(
         finished: tuple[Path, dict], damage: str, capsys: pytest.CaptureFixture) -> None:
@@ -206,6 +211,7 @@ def test_an_unreadable_sweep_json_is_refused_on_resume_and_summarised_around(
     assert f"{record}: " in _one_line(capsys.readouterr().err) and scores(out) == before
 
 
+@pytest.mark.slow
 def test_nothing_is_recorded_before_every_check_passes(finished: tuple[Path, dict],
                                                        capsys: pytest.CaptureFixture) -> None:
     """A run declared with other settings is refused before the invocation is appended to sweep.json."""
@@ -225,6 +231,7 @@ def _damage(checkpoint: Path) -> None:
     weights.write_bytes(weights.read_bytes()[:100])
 
 
+@pytest.mark.slow
 def test_a_run_whose_checkpoints_are_all_unreadable_starts_over_saying_so(finished: tuple[Path, dict],
                                                                           capsys: pytest.CaptureFixture) -> None:
     out, before = finished
@@ -241,6 +248,7 @@ def test_a_run_whose_checkpoints_are_all_unreadable_starts_over_saying_so(finish
     assert scores(out) == before
 
 
+@pytest.mark.slow
 def test_a_run_whose_newest_checkpoint_is_unreadable_resumes_from_the_one_before(finished: tuple[Path, dict]) -> None:
     out, before = finished
     run = out / "runs/linear/lr_0.003/seed_1/steps_4"
@@ -255,6 +263,7 @@ def test_a_run_whose_newest_checkpoint_is_unreadable_resumes_from_the_one_before
 # ------------------------------------------------------------------------------------------ identity
 
 
+@pytest.mark.slow
 def test_a_resume_on_other_data_is_refused_naming_both_fingerprints(tmp_path: Path, corpus_file: str,  # noqa: F811
                                                                      capsys: pytest.CaptureFixture) -> None:
     data = tmp_path / "corpus.txt"
@@ -273,6 +282,7 @@ def test_a_resume_on_other_data_is_refused_naming_both_fingerprints(tmp_path: Pa
     assert (out / "sweep.json").read_text() == before and len(list(out.glob("runs/**/result.json"))) == 1
 
 
+@pytest.mark.slow
 def test_a_sweep_recorded_before_fingerprints_resumes_and_records_them(tmp_path: Path, corpus_file: str,  # noqa: F811
                                                                        capsys: pytest.CaptureFixture) -> None:
     plan = tiny_plan(tmp_path, corpus_file, rate={"lr_grid": [3.0e-3]})
@@ -364,6 +374,7 @@ def diverging(monkeypatch: pytest.MonkeyPatch) -> dict[str, float]:
     return bad
 
 
+@pytest.mark.slow
 def test_a_diverged_run_is_recorded_never_chosen_and_the_sweep_goes_on(tmp_path: Path, corpus_file: str,  # noqa: F811
                                                                        diverging: dict[str, float]) -> None:
     diverging.update({"0.01": float("nan"), "0.001": 800.0})
@@ -379,6 +390,7 @@ def test_a_diverged_run_is_recorded_never_chosen_and_the_sweep_goes_on(tmp_path:
         json.loads((out / "runs/linear/lr_0.001/seed_0/steps_4/result.json").read_text())["val_loss"] == 800.0
 
 
+@pytest.mark.slow
 def test_when_every_rate_diverges_no_rate_is_chosen(tmp_path: Path, corpus_file: str,  # noqa: F811
                                                      diverging: dict[str, float]) -> None:
     diverging.update({"0.001": float("nan"), "0.003": float("inf")})
@@ -394,6 +406,7 @@ def test_when_every_rate_diverges_no_rate_is_chosen(tmp_path: Path, corpus_file:
 # ------------------------------------------------------------------------------------------ watching
 
 
+@pytest.mark.slow
 def test_a_piped_sweep_prints_a_line_per_finished_run_with_its_eta(tmp_path: Path, corpus_file: str  # noqa: F811
                                                                    ) -> None:
     plan = tiny_plan(tmp_path, corpus_file, rate={"lr_grid": [3.0e-3]}, seeds=[0, 1, 2])
@@ -411,6 +424,7 @@ def test_a_piped_sweep_prints_a_line_per_finished_run_with_its_eta(tmp_path: Pat
     assert "2 left, ETA" in lines[0] and "1 left, ETA" in lines[1] and "nothing left" in lines[2]
 
 
+@pytest.mark.slow
 def test_submitit_local_runs_at_most_workers_jobs_at_once(tmp_path: Path, corpus_file: str,  # noqa: F811
                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     import submitit
@@ -473,6 +487,7 @@ def test_every_analysis_writes_a_figure(sweep: str, tmp_path: Path) -> None:
     assert names == [f"{analysis['kind']}.png"] and (tmp_path / names[0]).stat().st_size > 10_000
 
 
+@pytest.mark.slow
 def test_a_sweep_without_an_analysis_draws_its_scores(tmp_path: Path, corpus_file: str) -> None:  # noqa: F811
     plan = tiny_plan(tmp_path, corpus_file, analysis="none", rate={"lr_grid": [3.0e-3]}, budgets=[2, 4])
     assert sweep_main([str(plan), "--output_dir", str(tmp_path / "out")]) == 0
