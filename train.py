@@ -72,7 +72,7 @@ from training.data import (
 from training.ensemble import train_seeds
 from training.hub import PushError, check_hub, push_to_hub
 from training.interrupt import Interrupt, Interrupted
-from training.loss import evaluate, objective, prediction_loss_weight, train_losses
+from training.loss import evaluate, objective, perplexity, prediction_loss_weight, train_losses
 from training.loss import lm_loss as lm_loss  # the project's loss, used through train by eval's harness test
 from training.optim import build_optimizer, build_scheduler
 from training.pretrained import load_pretrained
@@ -248,12 +248,12 @@ def train(interrupt: Interrupt) -> Path:
                 log.info(f"step {step}/{last}: loss {loss:.4f}, learning rate {lr:.2e}, {tok_s:,.0f} tokens/s")
         if step % cfg["eval_steps"] == 0 or step == last:
             val_loss = evaluate(model, val_loader, accelerator)
-            metrics |= {"val_loss": val_loss, "val_ppl": math.exp(val_loss), "tokens": step * tokens_per_step}
-            log.info(f"step {step}/{last}: validation loss {val_loss:.4f}, perplexity {math.exp(val_loss):.2f}")
+            metrics |= {"val_loss": val_loss, "val_ppl": perplexity(val_loss), "tokens": step * tokens_per_step}
+            log.info(f"step {step}/{last}: validation loss {val_loss:.4f}, perplexity {perplexity(val_loss):.2f}")
         if step == last and test_loader is not None:
             test_loss = evaluate(model, test_loader, accelerator)
             metrics |= test.metrics(test_loss)
-            log.info(f"step {step}/{last}: test loss {test_loss:.4f}, perplexity {math.exp(test_loss):.2f} "
+            log.info(f"step {step}/{last}: test loss {test_loss:.4f}, perplexity {perplexity(test_loss):.2f} "
                      f"({test.tokens:,} tokens of {test.documents} test documents)")
         if metrics:
             log_metrics(accelerator, metrics, step)
@@ -286,9 +286,9 @@ def train(interrupt: Interrupt) -> Path:
         initial=train_config.model_label(weights) if weights is not None else None))
     accelerator.end_training()  # closes the trackers and the process group
     elapsed = timedelta(seconds=round(time.perf_counter() - started))
-    scored = f"; test loss {test_loss:.4f}, perplexity {math.exp(test_loss):.2f}" if test is not None else ""
+    scored = f"; test loss {test_loss:.4f}, perplexity {perplexity(test_loss):.2f}" if test is not None else ""
     log.log(SUMMARY, f"train.py: done in {elapsed}: {step} steps, {step * tokens_per_step:,} tokens; validation "
-                     f"loss {val_loss:.4f}, perplexity {math.exp(val_loss):.2f}{scored}; model in {final}")
+                     f"loss {val_loss:.4f}, perplexity {perplexity(val_loss):.2f}{scored}; model in {final}")
     if repo_id and accelerator.is_main_process:
         url = push_to_hub(final, repo_id, f"train.py: {step} steps, validation loss {val_loss:.4f}")
         log.log(SUMMARY, f"train.py: pushed {final} to {url}")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import hashlib
 import itertools
 import json
 import os
@@ -35,7 +36,8 @@ from filelock import FileLock, Timeout
 from ema_boundary.cli import UsageError
 
 __all__ = ["LOCK", "LOCK_INFO", "MARKER", "FolderLock", "OutputError", "atomic_dir", "atomic_file", "check_output_dir",
-           "earlier_attempt", "output_owner", "publish_dir", "read_json", "write_json", "write_jsonl", "write_text"]
+           "content_digest", "earlier_attempt", "output_owner", "publish_dir", "read_json", "write_json", "write_jsonl",
+           "write_text"]
 
 MARKER = ".ema-boundary-output.json"  # {"tool": ..., "command": ..., "written": ...}: whose output this folder is
 LOCK = ".ema-boundary.lock"  # the file FolderLock locks
@@ -250,6 +252,26 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
 def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> None:
     """Write one JSON object per line, atomically."""
     write_text(path, "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+
+
+def content_digest(paths: Iterable[str | os.PathLike], names: Iterable[str] = ()) -> str:
+    """``sha256:<hex>`` of the bytes of ``paths`` (a folder: every file under it, by relative name, lock files
+    aside) and of ``names`` (what stands for a source that is not a file: a corpus name and version): what a
+    result depends on, to tell the same input from a changed one. A path that does not exist is hashed as such."""
+    digest = hashlib.sha256()
+    for name in names:
+        digest.update(f"name {name}\n".encode())
+    for path in map(Path, paths):
+        files = ([path] if path.is_file() else
+                 sorted(p for p in path.rglob("*") if p.is_file() and p.name not in LOCK_FILES) if path.is_dir()
+                 else [])
+        digest.update(f"path {path.name} {len(files)} {'file' if path.is_file() else 'folder'}\n".encode())
+        for file in files:
+            digest.update(f"file {file.relative_to(path).as_posix() if file != path else ''}\n".encode())
+            with file.open("rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    digest.update(chunk)
+    return f"sha256:{digest.hexdigest()}"
 
 
 def _now() -> str:

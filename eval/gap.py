@@ -288,14 +288,19 @@ def load_model(spec: Any, seed: int, trust_remote_code: bool = False) -> torch.n
     from transformers import AutoModelForCausalLM
 
     import modeling_spen  # noqa: F401  registers SPEN with the Auto classes
-    from eval.probes.models import ModelError, load_causal_lm
+    from eval.probes.models import ModelError, check_causal, load_causal_lm
 
     if spec.source == "config":
         torch.manual_seed(seed)
         try:
-            return AutoModelForCausalLM.from_config(spec.config, trust_remote_code=trust_remote_code)
+            model = AutoModelForCausalLM.from_config(spec.config, trust_remote_code=trust_remote_code).eval()
         except Exception as e:
             raise GapInputError(f"--config {spec.location}: the model does not build ({first_line(e)})") from None
+        try:
+            check_causal(model, spec.location)  # an architecture that reads later tokens scores nothing true
+        except ModelError as e:
+            raise GapInputError(f"--config {e}") from None
+        return model
     try:
         return load_causal_lm(spec.location, trust_remote_code=trust_remote_code)
     except ModelError as e:

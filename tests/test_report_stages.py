@@ -183,12 +183,12 @@ def test_a_lone_rate_trains_every_seed_in_one_batch(tmp_path: Path, trained: lis
     batches: list[int] = []
     launch = LocalLauncher.launch
 
-    def record(self, sweep, feed):
+    def record(self, sweep, feed, *stop):
         def counted() -> list[str]:
             runs = feed()
             batches.append(len(runs))
             return runs
-        return launch(self, sweep, counted)
+        return launch(self, sweep, counted, *stop)
 
     monkeypatch.setattr(LocalLauncher, "launch", record)
     stages.ablation(tmp_path, _plan(tmp_path), "predictor", 3e-3, _tokenizer(tmp_path))

@@ -4,7 +4,6 @@ regime, the command, code that loads the model)."""
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
 from huggingface_hub import EvalResult, ModelCard, ModelCardData
@@ -12,6 +11,7 @@ from transformers import PreTrainedConfig
 
 from ema_boundary import corpus
 from ema_boundary.params import ParameterCounts
+from training.loss import perplexity
 
 # The hub's ids for the data sources that are hub datasets; the card's `datasets` lists them.
 HUB_DATASETS = {corpus.C4: "allenai/c4"}
@@ -70,7 +70,7 @@ def model_card(cfg: dict, model_config: PreTrainedConfig, counts: ParameterCount
                           metric_type=metric, metric_name=label, metric_value=round(value, 4), **dataset)
                for split, loss in scores
                for metric, label, value in (("loss", f"{split} loss (nats per token)", loss),
-                                            ("perplexity", f"{split} perplexity", math.exp(loss)))]
+                                            ("perplexity", f"{split} perplexity", perplexity(loss)))]
     english = data[0] in (corpus.C4, *corpus.EMBEDDED_SOURCES)  # local files: their language is unknown
     meta = ModelCardData(license=CARD_LICENSE, language="en" if english else None, library_name="transformers",
                          pipeline_tag="text-generation", tags=["ema-boundary", "causal-lm", kind],
@@ -112,7 +112,7 @@ print(tokenizer.decode(output[0]))
 - tokens seen: {tokens:,} ({step} steps x {cfg['total_train_batch_size']} sequences x {cfg['block_size']} tokens), \
 {tokens / counts.total:.3g} per parameter
 - epochs: {passes}
-- final validation loss: {val_loss:.4f}, perplexity {math.exp(val_loss):.2f} ({cfg['max_eval_samples']} sequences)\
+- final validation loss: {val_loss:.4f}, perplexity {perplexity(val_loss):.2f} ({cfg['max_eval_samples']} sequences)\
 {test_line}
 - optimizer: AdamW, peak learning rate {cfg['learning_rate']:g}, {cfg['warmup_steps']} warmup steps, cosine decay \
 to {cfg['min_lr_ratio']:g} x the peak, weight decay {cfg['weight_decay']:g}, betas ({cfg['adam_beta1']:g}, \

@@ -3,7 +3,6 @@ the checks of data against settings and model before anything is written."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from ema_boundary import corpus
 from ema_boundary.corpus import DataError
 from train_config import ConfigError
 from training.console import log
+from training.loss import perplexity
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class TestBlocks:
 
     def metrics(self, loss: float) -> dict:
         """The last metrics.jsonl record's test fields (eval.runs.read_test reads them)."""
-        return {"test_loss": loss, "test_ppl": math.exp(loss), "test_tokens": self.tokens,
+        return {"test_loss": loss, "test_ppl": perplexity(loss), "test_tokens": self.tokens,
                 "test_documents": self.documents}
 
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import os
 import shlex
 import sys
@@ -64,7 +63,7 @@ from training.data import (
     training_stream,
 )
 from training.interrupt import Interrupt
-from training.loss import objective, prediction_loss_weight
+from training.loss import objective, perplexity, prediction_loss_weight
 from training.optim import adamw, build_optimizer, build_scheduler
 
 ENGINES = ("auto", "stacked", "sequential")
@@ -425,7 +424,8 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
         if step % cfg["eval_steps"] == 0 or step == last:
             val_losses = ensemble.val_losses(val_batches).tolist()
             for k, row in enumerate(rows):
-                row |= {"val_loss": val_losses[k], "val_ppl": math.exp(val_losses[k]), "tokens": step * tokens_per_step}
+                row |= {"val_loss": val_losses[k], "val_ppl": perplexity(val_losses[k]),
+                        "tokens": step * tokens_per_step}
             log.info(f"step {step}/{last}: validation loss " + " ".join(f"{v:.4f}" for v in val_losses))
         if step == last and test is not None:  # train.py's test score, once, on the final models
             for row, loss in zip(rows, ensemble.val_losses([b.to(device) for b in test.blocks.split(micro)]).tolist(),

@@ -14,27 +14,23 @@ from pathlib import Path
 import torch
 from accelerate import Accelerator
 
+from ema_boundary import signals
 from ema_boundary.cli import EXIT_INTERRUPTED
+from ema_boundary.signals import STOP_SIGNALS, Stopped, exit_status
 from training.console import log
 
-# The signals that stop a run with a checkpoint: Ctrl-C, and what clusters send before they stop a job (SIGTERM:
-# Slurm's preemption and scancel, docker stop, Kubernetes; SIGUSR1: Slurm's `--signal=USR1@seconds` warning).
-STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGUSR1") if hasattr(signal, name))
+__all__ = ["STOP_SIGNALS", "Interrupt", "Interrupted", "exit_status"]
 
 
-def exit_status(signum: int) -> int:
-    """The exit status of a run stopped by ``signum``: 128 + the signal's number, as a shell reports a process
-    the signal ended (130 Ctrl-C, 143 SIGTERM, 138 SIGUSR1), so that a launcher or Slurm script sees which."""
-    return 128 + signum
-
-
-class Interrupted(Exception):
+class Interrupted(Stopped):
     """Ctrl-C, SIGTERM or SIGUSR1: the message is one line saying what was saved and the command that resumes;
     ``status`` the exit status (:func:`exit_status`)."""
 
     def __init__(self, message: str, status: int = EXIT_INTERRUPTED):
-        super().__init__(message)
-        self.status = status
+        super().__init__(message, status - 128)
+
+    def __reduce__(self):  # pickled as it was made (a sweep's worker process sends it to the sweep)
+        return type(self), (str(self), self.status)
 
 
 class Interrupt:
@@ -63,13 +59,14 @@ class Interrupt:
 
     @property
     def name(self) -> str:
-        return "Ctrl-C" if self.signum == signal.SIGINT else signal.Signals(self.signum).name
+        return signals.signal_name(self.signum)
 
     @property
     def status(self) -> int:
         return exit_status(self.signum)
 
     def _handle(self, signum, frame) -> None:
+        signals.take(signum)  # a process that forwards stops (the sweep's workers) sends none taken already
         if not self.requested:
             self.signum = signum
         if not self.armed or self.requested:

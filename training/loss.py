@@ -3,9 +3,17 @@ SPEN's prediction loss beside it (the objective ``CE + prediction_loss_weight x 
 
 from __future__ import annotations
 
+import math
+
 import torch
 import torch.nn.functional as F
 from accelerate import Accelerator
+
+
+def perplexity(loss: float) -> float:
+    """``exp(loss)``, infinite where it overflows (a diverged run's loss of 800 nats is a number to record, not an
+    OverflowError) and NaN for a NaN loss."""
+    return math.exp(loss) if loss < 709.0 else (math.inf if loss == loss else math.nan)
 
 
 def lm_loss(model: torch.nn.Module, blocks: torch.Tensor, reduction: str = "mean") -> torch.Tensor:

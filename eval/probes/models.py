@@ -2,10 +2,11 @@
 
 Every check runs before any work and fails with :class:`ModelError`, whose message starts with the path or
 name it is about; the command line that read it from a flag puts the flag in front (``--model DIR: ...``).
-The checks load no weights: configs are read, safetensors headers checked against the file sizes, and the
-architecture built on the ``meta`` device to count its parameters and to match the checkpoint's names and
-shapes against it. :func:`load_causal_lm`, the one loader every evaluation tool uses, refuses weights that do
-not fit their config.json (missing, unexpected or resized tensors) rather than scoring a half-random model.
+Configs are read, safetensors headers checked against the file sizes, and the architecture built on the ``meta``
+device to count its parameters. :func:`load_causal_lm`, the one loader every evaluation tool uses, refuses weights
+that do not fit their config.json (missing, unexpected or resized tensors) rather than scoring a half-random model,
+and a model that is not causal (:func:`check_causal`: its logits must not read later tokens); :func:`resolve_model`
+loads a folder once with it before any work.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from ema_boundary.cli import UsageError, first_line, looks_like_path
 from ema_boundary.params import parameter_counts
 
 __all__ = ["SOURCES", "TOKENIZER_FILES", "WEIGHT_FILES", "ModelError", "ModelSpec", "build_on_meta",
-           "load_causal_lm", "make_spec", "resolve_config", "resolve_model", "split_name"]
+           "check_causal", "load_causal_lm", "make_spec", "resolve_config", "resolve_model", "split_name"]
 
 SOURCES = ("folder", "hub", "config")
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
@@ -242,7 +243,45 @@ def load_causal_lm(where: str | os.PathLike, *, dtype: torch.dtype | str | None 
     if problem:
         model_type = getattr(model.config, "model_type", "?")
         raise ModelError(where, f"the weights do not fit its config.json (model_type {model_type!r}): {problem}")
-    return model.eval()
+    model.eval()
+    if device_map != "meta":
+        check_causal(model, where)
+    return model
+
+
+CAUSAL_TOKENS = 16  # the length of the sequence the causal check reads
+
+
+@torch.no_grad()
+def check_causal(model: torch.nn.Module, where: str) -> None:
+    """Refuse (:class:`ModelError`, one line) a model whose logits at a position depend on later tokens: what the
+    next-token scores of every evaluation tool assume. Checked by behaviour, not by name (transformers loads a
+    saved ``BertForMaskedLM`` as ``BertLMHeadModel`` with ``is_decoder=False``, which reads the whole sequence):
+    the second half of a sequence is changed, and the first half's logits must stay the same."""
+    config = model.config
+    vocab = int(getattr(config, "vocab_size", 0) or 0)
+    if vocab < 2:
+        return
+    limit = next((v for name in ("n_positions", "max_position_embeddings", "n_ctx", "block_size")
+                  if isinstance(v := getattr(config, name, None), int) and v > 1), CAUSAL_TOKENS)
+    n = min(CAUSAL_TOKENS, limit)
+    half = n // 2
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    ids = torch.randint(0, vocab, (1, n), generator=torch.Generator().manual_seed(0)).to(device)
+    changed = ids.clone()
+    changed[:, half:] = (ids[:, half:] + 1 + torch.arange(n - half, device=device)) % vocab
+    try:
+        a, b = (model(input_ids=x).logits.float() for x in (ids, changed))
+    except Exception as e:  # a model that does not take a plain sequence: said in one line
+        raise ModelError(where, f"does not run as a causal LM on {n} tokens ({first_line(e, 200)})") from None
+    # A causal model's earlier logits do not move at all (computed from the same inputs); a model that reads ahead
+    # moves them by a fraction of what the changed positions move (a freshly initialised BERT: 1e-3 of it).
+    leak = float((a[:, :half] - b[:, :half]).abs().max())
+    effect = float((a[:, half:] - b[:, half:]).abs().max())
+    if leak > 1e-4 * effect and leak > 1e-6 * max(1.0, float(a.abs().max())):
+        raise ModelError(where, f"not a causal language model: changing tokens {half + 1}-{n} of a sequence changes "
+                                f"the logits at positions 1-{half} (by up to {leak:.3g}); {type(model).__name__} "
+                                "reads later tokens, so its next-token scores would be wrong")
 
 
 def resolve_model(name_or_path: str, trust_remote_code: bool = False) -> ModelSpec:
@@ -263,8 +302,9 @@ def resolve_model(name_or_path: str, trust_remote_code: bool = False) -> ModelSp
         config = _load_config(str(path), trust_remote_code)
         default = path.resolve().parent.name if path.resolve().name == "final" else path.resolve().name
         spec = make_spec(name or default, "folder", str(path), config, trust_remote_code)
-        # Names and shapes matched on the meta device (no tensor read): a misfit is refused before any work.
-        load_causal_lm(str(path), trust_remote_code=trust_remote_code, device_map="meta")
+        # Names and shapes matched, and the model checked to be causal, before any work (a tiny model loads in a
+        # blink; the tools load it again when they use it).
+        load_causal_lm(str(path), trust_remote_code=trust_remote_code)
         return spec
     if looks_like_path(where):
         raise ModelError(where, "no such folder")

@@ -1,7 +1,8 @@
 """``ema-boundary sweep PLAN --output_dir DIR`` (also ``python -m eval.sweep``): run, continue or summarise a sweep.
 
 Exit status: 0 done (or a part of it, with what is left printed); 2 a bad command line, plan or folder (one
-line, nothing written); 1 a run failed (one line naming it and its log; the finished runs are kept).
+line, nothing written); 1 a run failed (one line naming it and its log; the finished runs are kept); 128 + the
+signal after Ctrl-C (130), SIGTERM (143) or SIGUSR1 (138): the runs in progress saved and stopped, resumable.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "submitit-local: submitit's local executor (what the tests run of the cluster path)")
     p.add_argument("--launcher_args", metavar="K=V,...", help="submitit parameters, e.g. "
                    "timeout_min=120,slurm_partition=gpu,gpus_per_node=1")
-    p.add_argument("--workers", type=positive_int, help="runs at a time on the local launcher (default: the plan's)")
+    p.add_argument("--workers", type=positive_int, help="runs at a time, on every launcher (default: the plan's)")
     p.add_argument("--arms", type=comma_list, metavar="A,B", help="only these arms in this call (a sweep run in "
                    "parts; results.json lists what is still to run)")
     p.add_argument("--max_runs", type=positive_int, metavar="N", help="train at most N runs in this call")
@@ -45,7 +46,7 @@ def run(parser: UsageParser, args: argparse.Namespace, command: str) -> int:
     from eval.plans import PlanError
     from eval.sweep.launch import make_launcher
     from eval.sweep.plan import SweepPlan, cap_steps, load_plan
-    from eval.sweep.runner import RunFailed, read_folder, run_sweep, summarize
+    from eval.sweep.runner import IDENTITY, RunFailed, SweepStopped, read_folder, run_sweep, summarize
 
     given = [x for x in ("output_dir", "resume_from", "summarize") if getattr(args, x)]
     if len(given) != 1:
@@ -53,6 +54,9 @@ def run(parser: UsageParser, args: argparse.Namespace, command: str) -> int:
     try:
         if args.summarize:
             results = summarize(Path(args.summarize))
+            for path, why in results.get("unreadable", {}).items():
+                print(f"{parser.prog}: {Path(args.summarize) / path}: {why}; "
+                      + ("left out of the summary" if path != IDENTITY else "summarised without it"), file=sys.stderr)
             print(f"{PROG}: rebuilt {Path(args.summarize) / 'results.json'} "
                   f"({'complete' if results['complete'] else str(len(results['missing'])) + ' run(s) still to run'})")
             return 0
@@ -75,7 +79,7 @@ def run(parser: UsageParser, args: argparse.Namespace, command: str) -> int:
                 parser.error(f"--arms {','.join(unknown)}: not an arm of {plan.path} "
                              f"({', '.join(a.name for a in plan.arms)})")
         launcher = make_launcher(args.launcher, args.workers or plan.workers, args.launcher_args)
-        for sig in (signal.SIGTERM, signal.SIGUSR1):
+        for sig in (signal.SIGTERM, signal.SIGUSR1):  # before and after the runs (the launcher handles them between)
             signal.signal(sig, _raise_preempted)
         run_sweep(plan, folder, launcher, command, resume=bool(args.resume_from), arms=args.arms,
                   max_runs=args.max_runs)
@@ -86,6 +90,9 @@ def run(parser: UsageParser, args: argparse.Namespace, command: str) -> int:
     except (PlanError, UsageError) as e:
         print(f"{parser.prog}: error: {first_line(e, 600)}", file=sys.stderr)
         return EXIT_USAGE
+    except SweepStopped as e:
+        print(f"{parser.prog}: {e}", file=sys.stderr)
+        return e.status
     except (KeyboardInterrupt, Preempted) as e:
         where = args.output_dir or args.resume_from
         print(f"{parser.prog}: interrupted; finished runs are kept; continue with: {parser.prog} --resume_from {where}",

@@ -4,7 +4,13 @@
   the no-lookup floor and the escape bar above it, ablation arms as hollow points; names in a legend and a table,
   not on the points (no overlapping labels);
 - ladder: the loss gap against non-embedding parameters, filled where the size's gates hold, with the paper's
-  point.
+  point;
+- ablation: each arm minus the reference against the budget, 95% intervals and the equivalence margin (each arm's
+  score where no comparison was made);
+- depth: each measure's attention-minus-sum difference, 95% interval and margin, one panel per measure;
+- none: each arm's score against the budget, 95% intervals;
+- arms: grammar_probe's own figures, one per paper row (``arms_<row>.png``, written with arms.json); data_axis: its
+  own (``data_axis.png``, eval/sweep/data_axis.py).
 """
 
 from __future__ import annotations
@@ -97,11 +103,119 @@ def ladder_figure(analysis: dict[str, Any], path: Path) -> Path | None:
     return path
 
 
-FIGURES = {"recall_map": recall_map_figure, "ladder": ladder_figure}
+def _by_budget(ax: Any, lines: dict[str, dict[int, dict[str, Any]]], key: str = "mean") -> None:
+    """One line per arm across budgets (x, log), each point with its 95% interval where it has one."""
+    for k, (arm, points) in enumerate(sorted(lines.items())):
+        xs = sorted(points)
+        ys = [points[x][key] for x in xs]
+        err = [[y - (points[x].get("ci95") or [y, y])[0] for x, y in zip(xs, ys, strict=True)],
+               [(points[x].get("ci95") or [y, y])[1] - y for x, y in zip(xs, ys, strict=True)]]
+        ax.errorbar([x * (1 + 0.03 * (k - len(lines) / 2)) for x in xs], ys, yerr=err, marker="o", capsize=3,
+                    label=arm)  # nudged apart at each budget: intervals never hide one another
+    ax.set_xscale("log")
+    log_ticks(ax, sorted({x for points in lines.values() for x in points}))
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+
+
+def ablation_figure(analysis: dict[str, Any], path: Path) -> Path | None:
+    budgets = {int(b): e for b, e in analysis["budgets"].items()}
+    compared = {b: e["comparisons"] for b, e in budgets.items() if e.get("comparisons")}
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if compared:
+        lines: dict[str, dict[int, dict[str, Any]]] = {}
+        for b, comps in compared.items():
+            for arm, c in comps.items():
+                lines.setdefault(arm, {})[b] = {"mean": c["difference"], "ci95": c.get("ci95")}
+        _by_budget(ax, lines)
+        ax.axhline(0.0, color="black", lw=0.8)
+        margin = analysis.get("equivalence_margin")
+        if margin:
+            ax.axhspan(-margin, margin, color="tab:green", alpha=0.12, label=f"equivalence margin ±{margin:g}")
+            ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        ax.set(ylabel=f"arm − {analysis['reference']} (score)", title="Each arm against the reference")
+    else:
+        lines = {}
+        for b, e in budgets.items():
+            for arm, m in e["arms"].items():
+                if m.get("mean") is not None:
+                    lines.setdefault(arm, {})[b] = m
+        if not lines:
+            plt.close(fig)
+            return None
+        _by_budget(ax, lines)
+        ax.set(ylabel="score", title="Each arm's score (too few seeds to compare)")
+    ax.set_xlabel("budget (steps)")
+    save(fig, path)
+    return path
+
+
+def none_figure(analysis: dict[str, Any], path: Path) -> Path | None:
+    lines = {arm: {int(b): m for b, m in budgets.items() if m.get("mean") is not None}
+             for arm, budgets in analysis["scores"].items()}
+    lines = {arm: points for arm, points in lines.items() if points}
+    if not lines:
+        return None
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4))
+    _by_budget(ax, lines)
+    ax.set(xlabel="budget (steps)", ylabel="score", title="Each arm's score by budget")
+    save(fig, path)
+    return path
+
+
+def depth_figure(analysis: dict[str, Any], path: Path) -> Path | None:
+    rows: dict[str, dict[str, Any]] = {}
+    for name, r in (analysis.get("table") or {}).items():  # block_share: one row per block
+        for i, row in enumerate(r) if isinstance(r, list) else [(None, r)]:
+            if row.get("difference") is not None:
+                rows[name if i is None else f"{name} [block {i}]"] = row
+    if not rows:
+        return None
+    # Rows that share a scale share a panel: the fractions (accuracy, shares), then each other measure alone.
+    panels: dict[str, list[str]] = {}
+    for name in rows:
+        panels.setdefault("fraction" if "accuracy" in name or "share" in name else name, []).append(name)
+    plt = pyplot()
+    heights = [len(names) + 1 for names in panels.values()]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(7, 0.32 * sum(heights) + 1.2), squeeze=False,
+                             gridspec_kw={"height_ratios": heights}, layout="constrained")
+    for ax, (panel, names) in zip(axes[:, 0], panels.items(), strict=True):
+        for y, name in enumerate(names):
+            r = rows[name]
+            ci = r.get("ci95") or [r["difference"]] * 2
+            ax.errorbar([r["difference"]], [y], xerr=[[r["difference"] - ci[0]], [ci[1] - r["difference"]]],
+                        fmt="o", color="tab:purple", capsize=3)
+            if r.get("margin"):
+                ax.plot([-r["margin"], r["margin"]], [y, y], color="tab:green", lw=6, alpha=0.25,
+                        solid_capstyle="butt")
+        ax.set_yticks(range(len(names)), [f"{n}: {rows[n].get('verdict', '')}" for n in names], fontsize=7)
+        ax.set_ylim(len(names) - 0.5, -0.5)
+        ax.axvline(0.0, color="black", lw=0.8)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.grid(alpha=0.3, axis="x")
+        ax.set_xlabel(f"attention − sum ({'fraction' if panel == 'fraction' else panel})", fontsize=8)
+    axes[0, 0].set_title("Attention over depth against the residual sum (95% intervals; margins green)", fontsize=9)
+    save(fig, path)
+    return path
+
+
+def arms_figures(analysis: dict[str, Any], folder: Path) -> list[str]:
+    """grammar_probe writes the arms' figures with arms.json (:func:`grammar_probe.arms.write_summary`)."""
+    return sorted(p.name for p in folder.glob("arms_*.png")) if analysis.get("complete") else []
+
+
+FIGURES = {"recall_map": recall_map_figure, "ladder": ladder_figure, "ablation": ablation_figure,
+           "depth": depth_figure, "none": none_figure}
 
 
 def write_figures(analysis: dict[str, Any], folder: Path) -> list[str]:
-    """The analysis' figures in ``folder`` (names relative to it)."""
+    """The analysis' figures in ``folder`` (names relative to it): one for every analysis that has numbers."""
+    if analysis.get("kind") == "arms":
+        return arms_figures(analysis, folder)
+    if analysis.get("figure"):  # drawn by the analysis itself (data_axis: eval.sweep.data_axis.figure)
+        return [analysis["figure"]]
     make = FIGURES.get(analysis.get("kind"))
     if make is None:
         return []
@@ -109,4 +223,5 @@ def write_figures(analysis: dict[str, Any], folder: Path) -> list[str]:
     return [out.name] if out is not None else []
 
 
-__all__ = ["FIGURES", "ladder_figure", "recall_map_figure", "write_figures"]
+__all__ = ["FIGURES", "ablation_figure", "arms_figures", "depth_figure", "ladder_figure", "none_figure",
+           "recall_map_figure", "write_figures"]

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +40,7 @@ from typing import Any
 
 import yaml
 
-from eval.plans import Checker, PlanError, factor, find_plan, non_negative, one_of, positive, rate, read_plan_file, rule
+from eval.plans import Checker, PlanError, factor, find_plan, one_of, positive, rate, read_plan_file, rule
 
 TRAINERS = ("train", "recall", "arms")
 ANALYSES = ("none", "ladder", "ablation", "depth", "recall_map", "arms", "data_axis")
@@ -49,6 +50,14 @@ SCORES = ("test", "validation")
 # lr_0.0333333); a plan may declare fewer (`rate.digits`): the report's headline pair has added its rates at three
 # since issue 20 (docs/report: 0.0333 above 1e-2), which its reruns reproduce.
 RATE_DIGITS = 6
+SEED_LIMIT = 2**32  # numpy's seeds (train.py seeds numpy, torch and random alike) are below it
+# An arm names folders under DIR/runs/: parts of these characters, separated by "/" (the ladder's `w128/spen`),
+# none empty and none starting with "." (no `..`: an arm's runs stay in the sweep folder).
+ARM_NAME = re.compile(r"[A-Za-z0-9_+=@-][A-Za-z0-9_.+=@-]*(/[A-Za-z0-9_+=@-][A-Za-z0-9_.+=@-]*)*")
+
+
+def seed(v: Any) -> str | None:
+    return None if 0 <= v < SEED_LIMIT else f"must be a seed in [0, 2**32), got {v}"
 
 
 @dataclass(frozen=True)
@@ -95,7 +104,7 @@ class Arm:
     name: str
     config: dict = field(default_factory=dict)
     lr_grid: tuple[float, ...] | None = rule(rate)
-    seeds: tuple[int, ...] | None = rule(non_negative)
+    seeds: tuple[int, ...] | None = rule(seed)
     budgets: tuple[int, ...] | None = rule(positive)
 
 
@@ -192,7 +201,7 @@ class _SweepChecker(Checker):
                 raise self.error((), f"needs `{key}`")
         trainer = self.value(("trainer",), str, raw["trainer"], one_of(TRAINERS, "trainer"))
         analysis = self.value(("analysis",), str, raw.get("analysis", "none"), one_of(ANALYSES, "analysis"))
-        seeds = self.value(("seeds",), tuple[int, ...], raw.get("seeds", [0]), non_negative)
+        seeds = self.value(("seeds",), tuple[int, ...], raw.get("seeds", [0]), seed)
         budgets = self.value(("budgets",), tuple[int, ...], raw.get("budgets"), positive) \
             if "budgets" in raw else None
         score = self.value(("score",), str, raw.get("score", "test"), one_of(SCORES, "split"))
@@ -232,8 +241,9 @@ class _SweepChecker(Checker):
 
     def arm(self, name: str, raw: Any) -> Arm:
         where = ("arms", name)
-        if not name or "/" in name.strip("/") and any(not p for p in name.split("/")):
-            raise self.error(where, "is not a usable arm name")
+        if not ARM_NAME.fullmatch(name):
+            raise self.error(where, "is not a usable arm name (it names folders under runs/: letters, digits and "
+                                    "_ . + = @ -, in parts separated by '/', none empty or starting with '.')")
         hints = typing.get_type_hints(Arm)
         raw = self.mapping(where, raw if raw is not None else {}, ("config", "lr_grid", "seeds", "budgets"))
         values = {k: self.value((*where, k), hints[k], v, Arm.__dataclass_fields__[k].metadata.get("check"))

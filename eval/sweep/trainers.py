@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import shlex
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any
 import yaml
 
 from ema_boundary.cli import UsageError
+from ema_boundary.io import atomic_dir
 from eval.plans import in_repo
 from eval.sweep.plan import SweepPlan
 
@@ -116,6 +118,9 @@ class TrainTrainer:
                 if key not in train_config.SETTINGS:
                     raise UsageError(f"{where}: {key} is not a train.py setting (a plan names each setting by its "
                                      "name, as train.py's YAML)")
+            if plan.score == "test" and not _defaults(_settings({"config": cfg}))["test_every"]:
+                raise UsageError(f"{where}: score: test needs test documents held out (test_every, e.g. 10), or "
+                                 "score: validation")
             data = {k: cfg.get(k) for k in DATA_SETTINGS}
             if first is not None and data != first:
                 diff = next(k for k in DATA_SETTINGS if data[k] != first[k])
@@ -141,9 +146,26 @@ class TrainTrainer:
                                            settings["test_every"])
         except corpus.DataError as e:
             raise UsageError(f"{plan.path}: {e}") from None
-        out.mkdir(parents=True, exist_ok=True)
-        tok.save_pretrained(out)
+        with atomic_dir(out) as tmp:  # whole or absent: a stop mid-save leaves no half tokenizer to reuse
+            tok.save_pretrained(tmp)
         return {"tokenizer": "shared/tokenizer"}
+
+    def data_fingerprint(self, plan: SweepPlan) -> str:
+        """What the runs read, as content (:func:`ema_boundary.io.content_digest`): the bytes of the data files, or
+        for a named corpus its name (the embedded one with the Python version whose library it reads)."""
+        import sys
+
+        from ema_boundary import corpus
+        from ema_boundary.io import content_digest
+
+        settings = _defaults(_settings({"config": plan.config_of(plan.arms[0])}))
+        data = _data_paths([settings["data"]] if isinstance(settings["data"], str) else list(settings["data"]))
+        named = [d for d in data if d in (corpus.C4, *corpus.EMBEDDED_SOURCES)]
+        for d in data:
+            if d not in named and not Path(d).exists():
+                raise UsageError(f"{plan.path}: data {d}: no such file or folder")
+        python = [f"python {sys.version.split()[0]}"] if any(d in corpus.EMBEDDED_SOURCES for d in named) else []
+        return content_digest([d for d in data if d not in named], names=named + python)
 
     def _yaml(self, spec: dict[str, Any], run: str) -> dict[str, Any]:
         """The run's train.yaml settings, every path relative to the sweep folder."""
@@ -172,13 +194,18 @@ class TrainTrainer:
         import train
         from eval.runs import read_metrics, read_seen, read_test
 
-        started = time.perf_counter()
+        started, damaged = time.perf_counter(), None
         if spec["config"].get("loop", "train") == "reference":
             from eval.reference import train_reference
 
             train_reference(_defaults(self._yaml(spec, run)))
         else:
-            train.main(["--config", f"{run}/train.yaml", "--log_level", "warning"])  # raises on bad input
+            argv = ["--config", f"{run}/train.yaml", "--log_level", "warning"]
+            damaged = _unresumable(Path(run) / "train")
+            if damaged:  # the sweep's own run folder: it starts over (train.py alone would ask for the flag)
+                print(f"{run}: no checkpoint can be resumed ({damaged}); the run starts over", file=sys.stderr)
+                argv.append("--overwrite_output_dir")
+            train.main(argv)  # raises on bad input
         metrics = read_metrics(Path(run) / "train" / "metrics.jsonl")
         result: dict[str, Any] = {
             "val_loss": metrics["val_loss"][-1] if metrics["val_loss"] else math.nan,
@@ -188,6 +215,8 @@ class TrainTrainer:
             "parameters": _parameter_counts(Path(run) / "train" / "final"),
             "seconds": time.perf_counter() - started,
         }
+        if spec["config"].get("loop", "train") == "train" and damaged:
+            result["started_over"] = damaged  # said in the sweep's line for the run, and kept with its numbers
         test = read_test(Path(run) / "train" / "metrics.jsonl")
         if test is not None:
             result.update(test)
@@ -199,6 +228,19 @@ class TrainTrainer:
     def score(self, result: dict[str, Any], split: str) -> float:
         """The number a seed is scored by: the final model's loss on the test (or validation) blocks."""
         return result["test_loss" if split == "test" else "val_loss"]
+
+
+def _unresumable(out: Path) -> str | None:
+    """Why no checkpoint of the train.py run in ``out`` can be resumed, where it has some and none can (else None:
+    train.py resumes from the newest sound one, passing over damaged ones with a line in the run's log)."""
+    import train_config
+
+    found = sorted((d for d in (out / "checkpoints").glob("step_*") if (d / "data_state.json").is_file()),
+                   key=lambda d: int(d.name.split("_")[1]))
+    problems = [(d, train_config.checkpoint_problem(d)) for d in found]
+    if not found or any(problem is None for _, problem in problems):
+        return None
+    return "; ".join(f"{d.relative_to(out)}: {problem}" for d, problem in problems)
 
 
 def _defaults(settings: dict[str, Any]) -> dict[str, Any]:
@@ -286,6 +328,9 @@ class InProcessTrainer:
 
     def command(self, run: str, spec: dict[str, Any] | None = None) -> str:
         return shlex.join(["python", "-m", "eval.sweep.execute", run])
+
+    def data_fingerprint(self, plan: SweepPlan) -> str | None:
+        return None  # the data is generated from the seeds, or a folder the arm names
 
 
 class RecallTrainer(InProcessTrainer):
