@@ -135,8 +135,8 @@ def test_markdown_of_a_map_on_two_axes_over_seeds() -> None:
     # GPT-2's keys and values grow with the sequence: 2 x 16 x 48 at the task's length.
     assert "| `gpt2` | attention over tokens (positive control) | attention over tokens | 1,536 (T = 48) |" in md
     assert "| `linear-ema16` | state scope, fixed-rate traces | fixed (EMA rates) | 256 |" in md
-    assert ("| `linear-selective_ssm` | input-dependent (selective) traces | input-dependent decay and write (S6) | "
-            "304 |") in md  # 16 x 16 state + 3 read-out slots of 16
+    assert ("| `linear-selective_ssm` | input-dependent (selective) traces | S6 decay and write, read one step late "
+            "(SPEN's slots) | 304 |") in md  # 16 x 16 state + 3 read-out slots of 16
     assert "| 92.0% [90.8%, 93.2%] |" in md  # the mean of 0.90 .. 0.94 and its bootstrap interval over seeds
     # Differences 0.83 .. 0.87: mean 0.85, t interval 0.85 ± 2.776 x 0.0158 / sqrt(5).
     assert ("| 16 | `linear-selective_ssm` (304) | `linear-ema16` (256) | 5 | 92.0% | 7.0% | 6.2% | "

@@ -790,6 +790,9 @@ def _sweep_escape_value(block: Mapping[str, Any]) -> str | None:
     row = sweeps.escape_row(block)
     if not row or not isinstance(row.get("difference"), (int, float)):
         return None
+    seeds = len(row.get("seeds") or [])
+    if seeds < 2:  # one seed has no interval (the paired t interval is infinite, clipped to the range)
+        return f"{100 * row['difference']:+.1f} pts ({seeds} seed)"
     return _interval(row["difference"], row.get("ci95"), 100, 1, " pts")
 
 

@@ -196,12 +196,15 @@ def ablation_text(block: dict[str, Any]) -> str:
     """The ablation's answer and the field check of a recall sweep, as a clause ("" where the sweep has neither)."""
     a = block["analysis"]
     parts = [f"{r['part']}: {r['reading']} (`{r['without']}` "
-             f"{_interval(r['difference'], r.get('ci95'), 100, 1, ' points')})" for r in a.get("ablation") or []]
+             f"{_interval(r['difference'], r.get('ci95') if len(r['seeds']) > 1 else None, 100, 1, ' points')})"
+             for r in a.get("ablation") or []]
     out = f"; which part of Mamba's block lets it escape: {', '.join(parts)}" if parts else ""
     f = a.get("field_check")
     if f:
+        ci = f.get("ci95") if len(f.get("seeds") or []) > 1 else None  # one seed: no interval
         out += (f"; against the field's own model, `{f['ours']}` − `{f['theirs']}` "
-                f"{_interval(f['difference'], f.get('ci95'), 100, 1, ' points')}, {f['verdict']}")
+                f"{_interval(f['difference'], ci, 100, 1, ' points')} ({len(f.get('seeds') or [])} seed(s)), "
+                f"{f['verdict']}")
     return out
 
 

@@ -399,7 +399,7 @@ def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[s
         ours, theirs = s["field_check"]
         c = stats.compare(_ran(arms[ours]), _ran(arms[theirs]), s.get("equivalence_margin", 0.05))
         kind, ci, why = verdicts.difference_verdict(c, s.get("min_seeds", 5), (-1.0, 1.0))
-        field_check = {"ours": ours, "theirs": theirs, "difference": c.difference, "ci95": ci,
+        field_check = {"ours": ours, "theirs": theirs, "difference": c.difference, "ci95": ci, "seeds": list(c.seeds),
                        "ci90": [x if math.isfinite(x) else None for x in c.ci90], "verdict": kind, "reason": why,
                        "escape": [escaped[ours]["escape"], escaped[theirs]["escape"]]}
     return {"pairs": int(pairs), "copying": copying, "floor": floor, "ablation": ablation, "field_check": field_check,

@@ -95,9 +95,11 @@ def render_markdown(results: dict[str, Any]) -> str:
                              f"({a['reason']}) |")
         if analysis.get("field_check"):
             f = analysis["field_check"]
+            ci = (f" [{100 * f['ci95'][0]:+.1f}, {100 * f['ci95'][1]:+.1f}]"
+                  if len(f.get("seeds") or []) > 1 else "")  # one seed: no interval
             lines += ["", f"Against the field's own model: `{f['ours']}` − `{f['theirs']}` = "
-                      f"{100 * f['difference']:+.1f} points [{100 * f['ci95'][0]:+.1f}, {100 * f['ci95'][1]:+.1f}]: "
-                      f"{f['verdict']} ({f['reason']}); escapes: {f['escape'][0]} / {f['escape'][1]}."]
+                      f"{100 * f['difference']:+.1f} points{ci}: {f['verdict']} ({f['reason']}); escapes: "
+                      f"{f['escape'][0]} / {f['escape'][1]}."]
         if analysis.get("budget_check"):
             lines += ["", "## Budget check (the same arm at a longer cap, at the rate it chose at the cap)", "",
                       "| arm | seed | at the cap | at the longer cap | the longer cap's own choice "
