@@ -234,6 +234,22 @@ def test_rates_added_to_an_arms_grid_grow_the_sweep() -> None:
                                                            "budgets": [80]}}}) == []  # a run changed
 
 
+def _runs_done_and_half_trained(sweep_dir: Path) -> tuple[list[str], list[str]]:
+    """The finished runs and the runs with a checkpoint but no result, read while the sweep writes. os.walk skips a
+    folder that vanishes between listing and reading (the trainer rotates its checkpoints); Path.glob raises."""
+    done, half_trained = [], []
+    for folder, subdirs, files in os.walk(sweep_dir / "runs"):
+        if "result.json" in files:
+            done.append(folder)
+        elif "train" in subdirs and os.path.isdir(os.path.join(folder, "train", "checkpoints")):
+            try:
+                if os.listdir(os.path.join(folder, "train", "checkpoints")):
+                    half_trained.append(folder)
+            except FileNotFoundError:
+                pass
+    return done, half_trained
+
+
 @pytest.mark.slow
 def test_killed_sweep_resumes_to_the_uninterrupted_results(tmp_path: Path, corpus_file: str) -> None:
     """kill -9 in the middle of a sweep (a run half-trained, with a checkpoint), then --resume_from: the same
@@ -250,10 +266,8 @@ def test_killed_sweep_resumes_to_the_uninterrupted_results(tmp_path: Path, corpu
         deadline = time.time() + 240
         # Wait until one run is complete and the next has saved a checkpoint, then kill.
         while time.time() < deadline:
-            done = list(killed.glob("runs/**/result.json"))
-            ckpts = [c for c in killed.glob("runs/**/train/checkpoints/*")
-                     if not (c.parents[2] / "result.json").exists()]
-            if done and ckpts:
+            done, half_trained = _runs_done_and_half_trained(killed)
+            if done and half_trained:
                 break
             if proc.poll() is not None:
                 pytest.fail(f"the sweep ended (exit {proc.returncode}) before a half-trained run was seen")
