@@ -353,6 +353,17 @@ def test_render_rewrites_index_from_report_json(tmp_path: Path, report_dir: Path
     assert "no report.json" in err and len(err.splitlines()) == 1
 
 
+
+def test_render_refuses_another_tools_report_json(tmp_path: Path, capsys) -> None:
+    """eval.scale writes a report.json too (docs/scale): render names it in one line, not a KeyError."""
+    folder = tmp_path / "scale"
+    folder.mkdir()
+    (folder / "report.json").write_text(json.dumps({"tool": "eval.scale", "sizes": []}))
+    assert main(["render", str(folder)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "not a boundary report" in err and "eval.scale" in err and len(err.splitlines()) == 1
+    assert not (folder / "index.md").exists()
+
 def _plain(value):
     """A call's argument as its command line spells it (paths and numbers as text, lists as lists)."""
     if isinstance(value, (list, tuple)):

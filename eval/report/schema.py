@@ -55,6 +55,10 @@ def migrate(report: dict[str, Any]) -> dict[str, Any]:
         return report
     if "schema" in report:
         raise ReportSchemaError(f"report.json schema: unknown version {report['schema']!r}")
+    if "probes" not in report:  # another tool's report.json (eval.scale writes one too): refused, not half-read
+        tool = report.get("tool")
+        raise ReportSchemaError("not a boundary report (no probes section" + (f"; written by {tool}" if tool else "")
+                                + ")")
     old = copy.deepcopy(report)
     for key in ("identity_at_lag", "recall", "recall_control", "paper_claims"):
         old.pop(key, None)
