@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ema_boundary.yamlio import YAMLFileError
 from eval.report.plan import (
     PLANS,
     PREDICTOR_ARMS,
@@ -77,7 +78,7 @@ def test_the_names_are_the_variant_tables() -> None:
     # issue 32: one vocabulary with the sweep plans: the recall section's rate grid and step cap are renamed
     ("name: x\nrecall:\n  pairs: [2]\n  lrs: [1.0e-3]\n", 4, "recall.lrs is retired: write `lr_grid:` instead"),
     ("recall: {steps: 30}\n", 1, "recall.steps is retired: write `max_steps:` instead"),
-    ("recall: [\n", 2, "not valid YAML"),
+    ("recall: [\n", 2, "invalid YAML"),
     # issue 37: a key written twice is refused with both lines (YAML would keep the later value silently)
     ("language_model:\n  lr_grid: [1.0e-3]\n  lr_grid: [3.0e+3]\n", 3,
      "language_model.lr_grid is written twice (lines 2 and 3)"),
@@ -88,20 +89,22 @@ def test_the_names_are_the_variant_tables() -> None:
 def test_bad_plans_name_the_line_and_the_field(tmp_path: Path, text: str, line: int, message: str) -> None:
     path = tmp_path / "plan.yaml"
     path.write_text(text)
-    with pytest.raises(PlanError) as err:
+    with pytest.raises(YAMLFileError) as err:  # PlanError, or the reader's own (not YAML, a key written twice)
         Plan.load(path)
     assert str(err.value).startswith(f"{path}:{line}: "), str(err.value)
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
 def test_the_report_plan_reads_the_plan_dialect() -> None:
-    # One dialect (eval/plans.py): the report plan's reader, checker and error are the dialect's.
+    # One dialect (eval/plans.py): the report plan's checker and error are the dialect's, its file read by the one
+    # YAML reader (ema_boundary.yamlio).
+    from ema_boundary import yamlio
     from eval import plans
     from eval.report import plan as report_plan
 
-    assert report_plan.PlanError is plans.PlanError
+    assert report_plan.PlanError is plans.PlanError and issubclass(plans.PlanError, yamlio.YAMLFileError)
     assert issubclass(report_plan._Checker, plans.Checker)
-    assert report_plan._read_yaml("a: 1\nb: [2]\n") == ({"a": 1, "b": [2]}, {("a",): 1, ("b",): 2, ("b", "0"): 2})
+    assert report_plan.read_yaml_file is yamlio.read_yaml_file
 
 
 def test_a_plan_that_is_not_a_mapping(tmp_path: Path) -> None:

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval.plans import PlanError, read_yaml
+from ema_boundary.yamlio import YAMLFileError, read_yaml
+from eval.plans import PlanError
 from eval.sweep.cli import main as sweep_main
 from eval.sweep.plan import RateRule, load_plan, merge
 from tests.train_testkit import ENV, ROOT, tokenizer_dir
@@ -60,7 +61,7 @@ def scores(folder: Path) -> dict:
 
 
 def test_duplicate_key_refused_with_both_lines() -> None:
-    with pytest.raises(PlanError, match=r"plan.yaml:3: rate.lr_grid is written twice \(lines 2 and 3\)"):
+    with pytest.raises(YAMLFileError, match=r"plan.yaml:3: rate.lr_grid is written twice \(lines 2 and 3\)"):
         read_yaml("rate:\n  lr_grid: [0.1]\n  lr_grid: [3000.0]\n", "plan.yaml")
 
 

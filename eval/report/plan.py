@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from ema_boundary.cli import UsageError
-from eval import plans
-from eval.plans import Checker, Lines, PlanError, Rule, in_repo, read_yaml
+from ema_boundary.yamlio import read_yaml_file
+from eval.plans import Checker, PlanError, Rule, in_repo
 from eval.plans import non_negative as _non_negative
 from eval.plans import one_of as _one_of
 from eval.plans import positive as _positive
@@ -229,9 +229,10 @@ class Plan:
 
     @staticmethod
     def load(path: str | Path, scale: str = "tiny", corpus: str = "embedded", seed: int = 0) -> Plan:
-        """Read and check a plan YAML; a :class:`PlanError` names the file, the line and the field."""
+        """Read and check a plan YAML; a :class:`PlanError` names the file, the line and the field (its base
+        :class:`~ema_boundary.yamlio.YAMLFileError`: a file that cannot be read as YAML)."""
         path = Path(path)
-        raw, lines = read_plan_file(path)
+        raw, lines = read_yaml_file(path, "--plan")
         return _Checker(path, lines).plan(raw, scale, corpus, seed)
 
     def where(self, *path: str) -> str:
@@ -247,19 +248,6 @@ class Plan:
     def yaml_path(self, which: str) -> Path:
         """The train.py YAML of ``which`` ("spen" or "gpt2"), relative paths from the repository root."""
         return in_repo(getattr(self.language_model, which))
-
-
-def read_plan_file(path: Path) -> tuple[Any, Lines]:
-    """A plan YAML's document and the line of every key path, read in the plan dialect (:mod:`eval.plans`): a
-    file that cannot be read or parsed, or that writes one key twice in a mapping, is a :class:`PlanError` naming
-    it and the line(s). Every plan kind reads its file here."""
-    return plans.read_plan_file(path, "--plan")
-
-
-def _read_yaml(text: str) -> tuple[Any, Lines]:
-    """The document and the line (1-based) of every key path (:func:`eval.plans.read_yaml`: a key written twice in
-    one mapping is refused with both lines)."""
-    return read_yaml(text)
 
 
 class _Checker(Checker):
@@ -338,6 +326,6 @@ class _Checker(Checker):
             raise self.error(("depth", "config"), f"{depth.config!r}: no such train.py YAML")
 
 
-__all__ = ["Plan", "PlanError", "Rule", "in_repo", "read_plan_file", "GrammarPlan", "LanguageModelPlan", "AblationPlan",
+__all__ = ["Plan", "PlanError", "Rule", "in_repo", "GrammarPlan", "LanguageModelPlan", "AblationPlan",
            "RecallPlan", "DepthPlan", "SCALES", "CORPORA", "PLANS", "REPO", "PREDICTOR_ARMS", "TRACE_ARMS",
            "STATE_SIZE_ARMS", "RECALL_MODELS", "REFERENCE_ARM"]

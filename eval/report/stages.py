@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ema_boundary.cli import UsageError
+from ema_boundary.yamlio import read_yaml_file
 from eval.report.plan import CORPORA, REPO, Plan, in_repo
 
 GRAMMAR = ("python", "-m", "grammar_probe")
@@ -158,15 +159,13 @@ def _arm_settings(plan: Plan, which: str, model: dict[str, Any] | None = None) -
     """A train.py YAML as a runner arm declares it (``config``): the YAML's own keys but those the runner sets per
     run (folder, steps, rate, seed, model folder), the model as ``{from: FOLDER}`` (and ``model``'s other keys), the
     report's corpus."""
-    import yaml
-
     import train_config
     from eval.sweep.trainers import SWEEP_OWNED
 
     def canonical(key: str) -> str:
         return next((n for n, s in train_config.SETTINGS.items() if key == n or key in s.old), key)
 
-    raw = yaml.safe_load(plan.yaml_path(which).read_text(encoding="utf-8")) or {}
+    raw = read_yaml_file(plan.yaml_path(which))[0] or {}
     settings = {k: v for k, v in raw.items() if canonical(k) not in SWEEP_OWNED}
     folder = Path(_yaml(plan, which)["model_name_or_path"]).resolve()
     if folder.is_relative_to(REPO):  # as plans name it: repository-relative (the sweep runs from a clone)

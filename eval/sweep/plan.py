@@ -40,7 +40,8 @@ from typing import Any
 
 import yaml
 
-from eval.plans import Checker, PlanError, factor, find_plan, one_of, positive, rate, read_plan_file, rule
+from ema_boundary.yamlio import YAMLFileError, read_yaml, read_yaml_file
+from eval.plans import Checker, PlanError, factor, find_plan, one_of, positive, rate, rule
 
 TRAINERS = ("train", "recall", "arms")
 ANALYSES = ("none", "ladder", "ablation", "depth", "recall_map", "arms", "data_axis")
@@ -233,7 +234,7 @@ class _SweepChecker(Checker):
             return {}
         if isinstance(raw, str):  # a train.yaml (repository-relative), read as data
             path = find_plan(raw)
-            data, _ = read_plan_file(path, "base")
+            data, _ = read_yaml_file(path, "base")
             if not isinstance(data, dict):
                 raise self.error(("base",), f"{raw}: not a mapping of settings")
             return data
@@ -255,8 +256,8 @@ def sweep_hint(path: str | Path | None) -> str | None:
     """For ``ema-boundary report --plan PATH``: if PATH is a sweep plan (a mapping with ``trainer`` and ``arms``),
     the line that says which command runs it; None otherwise (the report's own message stands)."""
     try:
-        raw = yaml.safe_load(find_plan(path).read_text(encoding="utf-8")) if path is not None else None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        raw = read_yaml_file(find_plan(path))[0] if path is not None else None
+    except YAMLFileError:
         return None
     if not isinstance(raw, dict) or "trainer" not in raw or "arms" not in raw:
         return None
@@ -267,14 +268,12 @@ def load_plan(path: str | Path) -> SweepPlan:
     """Read and check a sweep YAML (repository-relative paths found from any folder); a :class:`PlanError`
     names the file, the line and the field."""
     path = find_plan(path)
-    raw, lines = read_plan_file(path)
+    raw, lines = read_yaml_file(path, "--plan")
     return _SweepChecker(path, lines).plan(raw)
 
 
 def plan_from_text(text: str, name: str = "sweep.yaml") -> SweepPlan:
     """A plan from YAML text (the copy a sweep folder keeps of its plan)."""
-    from eval.plans import read_yaml
-
     raw, lines = read_yaml(text, name)
     return _SweepChecker(Path(name), lines).plan(raw)
 

@@ -48,7 +48,8 @@ from ema_boundary.cli import UsageError
 from ema_boundary.io import MARKER, check_output_dir, content_digest, output_owner, write_json, write_text
 from ema_boundary.machine import machine_record
 from ema_boundary.signals import exit_status, signal_name
-from eval.plans import REPO, PlanError
+from ema_boundary.yamlio import YAMLFileError
+from eval.plans import REPO
 from eval.sweep.execute import LOG, RESULT_JSON, RUN_JSON, RunBusy, RunStopped, StopFile, diverged, read_result
 from eval.sweep.plan import Arm, SweepPlan, choose, dump, plan_from_text
 from eval.sweep.trainers import TRAINERS
@@ -257,7 +258,7 @@ def read_folder(folder: Path) -> SweepPlan:
         return plan_from_text((folder / PLAN_COPY).read_text(), str(folder / PLAN_COPY))
     except FileNotFoundError:
         raise SweepError(f"{folder}: no {PLAN_COPY} (not a complete sweep folder)") from None
-    except PlanError as e:
+    except YAMLFileError as e:  # a plan error, or a copy that is not YAML
         raise SweepError(str(e)) from None
 
 
