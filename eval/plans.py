@@ -121,11 +121,18 @@ class Checker:
         return raw
 
     def section(self, where: tuple[str, ...], cls: type, raw: Any) -> Any:
-        """``cls(**raw)`` with every field of ``raw`` checked by :meth:`value` against its hint and rule."""
+        """``cls(**raw)`` with every field of ``raw`` checked by :meth:`value` against its hint and rule; a field
+        that is a section of its own (``metadata["section"]``: ``read(checker, where, raw)``, e.g. a rate rule) is
+        read by that reader."""
         known = {f.name: f for f in fields(cls)}
         raw = self.mapping(where, raw, known)
         hints = typing.get_type_hints(cls)
-        return cls(**{k: self.value((*where, k), hints[k], v, known[k].metadata.get("check")) for k, v in raw.items()})
+        values = {}
+        for k, v in raw.items():
+            read = known[k].metadata.get("section")
+            values[k] = read(self, (*where, k), v) if read else self.value((*where, k), hints[k], v,
+                                                                          known[k].metadata.get("check"))
+        return cls(**values)
 
     def value(self, where: tuple[str, ...], hint: Any, value: Any, check: Rule | None = None) -> Any:
         """``value`` of the type ``hint`` (``int``, ``float``, ``bool``, ``str``, ``dict``, ``tuple[X, ...]``,

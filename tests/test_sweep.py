@@ -95,6 +95,27 @@ def test_rate_rule_extends_until_interior_and_caps() -> None:
     assert RateRule(lr_grid=(1e-3,), extend=True).next_rate({1e-3: 2.0}, 0) is None  # no factor: no side to go
 
 
+def test_rate_search_is_the_rule_applied() -> None:
+    # RateRule.search: the grid ascending, then beyond the edge while the best is there; what the runner and the
+    # recall trainer both run. A rate whose objective is not known yet (None) stops the search and is named.
+    losses = {1e-3: 2.0, 3e-3: 1.0, 9e-3: 0.5, 0.027: 0.7}
+    asked = []
+
+    def objective(lr: float) -> float:
+        asked.append(lr)
+        return losses[min(losses, key=lambda r: abs(r - lr))]
+
+    search = RateRule(lr_grid=(3e-3, 1e-3), extend=True, max_extensions=3).search(objective)
+    assert asked == [1e-3, 3e-3, 9e-3, 0.027] and search.extensions == [9e-3, 0.027]
+    assert search.chosen == 9e-3 and search.need == []
+    asked.clear()  # no extension (or none allowed): the best of the grid, a tie keeping the smaller rate
+    for rule in (RateRule(lr_grid=(1e-3, 3e-3)), RateRule(lr_grid=(1e-3, 3e-3), extend=True, max_extensions=0)):
+        assert rule.search(lambda lr: 1.0).chosen == 1e-3
+        assert rule.search(lambda lr: {1e-3: 0.2, 3e-3: 0.9}[lr], lower_is_better=False).chosen == 3e-3
+    pending = RateRule(lr_grid=(1e-3, 3e-3), extend=True).search(lambda lr: None if lr == 3e-3 else 1.0)
+    assert pending.need == [3e-3] and pending.chosen is None and pending.extensions == []
+
+
 # ------------------------------------------------------------------------------------------ runs
 
 

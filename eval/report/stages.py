@@ -217,7 +217,7 @@ def _search(choice: dict[str, Any], rule: dict[str, Any]) -> str:
 def language_model(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any]:
     """The headline pair as a sweep of two arms on the experiment runner (``work/language_model``): each
     architecture's rate chosen by the runner's rule from the plan's grid on validation (the grid's seed, extended
-    beyond an edge as the plan declares: :meth:`LanguageModelPlan.rate_rule`), then the other seeds at the chosen
+    beyond an edge as the plan's ``language_model.rate`` declares), then the other seeds at the chosen
     rate (``plan.workers`` at a time). Every seed's final model is scored on the test blocks of the YAMLs' test
     split when they hold one (``scored_on`` says which blocks the comparison reads: "test", else "validation")."""
     from eval.runs import read_metrics
@@ -233,7 +233,7 @@ def language_model(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any]:
     seed0 = seeds[0]  # chooses the rate
     steps = {w: lm.max_steps or cfgs[w]["max_steps"] for w in ARCHITECTURES}
     folder = work / "language_model"
-    rule = lm.rate_rule()
+    rule = lm.rate.as_plan()
     results = run_sweep(folder, {
         "name": f"{plan.name}-headline-pair", "trainer": "train", "analysis": "none", "seeds": seeds,
         "score": "test" if cfgs["spen"]["test_every"] else "validation", "workers": plan.workers, "rate": rule,
@@ -242,7 +242,7 @@ def language_model(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any]:
 
     by_arch = {w: results["arms"][w]["budgets"][str(steps[w])] for w in ARCHITECTURES}
     scored_on = "test" if all("test_loss" in r for v in by_arch.values() for r in v.values()) else "validation"
-    result: dict[str, Any] = {"seeds": seeds, "lr_grid": list(lm.lr_grid), "grid_seed": seed0,
+    result: dict[str, Any] = {"seeds": seeds, "lr_grid": list(lm.rate.lr_grid), "grid_seed": seed0,
                               "equivalence_margin": lm.equivalence_margin, "scored_on": scored_on,
                               "split": {k: cfgs["spen"][k] for k in ("val_every", "test_every")}, "architectures": {},
                               "folder": str(folder), "command": sweep_command(folder)}
@@ -265,7 +265,7 @@ def language_model(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any]:
         grid = {}
         for lr in rates:
             run = folder / run_id(w, lr, seed0, steps[w])
-            grid[f"{lr:g}"] = {"final_val_loss": choice["tried"][f"{lr:g}"], "extension": lr not in lm.lr_grid,
+            grid[f"{lr:g}"] = {"final_val_loss": choice["tried"][f"{lr:g}"], "extension": lr not in lm.rate.lr_grid,
                                "command": _run_command(folder, json.loads((run / "result.json").read_text()))}
         counts = by_arch[w][str(seed0)]["parameters"]
         result["architectures"][w] = {
