@@ -1,14 +1,14 @@
 """The one reader of the project's YAML (training configs, sweep plans, report plans): data with the line of every
 key, and one line naming the file and line for anything that cannot be used as meant.
 
-``read_yaml(text, name) -> (data, lines)`` reads YAML with PyYAML's safe loader and refuses what the plain loader
+``read_yaml_text(text, name) -> (data, lines)`` reads YAML with PyYAML's safe loader and refuses what the plain loader
 accepts silently: a key written twice in one mapping (the later value would win) is a :class:`DuplicateKeyError`
 carrying both lines. ``lines`` maps each key path (a tuple; list items count as keys ``"0"``, ``"1"``...) to the
 line it is written on (1-based): ``yaml.safe_load`` forgets where a value came from. ``read_yaml_file(path)`` reads
 a file the same way::
 
     data, lines = read_yaml_file("plan.yaml")
-    raise UsageError(f"plan.yaml:{lines['seeds',]}: seeds must be a list")
+    raise UsageError(f"plan.yaml:{lines[('seeds',)]}: seeds must be a list")
 
 Every error is a :class:`YAMLFileError` (a :class:`~ema_boundary.cli.UsageError`) in one line, ``"PATH:LINE:
 what"``: a missing or unreadable file, text that is not YAML, a key written twice (``"plan.yaml:9: arms.spen.lr is
@@ -26,7 +26,7 @@ import yaml
 
 from ema_boundary.cli import UsageError
 
-__all__ = ["DuplicateKeyError", "Lines", "YAMLFileError", "read_yaml", "read_yaml_file"]
+__all__ = ["DuplicateKeyError", "Lines", "YAMLFileError", "read_yaml_file", "read_yaml_text"]
 
 Lines = dict[tuple[str, ...], int]  # key path -> the YAML line (1-based) where it is written
 MERGE = "tag:yaml.org,2002:merge"  # `<<: *anchor`: its keys may be overridden, so it is no key of its own
@@ -45,7 +45,7 @@ class DuplicateKeyError(YAMLFileError):
         self.name, self.path, self.first, self.line = name, path, first, line
 
 
-def read_yaml(text: str, name: str = "<yaml>") -> tuple[Any, Lines]:
+def read_yaml_text(text: str, name: str = "<yaml>") -> tuple[Any, Lines]:
     """The document in ``text`` and the line of every key path (see the module docstring); ``name`` stands for the
     file in messages. Text that is not YAML, or that writes a key twice in one mapping, is a :class:`YAMLFileError`.
     An empty document is ``(None, {})``."""
@@ -66,7 +66,7 @@ def read_yaml(text: str, name: str = "<yaml>") -> tuple[Any, Lines]:
 
 
 def read_yaml_file(path: str | os.PathLike, what: str = "") -> tuple[Any, Lines]:
-    """:func:`read_yaml` of the file at ``path``; a file that is missing, unreadable or not UTF-8 is a
+    """:func:`read_yaml_text` of the file at ``path``; a file that is missing, unreadable or not UTF-8 is a
     :class:`YAMLFileError` too. ``what`` (a flag, a field) leads the message of a file that cannot be read."""
     path = Path(path)
     lead = f"{what} " if what else ""
@@ -78,7 +78,7 @@ def read_yaml_file(path: str | os.PathLike, what: str = "") -> tuple[Any, Lines]
         raise YAMLFileError(f"{lead}{path}: not a UTF-8 text file ({e.reason})") from None
     except OSError as e:
         raise YAMLFileError(f"{lead}{path}: cannot read ({e.strerror or e})") from None
-    return read_yaml(text, str(path))
+    return read_yaml_text(text, str(path))
 
 
 def _walk(node: yaml.Node, path: tuple[str, ...], lines: Lines, name: str) -> None:

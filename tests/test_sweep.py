@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ema_boundary.yamlio import YAMLFileError, read_yaml
+from ema_boundary.yamlio import YAMLFileError, read_yaml_text
 from eval.plans import PlanError
 from eval.sweep.cli import main as sweep_main
 from eval.sweep.plan import RateRule, load_plan, merge
@@ -62,7 +62,7 @@ def scores(folder: Path) -> dict:
 
 def test_duplicate_key_refused_with_both_lines() -> None:
     with pytest.raises(YAMLFileError, match=r"plan.yaml:3: rate.lr_grid is written twice \(lines 2 and 3\)"):
-        read_yaml("rate:\n  lr_grid: [0.1]\n  lr_grid: [3000.0]\n", "plan.yaml")
+        read_yaml_text("rate:\n  lr_grid: [0.1]\n  lr_grid: [3000.0]\n", "plan.yaml")
 
 
 @pytest.mark.parametrize("patch, message", [
@@ -93,6 +93,25 @@ def test_rate_rule_extends_until_interior_and_caps() -> None:
     assert lone.next_rate({1e-3: 2.0}, 0) == pytest.approx(3e-3)
     assert lone.next_rate({1e-3: 1.0, 3e-3: 2.0}, 1) == pytest.approx(3.33333e-4)
     assert RateRule(lr_grid=(1e-3,), extend=True).next_rate({1e-3: 2.0}, 0) is None  # no factor: no side to go
+
+
+def test_the_rate_rule_has_one_home() -> None:
+    # Issue 50: the rule (RateRule, its search, choose, the reading of a `rate:` section) is defined in
+    # eval/sweep/plan.py only; the runner, the recall trainer and the report plan use it.
+    import ast
+
+    names = {"RateRule", "RateSearch", "choose", "next_rate", "read_rate", "rate_rule", "map_rule"}
+    homes = {}
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] in ("tests", "docs", ".venv", "build"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name in names:
+                homes.setdefault(node.name, set()).add(str(rel))
+    assert homes == {"RateRule": {"eval/sweep/plan.py"}, "RateSearch": {"eval/sweep/plan.py"},
+                     "choose": {"eval/sweep/plan.py"}, "next_rate": {"eval/sweep/plan.py"},
+                     "read_rate": {"eval/sweep/plan.py"}, "map_rule": {"eval/recall.py"}}, homes
 
 
 def test_rate_search_is_the_rule_applied() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ema_boundary.cli import UsageError
-from ema_boundary.yamlio import DuplicateKeyError, YAMLFileError, read_yaml, read_yaml_file
+from ema_boundary.yamlio import DuplicateKeyError, YAMLFileError, read_yaml_file, read_yaml_text
 
 
 def test_data_and_the_line_of_every_key(tmp_path):
@@ -17,7 +17,7 @@ def test_data_and_the_line_of_every_key(tmp_path):
     assert lines == {("lr",): 1, ("arms",): 2, ("arms", "spen"): 3, ("arms", "spen", "lr"): 4, ("arms", "gpt2"): 5,
                      ("arms", "gpt2", "lr"): 5, ("seeds",): 6, ("seeds", "0"): 7, ("seeds", "0", "name"): 7,
                      ("seeds", "0", "x"): 8}
-    assert read_yaml(path.read_text(), str(path)) == (data, lines)
+    assert read_yaml_text(path.read_text(), str(path)) == (data, lines)
 
 
 @pytest.mark.parametrize("text, line, words", [
@@ -33,13 +33,13 @@ def test_a_key_written_twice_or_bad_yaml_is_one_line_with_the_line(tmp_path, tex
         read_yaml_file(path)
     assert str(e.value).startswith(f"{path}:{line}: ") and words in str(e.value) and "\n" not in str(e.value)
     with pytest.raises(YAMLFileError) as e:
-        read_yaml(text, "p.yaml")
+        read_yaml_text(text, "p.yaml")
     assert str(e.value).startswith(f"p.yaml:{line}: ") and words in str(e.value)
 
 
 def test_the_duplicate_carries_both_lines():
     with pytest.raises(DuplicateKeyError) as e:
-        read_yaml("a:\n  - b: 1\n    b: 2\n", "p.yaml")
+        read_yaml_text("a:\n  - b: 1\n    b: 2\n", "p.yaml")
     assert (e.value.path, e.value.first, e.value.line) == (("a", "0", "b"), 2, 3)
     assert str(e.value) == "p.yaml:3: a.b is written twice (lines 2 and 3); keep one"
 

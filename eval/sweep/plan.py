@@ -41,7 +41,7 @@ from typing import Any
 
 import yaml
 
-from ema_boundary.yamlio import YAMLFileError, read_yaml, read_yaml_file
+from ema_boundary.yamlio import YAMLFileError, read_yaml_file, read_yaml_text
 from eval.plans import Checker, PlanError, factor, find_plan, non_negative, one_of, positive, rate, rule
 
 TRAINERS = ("train", "recall", "arms")
@@ -328,7 +328,7 @@ def load_plan(path: str | Path) -> SweepPlan:
 
 def plan_from_text(text: str, name: str = "sweep.yaml") -> SweepPlan:
     """A plan from YAML text (the copy a sweep folder keeps of its plan)."""
-    raw, lines = read_yaml(text, name)
+    raw, lines = read_yaml_text(text, name)
     return _SweepChecker(Path(name), lines).plan(raw)
 
 
