@@ -36,7 +36,7 @@ from safetensors import safe_open
 from ema_boundary import corpus
 from ema_boundary.cli import EXIT_INTERRUPTED, EXIT_UPLOAD_FAILED, EXIT_USAGE, HelpFormatter, UsageError, UsageParser
 from ema_boundary.io import MARKER, OutputError, check_output_dir, output_owner, write_json
-from ema_boundary.yamlio import YAMLFileError, load_yaml
+from ema_boundary.yamlio import Lines, YAMLFileError, read_yaml_file
 
 # Accelerate's trackers (accelerate.utils.LoggerType), by the names report_to takes.
 TRACKERS = tuple(str(t) for t in LoggerType if str(t) != "all")
@@ -318,10 +318,11 @@ def resolve_model_config(name: str) -> str:
     return name
 
 
-def _read_mapping(path: Path) -> tuple[dict[str, Any], dict[str, int]]:
-    """The YAML file's settings and the line of each key (a key given twice is refused with both lines)."""
+def _read_mapping(path: Path) -> tuple[dict[str, Any], Lines]:
+    """The YAML file's settings and the line of each key (the project's one YAML reader, :mod:`ema_boundary.yamlio`:
+    a key given twice is refused with both lines)."""
     try:
-        raw, lines = load_yaml(path)
+        raw, lines = read_yaml_file(path)
     except YAMLFileError as e:
         raise ConfigError(str(e)) from None
     raw = raw or {}
@@ -377,7 +378,7 @@ def read_yaml(path: str | Path | None, flags: dict[str, Any] | None = None) -> d
         path = Path(path)
         raw, lines = _read_mapping(path)
         for key, value in raw.items():
-            at = f"{path}:{lines.get(str(key), 1)}"
+            at = f"{path}:{lines.get((str(key),), 1)}"
             if key not in SETTINGS:
                 raise ConfigError(f"{at}: {_unknown(key)}")
             value = _typed(key, value)

@@ -1,19 +1,19 @@
-"""YAML files that say what they mean: the one reader of the project's YAML (training configs and plans).
+"""The one reader of the project's YAML (training configs, sweep plans, report plans): data with the line of every
+key, and one line naming the file and line for anything that cannot be used as meant.
 
-``read_yaml_text(text, name) -> (data, lines)`` reads YAML with PyYAML's safe loader and refuses what the plain
-loader accepts silently: a key given twice in one mapping (the later value would win) is a
-:class:`DuplicateKeyError` carrying both lines. ``lines`` maps each key path (a tuple; list items count as keys
-``"0"``, ``"1"``...) to the line it is written on (1-based): ``yaml.safe_load`` forgets where a value came from.
-Both the training configs (``load_yaml``, below) and the plan dialect (``eval.plans.read_yaml``) read through it;
-each words the duplicate in its own vocabulary.
+``read_yaml_text(text, name) -> (data, lines)`` reads YAML with PyYAML's safe loader and refuses what the plain loader
+accepts silently: a key written twice in one mapping (the later value would win) is a :class:`DuplicateKeyError`
+carrying both lines. ``lines`` maps each key path (a tuple; list items count as keys ``"0"``, ``"1"``...) to the
+line it is written on (1-based): ``yaml.safe_load`` forgets where a value came from. ``read_yaml_file(path)`` reads
+a file the same way::
 
-``load_yaml(path) -> (data, lines)`` reads a file, its ``lines`` keyed by dotted paths from the top:
-``"learning_rate"``, ``"arms.spen.lr"``, ``"arms.0.name"`` (list items themselves have no entry)::
+    data, lines = read_yaml_file("plan.yaml")
+    raise UsageError(f"plan.yaml:{lines[('seeds',)]}: seeds must be a list")
 
-    data, lines = load_yaml("plan.yaml")
-    raise UsageError(f"plan.yaml:{lines['seeds']}: seeds must be a list")
-
-Errors are :class:`YAMLFileError` (a :class:`~ema_boundary.cli.UsageError`): one line, ``"PATH:LINE: what"``.
+Every error is a :class:`YAMLFileError` (a :class:`~ema_boundary.cli.UsageError`) in one line, ``"PATH:LINE:
+what"``: a missing or unreadable file, text that is not YAML, a key written twice (``"plan.yaml:9: arms.spen.lr is
+written twice (lines 3 and 9); keep one"``). What the data must hold is each reader's own check (train_config's
+settings, eval.plans' dialect of plans).
 """
 
 from __future__ import annotations
@@ -26,40 +26,62 @@ import yaml
 
 from ema_boundary.cli import UsageError
 
-__all__ = ["DuplicateKeyError", "Lines", "YAMLFileError", "error_line", "load_yaml", "read_yaml_text"]
+__all__ = ["DuplicateKeyError", "Lines", "YAMLFileError", "read_yaml_file", "read_yaml_text"]
 
 Lines = dict[tuple[str, ...], int]  # key path -> the YAML line (1-based) where it is written
 MERGE = "tag:yaml.org,2002:merge"  # `<<: *anchor`: its keys may be overridden, so it is no key of its own
 
 
-class YAMLFileError(UsageError):
-    """A YAML file that cannot be read as meant: one line naming the file and line."""
+class YAMLFileError(UsageError, ValueError):
+    """A YAML file that cannot be used as meant: one line naming the file and line."""
 
 
 class DuplicateKeyError(YAMLFileError):
     """A key written twice in one mapping: ``path`` (the key path), ``first`` and ``line`` (both 1-based)."""
 
     def __init__(self, name: str, path: tuple[str, ...], first: int, line: int) -> None:
-        super().__init__(f"{name}:{line}: duplicate key {path[-1]!r} (first at line {first}, again at line {line})")
+        dotted = ".".join(p for p in path if not p.isdigit())
+        super().__init__(f"{name}:{line}: {dotted} is written twice (lines {first} and {line}); keep one")
         self.name, self.path, self.first, self.line = name, path, first, line
 
 
-def read_yaml_text(text: str, name: str = "<yaml>", items: bool = True) -> tuple[Any, Lines]:
-    """The document in ``text`` and the line of every key path (see the module docstring); ``items``: list items
-    get a line of their own too. A key written twice raises :class:`DuplicateKeyError`; text that is not YAML
-    raises ``yaml.YAMLError`` (:func:`error_line` words it)."""
+def read_yaml_text(text: str, name: str = "<yaml>") -> tuple[Any, Lines]:
+    """The document in ``text`` and the line of every key path (see the module docstring); ``name`` stands for the
+    file in messages. Text that is not YAML, or that writes a key twice in one mapping, is a :class:`YAMLFileError`.
+    An empty document is ``(None, {})``."""
     loader = yaml.SafeLoader(text)
     try:
         node = loader.get_single_node()
         lines: Lines = {}
         if node is not None:
-            _walk(node, (), lines, name, items)
+            _walk(node, (), lines, name)
         return (loader.construct_document(node) if node is not None else None), lines
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{name}:{mark.line + 1}" if mark is not None else name
+        raise YAMLFileError(f"{where}: invalid YAML ({getattr(e, 'problem', None) or str(e).splitlines()[0]})") \
+            from None
     finally:
         loader.dispose()
 
 
-def _walk(node: yaml.Node, path: tuple[str, ...], lines: Lines, name: str, items: bool) -> None:
+def read_yaml_file(path: str | os.PathLike, what: str = "") -> tuple[Any, Lines]:
+    """:func:`read_yaml_text` of the file at ``path``; a file that is missing, unreadable or not UTF-8 is a
+    :class:`YAMLFileError` too. ``what`` (a flag, a field) leads the message of a file that cannot be read."""
+    path = Path(path)
+    lead = f"{what} " if what else ""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise YAMLFileError(f"{lead}{path}: no such file") from None
+    except UnicodeDecodeError as e:
+        raise YAMLFileError(f"{lead}{path}: not a UTF-8 text file ({e.reason})") from None
+    except OSError as e:
+        raise YAMLFileError(f"{lead}{path}: cannot read ({e.strerror or e})") from None
+    return read_yaml_text(text, str(path))
+
+
+def _walk(node: yaml.Node, path: tuple[str, ...], lines: Lines, name: str) -> None:
     if isinstance(node, yaml.MappingNode):
         seen: dict[tuple[str, str], int] = {}
         for key, value in node.value:
@@ -71,37 +93,9 @@ def _walk(node: yaml.Node, path: tuple[str, ...], lines: Lines, name: str, items
                 seen[k] = line
             p = (*path, str(key.value))
             lines.setdefault(p, line)
-            _walk(value, p, lines, name, items)
+            _walk(value, p, lines, name)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             p = (*path, str(i))
-            if items:
-                lines[p] = item.start_mark.line + 1
-            _walk(item, p, lines, name, items)
-
-
-def error_line(e: yaml.YAMLError, name: str) -> tuple[str, str]:
-    """Where a YAML parse error is (``NAME:LINE``, or ``NAME``) and what it is, in one line."""
-    mark = getattr(e, "problem_mark", None)
-    return (f"{name}:{mark.line + 1}" if mark is not None else name,
-            getattr(e, "problem", None) or str(e).splitlines()[0])
-
-
-def load_yaml(path: str | os.PathLike) -> tuple[Any, dict[str, int]]:
-    """The YAML document at ``path`` and the line of each mapping key, by dotted path (see the module docstring).
-
-    Raises :class:`YAMLFileError` in one line for a missing file, a file that is not UTF-8, invalid YAML and a
-    key given twice in one mapping (``"PATH:LINE: duplicate key 'lr' (first at line 3, again at line 9)"``).
-    An empty file is ``None``.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise YAMLFileError(f"{path}: no such file")
-    try:
-        data, lines = read_yaml_text(path.read_text(encoding="utf-8"), str(path), items=False)
-    except UnicodeDecodeError as e:
-        raise YAMLFileError(f"{path}: not a UTF-8 text file ({e.reason})") from None
-    except yaml.YAMLError as e:
-        where, what = error_line(e, str(path))
-        raise YAMLFileError(f"{where}: invalid YAML ({what})") from None
-    return data, {".".join(p): line for p, line in lines.items()}
+            lines[p] = item.start_mark.line + 1
+            _walk(item, p, lines, name)

@@ -67,13 +67,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ema_boundary import stats
 from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, add_output_dir, comma_list, first_line, flatten
 from ema_boundary.cli import positive_int as _positive_int
 from ema_boundary.figures import pyplot, save
 from ema_boundary.io import MARKER, output_owner, read_json, write_json
+from ema_boundary.yamlio import YAMLFileError, read_yaml_file
 from eval.runs import read_spen_yaml
 from eval.sweep.analyses import kneser_ney
 from eval.sweep.trainers import DATA_SETTINGS
@@ -497,9 +496,9 @@ def _recorded_settings(folder: Path, result: dict[str, Any]) -> dict[str, Any]:
 
     arm_yaml = folder / "configs" / result["reference"] / "train.yaml"
     try:
-        cfg = yaml.safe_load(arm_yaml.read_text(encoding="utf-8")) if arm_yaml.is_file() else None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
-        raise UsageError(f"{arm_yaml}: not a readable train.py YAML ({first_line(e)})") from None
+        cfg = read_yaml_file(arm_yaml)[0] if arm_yaml.is_file() else None
+    except YAMLFileError as e:
+        raise UsageError(f"not a readable train.py YAML: {e}") from None
     if not isinstance(cfg, dict) or any(k not in cfg for k in SPLIT_SETTINGS):
         try:
             cfg = train_config.read_yaml(result["config"])

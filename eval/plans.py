@@ -1,4 +1,5 @@
-"""One plan dialect: every plan YAML of the project (report plans, sweeps) is read and checked here, once.
+"""One plan dialect: every plan YAML of the project (report plans, sweeps) is checked here, once, after the
+project's one YAML reader (:mod:`ema_boundary.yamlio`) has read it with the line of every key.
 
 A plan is declared before a run and checked when it is read, before any work: each field's type and range, and
 each failure is one line naming the file, the YAML line and the field (``plan.yaml:12: rate.lr_grid: ...``).
@@ -21,18 +22,17 @@ from dataclasses import field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from ema_boundary.cli import UsageError
-from ema_boundary.yamlio import DuplicateKeyError, Lines, error_line, read_yaml_text
+from ema_boundary.yamlio import Lines, YAMLFileError
 
 REPO = Path(__file__).resolve().parents[1]
 
 Rule = Callable[[Any], "str | None"]  # value -> None when it is fine, else what it must be
 
 
-class PlanError(UsageError, ValueError):
-    """A plan YAML that cannot be used: one line naming the file, the line and the field."""
+class PlanError(YAMLFileError):
+    """A plan YAML that cannot be used: one line naming the file, the line and the field. The file is read by the
+    project's one YAML reader (:mod:`ema_boundary.yamlio`), whose errors (a file that cannot be read, a key written
+    twice) are this error's base: catch :class:`~ema_boundary.yamlio.YAMLFileError` for both."""
 
 
 # ---------------------------------------------------------------------------------------------
@@ -74,7 +74,7 @@ def rule(check: Rule | None, default: Any = None, *, factory: Any = None) -> Any
 
 
 # ---------------------------------------------------------------------------------------------
-# Reading
+# Paths
 # ---------------------------------------------------------------------------------------------
 
 
@@ -90,34 +90,6 @@ def find_plan(path: str | Path) -> Path:
     if not path.is_file() and not path.is_absolute() and (REPO / path).is_file():
         return REPO / path
     return path
-
-
-def read_plan_file(path: Path, what: str = "--plan") -> tuple[Any, Lines]:
-    """A plan YAML's document and the line of every key path; a file that cannot be read or parsed, or that
-    writes one key twice in a mapping, is a :class:`PlanError` naming it and the line(s)."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PlanError(f"{what} {path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise PlanError(f"{what} {path}: cannot read ({e})") from None
-    try:
-        return read_yaml(text, str(path))
-    except yaml.YAMLError as e:
-        where, problem = error_line(e, str(path))
-        raise PlanError(f"{where}: not valid YAML ({problem})") from None
-
-
-def read_yaml(text: str, name: str = "<yaml>") -> tuple[Any, Lines]:
-    """The document and, for every key path, the line (1-based) where it is written (the project's one YAML
-    reader, :func:`ema_boundary.yamlio.read_yaml_text`). A key written twice in one mapping is a
-    :class:`PlanError` with both lines."""
-    try:
-        return read_yaml_text(text, name)
-    except DuplicateKeyError as e:
-        dotted = ".".join(p for p in e.path if not p.isdigit())
-        raise PlanError(f"{name}:{e.line}: {dotted} is written twice (lines {e.first} and {e.line}); keep one") \
-            from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -149,11 +121,18 @@ class Checker:
         return raw
 
     def section(self, where: tuple[str, ...], cls: type, raw: Any) -> Any:
-        """``cls(**raw)`` with every field of ``raw`` checked by :meth:`value` against its hint and rule."""
+        """``cls(**raw)`` with every field of ``raw`` checked by :meth:`value` against its hint and rule; a field
+        that is a section of its own (``metadata["section"]``: ``read(checker, where, raw)``, e.g. a rate rule) is
+        read by that reader."""
         known = {f.name: f for f in fields(cls)}
         raw = self.mapping(where, raw, known)
         hints = typing.get_type_hints(cls)
-        return cls(**{k: self.value((*where, k), hints[k], v, known[k].metadata.get("check")) for k, v in raw.items()})
+        values = {}
+        for k, v in raw.items():
+            read = known[k].metadata.get("section")
+            values[k] = read(self, (*where, k), v) if read else self.value((*where, k), hints[k], v,
+                                                                          known[k].metadata.get("check"))
+        return cls(**values)
 
     def value(self, where: tuple[str, ...], hint: Any, value: Any, check: Rule | None = None) -> Any:
         """``value`` of the type ``hint`` (``int``, ``float``, ``bool``, ``str``, ``dict``, ``tuple[X, ...]``,
@@ -187,5 +166,5 @@ class Checker:
         return value
 
 
-__all__ = ["Checker", "Lines", "PlanError", "REPO", "Rule", "factor", "find_plan", "in_repo", "margin",
-           "non_negative", "one_of", "positive", "rate", "read_plan_file", "read_yaml", "rule"]
+__all__ = ["Checker", "PlanError", "REPO", "Rule", "factor", "find_plan", "in_repo", "margin",
+           "non_negative", "one_of", "positive", "rate", "rule"]

@@ -48,7 +48,7 @@ import multiprocessing
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,7 @@ from transformers import PretrainedConfig
 from ema_boundary.io import atomic_file
 from ema_boundary.params import parameter_counts
 from eval.mamba_scan import fast_mamba_scan
+from eval.sweep.plan import RateRule, choose
 from modeling_spen.mixer_mamba import mamba_state_numbers
 
 PAD = 0
@@ -463,21 +464,32 @@ def recall_model(
     desc: str = "recall",
     trust_remote_code: bool = False,
     device: str = "cpu",
+    rate: RateRule | None = None,
 ) -> dict:
-    """One model under the recipe: every learning rate of the grid, the rate chosen on the
-    selection examples (mean accuracy over pair counts), that model scored on the evaluation examples."""
+    """One model under the recipe: the learning rate chosen by ``rate`` (the project's one rule,
+    :class:`~eval.sweep.plan.RateRule`) on the selection examples (mean accuracy over pair counts, higher is better),
+    that model scored on the evaluation examples. ``rate`` None: the map's rule, :func:`map_rule`."""
     started = time.perf_counter()
+    rate = rate or map_rule(recipe)
     sweep: dict[str, dict] = {}
-    best_lr, best_score, best_model, best_steps = None, -1.0, None, 0
-    for lr in recipe.lrs:
+    scores: dict[float, float] = {}
+    trained: dict[float, tuple[torch.nn.Module, int]] = {}
+
+    def selection_score(lr: float) -> float:
         t0 = time.perf_counter()
         model, steps = train_recall(config, task, recipe, lr, seed, progress, desc, trust_remote_code, device)
         selection = evaluate_recall(model, task, recipe.select_examples, _stream(seed, _SELECT_STREAM))
-        score = sum(selection.values()) / len(selection)
         sweep[f"{lr:g}"] = {"selection_accuracy": {str(n): a for n, a in selection.items()}, "steps": steps,
                             "seconds": time.perf_counter() - t0}
-        if score > best_score:  # ties keep the smaller rate (the grid is ascending)
-            best_lr, best_score, best_model, best_steps = lr, score, model, steps
+        trained[lr] = model, steps
+        scores[lr] = sum(selection.values()) / len(selection)
+        best = choose(scores, lower_is_better=False)
+        for other in [r for r in trained if r != best]:  # only the best model so far is kept (memory)
+            del trained[other]
+        return scores[lr]
+
+    best_lr = rate.search(selection_score, lower_is_better=False).chosen
+    best_model, best_steps = trained[best_lr]
     # The evaluation stream depends on the task only, not on the model seed: every model and every
     # seed is scored on the same sequences.
     accuracy = evaluate_recall(best_model, task, recipe.eval_examples, _stream(0, _EVAL_STREAM))
@@ -496,6 +508,12 @@ def recall_model(
     }
 
 
+def map_rule(recipe: RecallRecipe) -> RateRule:
+    """The recall map's rate rule: each seed chooses its own rate from ``recipe.lrs`` on its own selection sequences;
+    the grid is not extended (a tie keeps the smaller rate, :func:`eval.sweep.plan.choose`)."""
+    return RateRule(lr_grid=recipe.lrs, choose="each_seed", extend=False, max_extensions=0)
+
+
 def recall_map(
     configs: Mapping[str, PretrainedConfig],
     task: RecallTask | None = None,
@@ -508,6 +526,7 @@ def recall_map(
     trust_remote_code: bool = False,
     seeds: Sequence[int] | None = None,
     device: str = "cpu",
+    rate: RateRule | None = None,
 ) -> dict:
     """Every model of ``configs`` (name -> config) under the same task and recipe, once per seed.
 
@@ -520,10 +539,16 @@ def recall_map(
     every seed is done. With ``workers > 1`` the (model, seed) runs train in that many processes of
     ``threads`` torch threads each: a run's numbers are the same whichever process trains it (all its
     randomness comes from its seed). ``workers == 1`` trains in this process, at its thread count. ``device``:
-    where every model trains (``"cuda"``: the map in minutes; several workers share one GPU).
+    where every model trains (``"cuda"``: the map in minutes; several workers share one GPU). ``rate``: the rule
+    each (model, seed) chooses its rate by (None: :func:`map_rule`); its grid becomes the recorded recipe's ``lrs``.
     """
     task = task or RecallTask()
     recipe = recipe or RecallRecipe()
+    if rate is not None:
+        if rate.choose != "each_seed":
+            raise ValueError(f"recall_map: the rate rule must let each seed choose (choose: each_seed), got "
+                             f"{rate.choose!r}")
+        recipe = replace(recipe, lrs=rate.lr_grid)
     seeds = check_seeds((seed,) if seeds is None else seeds)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
@@ -545,13 +570,13 @@ def recall_map(
         for name, s in jobs:
             desc = name if len(seeds) == 1 else f"{name} seed {s}"
             done(name, s, recall_model(configs[name], task, recipe, s, progress, desc=desc,
-                                       trust_remote_code=trust_remote_code, device=device))
+                                       trust_remote_code=trust_remote_code, device=device, rate=rate))
     else:
         # spawn, not fork: torch's thread pools do not survive a fork.
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
             futures = {pool.submit(_recall_job, (configs[name], task, recipe, s, threads, name, trust_remote_code,
-                                                 device)): (name, s) for name, s in jobs}
+                                                 device, rate)): (name, s) for name, s in jobs}
             for future in as_completed(futures):
                 done(*futures[future], future.result())
     bar.close()
@@ -633,10 +658,10 @@ def wilson(successes: int, trials: int, z: float = 1.959963984540054) -> tuple[f
 
 def _recall_job(job: tuple) -> dict:
     """One model of the map in a worker process (top-level so that it pickles)."""
-    config, task, recipe, seed, threads, name, trust_remote_code, device = job
+    config, task, recipe, seed, threads, name, trust_remote_code, device, rate = job
     torch.set_num_threads(threads)
     return recall_model(config, task, recipe, seed, progress=False, desc=name, trust_remote_code=trust_remote_code,
-                        device=device)
+                        device=device, rate=rate)
 
 
 def _stream(seed: int, stream: int) -> int:

@@ -101,7 +101,7 @@ ROWS: dict[str, Row] = {
     "train: duplicated YAML key": Row(
         lambda t: _train(t, config=_text(t / "c.yaml", f"model_name_or_path: {ROOT}/hub_configs/gpt2-tiny\nlr: 3e-3\n"
                                                         "max_steps: 2\nlr: 3e+3\n")),
-        "c.yaml:4: duplicate key 'lr' (first at line 2, again at line 4)", 2),
+        "c.yaml:4: lr is written twice (lines 2 and 4); keep one", 2),
     "train: block beyond the model's positions": Row(lambda t: _train(t, "--block_size", "512"),
                                                      "block_size 512 is more than the 256 positions", 2),
     "train: data file given twice": Row(

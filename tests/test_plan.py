@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ema_boundary.yamlio import YAMLFileError
 from eval.report.plan import (
     PLANS,
     PREDICTOR_ARMS,
@@ -28,11 +29,11 @@ from eval.report.plan import (
 def test_shipped_plans_load() -> None:
     for path in set(PLANS.values()):
         plan = Plan.load(REPO / path)
-        assert plan.language_model.lr_grid and len(plan.ablation.seeds) >= 2
+        assert plan.language_model.rate.lr_grid and len(plan.ablation.seeds) >= 2
     default = Plan.load(REPO / PLANS["tiny", False])
     assert len(default.ablation.seeds) >= 5 and len(default.language_model.seeds) >= 5
-    assert len(default.language_model.lr_grid) >= 3
-    assert isinstance(default.language_model.lr_grid[0], float)  # typed: an int in the YAML is read as a float
+    assert len(default.language_model.rate.lr_grid) >= 3
+    assert isinstance(default.language_model.rate.lr_grid[0], float)  # typed: an int in the YAML is read as a float
     capped = Plan.make(max_steps=7)
     assert capped.language_model.max_steps == 7 and capped.recall.max_steps == 7 and capped.ablation.max_steps == 7
 
@@ -51,10 +52,15 @@ def test_the_names_are_the_variant_tables() -> None:
 
 @pytest.mark.parametrize("text,line,message", [
     ("name: x\nrecall:\n  models: [gpt2, spen-linaer]\n", 3, "recall.models names an unknown model 'spen-linaer'"),
-    ("language_model:\n  lr_grid: [1.0e-3,\n    2]\n", 3, "language_model.lr_grid must be a rate in (0, 1), got 2.0"),
+    ("language_model:\n  rate:\n    lr_grid: [1.0e-3,\n      2]\n", 4,
+     "language_model.rate.lr_grid must be a rate in (0, 1), got 2.0"),
     ("recall: {lr_grid: [0]}\n", 1, "recall.lr_grid must be a rate in (0, 1)"),
     ("ablation:\n  equivalence_margin: 3\n", 2, "ablation.equivalence_margin must be a margin in nats"),
-    ("language_model: {lr_grid: []}\n", 1, "language_model.lr_grid must be a non-empty list"),
+    ("language_model: {rate: {lr_grid: []}}\n", 1, "language_model.rate.lr_grid must be a non-empty list"),
+    # issue 50: the headline pair's rule is a sweep plan's `rate:` section; the old fields say where they went
+    ("language_model:\n  extend_grid: true\n", 2, "language_model.extend_grid is retired: write the rate rule under "
+     "`rate:` as a sweep plan does (rate.extend"),
+    ("language_model:\n  lr_grid: [1.0e-3]\n", 2, "language_model.lr_grid is retired"),
     ("\n\nablation:\n  seeds: [-1]\n", 4, "ablation.seeds must be a non-negative integer"),
     ("\n\nablation:\n  seeds: 5\n", 4,
      "ablation.seeds lists the seeds themselves (the sweep plans' word), not a count: write seeds: [0, 1, 2, 3, 4]"),
@@ -77,10 +83,10 @@ def test_the_names_are_the_variant_tables() -> None:
     # issue 32: one vocabulary with the sweep plans: the recall section's rate grid and step cap are renamed
     ("name: x\nrecall:\n  pairs: [2]\n  lrs: [1.0e-3]\n", 4, "recall.lrs is retired: write `lr_grid:` instead"),
     ("recall: {steps: 30}\n", 1, "recall.steps is retired: write `max_steps:` instead"),
-    ("recall: [\n", 2, "not valid YAML"),
+    ("recall: [\n", 2, "invalid YAML"),
     # issue 37: a key written twice is refused with both lines (YAML would keep the later value silently)
-    ("language_model:\n  lr_grid: [1.0e-3]\n  lr_grid: [3.0e+3]\n", 3,
-     "language_model.lr_grid is written twice (lines 2 and 3)"),
+    ("language_model:\n  rate:\n    lr_grid: [1.0e-3]\n    lr_grid: [3.0e+3]\n", 4,
+     "language_model.rate.lr_grid is written twice (lines 3 and 4)"),
     ("workers: 2\nname: x\nworkers: 3\n", 3, "workers is written twice (lines 1 and 3)"),
     ("committed:\n  recall_map: nowhere/sweep\n", 2, "committed.recall_map nowhere/sweep: no such folder"),
     ("committed:\n  recal_map: docs\n", 2, "committed.recal_map is not a field"),
@@ -88,20 +94,22 @@ def test_the_names_are_the_variant_tables() -> None:
 def test_bad_plans_name_the_line_and_the_field(tmp_path: Path, text: str, line: int, message: str) -> None:
     path = tmp_path / "plan.yaml"
     path.write_text(text)
-    with pytest.raises(PlanError) as err:
+    with pytest.raises(YAMLFileError) as err:  # PlanError, or the reader's own (not YAML, a key written twice)
         Plan.load(path)
     assert str(err.value).startswith(f"{path}:{line}: "), str(err.value)
     assert message in str(err.value) and "\n" not in str(err.value)
 
 
 def test_the_report_plan_reads_the_plan_dialect() -> None:
-    # One dialect (eval/plans.py): the report plan's reader, checker and error are the dialect's.
+    # One dialect (eval/plans.py): the report plan's checker and error are the dialect's, its file read by the one
+    # YAML reader (ema_boundary.yamlio).
+    from ema_boundary import yamlio
     from eval import plans
     from eval.report import plan as report_plan
 
-    assert report_plan.PlanError is plans.PlanError
+    assert report_plan.PlanError is plans.PlanError and issubclass(plans.PlanError, yamlio.YAMLFileError)
     assert issubclass(report_plan._Checker, plans.Checker)
-    assert report_plan._read_yaml("a: 1\nb: [2]\n") == ({"a": 1, "b": [2]}, {("a",): 1, ("b",): 2, ("b", "0"): 2})
+    assert report_plan.read_yaml_file is yamlio.read_yaml_file
 
 
 def test_a_plan_that_is_not_a_mapping(tmp_path: Path) -> None:
@@ -121,7 +129,8 @@ def test_where_names_a_fields_line(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("text,needle", [
     ("recall:\n  models: [gpt2, spen-linaer]\n", "plan.yaml:2: recall.models names an unknown model 'spen-linaer'"),
-    ("language_model:\n  lr_grid: [1.0e-3, 3]\n", "plan.yaml:2: language_model.lr_grid must be a rate in (0, 1)"),
+    ("language_model:\n  rate: {lr_grid: [1.0e-3, 3]}\n",
+     "plan.yaml:2: language_model.rate.lr_grid must be a rate in (0, 1)"),
 ])
 def test_the_command_line_refuses_a_bad_plan_in_seconds(tmp_path: Path, text: str, needle: str) -> None:
     plan, out = tmp_path / "plan.yaml", tmp_path / "out"
@@ -171,35 +180,42 @@ def test_the_depth_section_is_optional_checked_and_capped(tmp_path: Path) -> Non
 
 
 def test_the_grid_extends_beyond_an_edge_until_interior_or_the_cap(tmp_path: Path) -> None:
-    # The section declares the runner's one rate rule (eval.sweep.plan.RateRule); the rates it adds keep three
-    # digits (they name run folders; docs/report's 0.0333 above 1e-2).
-    from eval.sweep.plan import RateRule
+    # The section is the runner's one rate rule (eval.sweep.plan.RateRule), read by the sweep plans' own reader;
+    # the rates the report's plans add keep three digits (they name run folders; docs/report's 0.0333 above 1e-2).
+    from eval.sweep.plan import RateRule, load_plan
 
     path = tmp_path / "plan.yaml"
-    path.write_text("language_model: {lr_grid: [1.0e-2, 1.0e-3, 3.0e-3], extend_grid: true, max_extensions: 2}\n")
-    declared = Plan.load(path).language_model.rate_rule()
-    assert declared == {"lr_grid": [1e-3, 3e-3, 1e-2], "choose": "first_seed", "extend": True, "max_extensions": 2,
-                        "factor": None, "digits": 3}
-    rule = RateRule(**{**declared, "lr_grid": tuple(declared["lr_grid"])})
+    path.write_text("language_model:\n  rate: {lr_grid: [1.0e-3, 3.0e-3, 1.0e-2], extend: true, max_extensions: 2, "
+                    "digits: 3}\n")
+    rule = Plan.load(path).language_model.rate
+    assert rule == RateRule(lr_grid=(1e-3, 3e-3, 1e-2), choose="first_seed", extend=True, max_extensions=2, digits=3)
+    assert rule.as_plan() == {"lr_grid": [1e-3, 3e-3, 1e-2], "choose": "first_seed", "extend": True,
+                              "max_extensions": 2, "factor": None, "digits": 3}
+    sweep = tmp_path / "sweep.yaml"  # the same section in a sweep plan reads as the same rule
+    sweep.write_text("trainer: recall\narms: {a: {config: {model: gpt2}}}\nbudgets: [10]\nrate: {lr_grid: [1.0e-3, "
+                     "3.0e-3, 1.0e-2], extend: true, max_extensions: 2, digits: 3}\n")
+    assert load_plan(sweep).rate == rule
     losses = {1e-3: 4.5, 3e-3: 4.3, 1e-2: 4.2}
     assert rule.next_rate(losses, 0) == 0.0333  # best at the top: one rate above, the grid's ratio there
     assert rule.next_rate({**losses, 0.0333: 4.1}, 1) == 0.111  # still the edge: the next one
     assert rule.next_rate({**losses, 0.0333: 4.1, 0.111: 4.0}, 2) is None  # the cap: two rates added
     assert rule.next_rate({**losses, 0.0333: 4.25}, 1) is None  # interior
     assert rule.next_rate({1e-3: 4.0, 3e-3: 4.3, 1e-2: 4.2}, 0) == 0.000333  # best at the bottom: one below
-    path.write_text("language_model: {lr_grid: [0.3, 0.6], extend_grid: true, extend_factor: 2.5}\n")
-    declared = Plan.load(path).language_model.rate_rule()
-    assert declared["factor"] == 2.5
-    assert RateRule(**{**declared, "lr_grid": (0.3, 0.6)}).next_rate({0.3: 4.3, 0.6: 4.0}, 0) is None  # 1.5: no rate
-    path.write_text("language_model: {lr_grid: [1.0e-2, 3.0e-2]}\n")
-    assert Plan.load(path).language_model.rate_rule()["extend"] is False  # no rule declared: the grid stands
+    path.write_text("language_model: {rate: {lr_grid: [0.3, 0.6], extend: true, factor: 2.5}}\n")
+    rule = Plan.load(path).language_model.rate
+    assert rule.factor == 2.5 and rule.next_rate({0.3: 4.3, 0.6: 4.0}, 0) is None  # 1.5: no rate
+    path.write_text("language_model: {rate: {lr_grid: [1.0e-2, 3.0e-2]}}\n")
+    assert Plan.load(path).language_model.rate.extend is False  # no rule declared: the grid stands
 
 
 @pytest.mark.parametrize("text,message", [
-    ("language_model: {lr_grid: [1.0e-2], extend_grid: true}\n", "language_model.extend_grid needs two or more rates"),
-    ("language_model: {extend_factor: 1.0}\n", "language_model.extend_factor must be a factor above 1"),
-    ("language_model: {max_extensions: 0}\n", "language_model.max_extensions must be positive"),
-    ("language_model: {extend_grid: yes please}\n", "language_model.extend_grid must be bool"),
+    ("language_model: {rate: {lr_grid: [1.0e-2], extend: true}}\n",
+     "language_model.rate.factor must be set to extend a grid of one rate"),
+    ("language_model: {rate: {factor: 1.0}}\n", "language_model.rate.factor must be a factor above 1"),
+    ("language_model: {rate: {max_extensions: -1}}\n", "language_model.rate.max_extensions must be a non-negative"),
+    ("language_model: {rate: {extend: yes please}}\n", "language_model.rate.extend must be bool"),
+    ("language_model: {rate: {choose: each_seed}}\n", "language_model.rate.choose must be first_seed"),
+    ("language_model: {rate: {grid: [1.0e-2]}}\n", "language_model.rate.grid is not a field"),
 ])
 def test_bad_grid_rules_are_refused(tmp_path: Path, text: str, message: str) -> None:
     path = tmp_path / "plan.yaml"
@@ -231,7 +247,7 @@ def test_the_shipped_headline_pairs_are_fair_and_hold_out_a_test_split(path: str
     assert abs(counts["spen"] - counts["gpt2"]) / counts["spen"] < 1e-3
     if path.endswith("full.yaml"):
         assert counts["spen"] == 132_608 and plan.language_model.max_steps is None
-        assert cfgs["spen"]["max_steps"] == 2000 and plan.language_model.extend_grid
+        assert cfgs["spen"]["max_steps"] == 2000 and plan.language_model.rate.extend
 
 
 @pytest.mark.slow

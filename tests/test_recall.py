@@ -2,6 +2,7 @@
 arms' two axes (write rule, state numbers checked against the caches the models return) and the escape comparison."""
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -18,7 +19,9 @@ from eval.recall import (
     describe_arm,
     escape_comparison,
     evaluate_recall,
+    map_rule,
     recall_map,
+    recall_model,
     state_numbers,
     state_parts,
     task_config,
@@ -174,6 +177,31 @@ def test_recall_map_reports_every_model() -> None:
     assert alone["models"]["none"]["seeds"]["5"]["accuracy"] == result["models"]["none"]["seeds"]["5"]["accuracy"]
     with pytest.raises(ValueError, match="seeds must be distinct"):
         recall_map(configs, task, recipe, progress=False, seeds=(1, 1))
+
+
+def test_the_recall_trainer_chooses_by_the_one_rate_rule() -> None:
+    # recall_model takes a RateRule (eval.sweep.plan): the map's own is each seed choosing from recipe.lrs, with no
+    # extension; a rule that extends trains the next rate beyond the edge as the sweep runner does.
+    from eval.sweep.plan import RateRule, choose
+
+    task = RecallTask(vocab_size=16, pairs=(1, 2))
+    recipe = RecallRecipe(steps=3, batch_size=4, lrs=(1e-3, 3e-3), warmup_steps=1, select_examples=8, eval_examples=8)
+    config = default_map_configs(width=16, heads=2)["none"]
+    assert map_rule(recipe) == RateRule(lr_grid=(1e-3, 3e-3), choose="each_seed", extend=False, max_extensions=0)
+    def timeless(r: dict) -> dict:
+        return {**r, "seconds": 0, "sweep": {k: {**v, "seconds": 0} for k, v in r["sweep"].items()}}
+
+    plain = recall_model(config, task, recipe, seed=3, progress=False)
+    ruled = recall_model(config, task, recipe, seed=3, progress=False, rate=map_rule(recipe))
+    assert timeless(plain) == timeless(ruled)
+    scores = {float(k): sum(v["selection_accuracy"].values()) / 2 for k, v in plain["sweep"].items()}
+    assert plain["best_lr"] == choose(scores, lower_is_better=False)
+    lone = RateRule(lr_grid=(1e-3,), choose="each_seed", extend=True, max_extensions=1, factor=3.0)
+    extended = recall_model(config, task, replace(recipe, lrs=(1e-3,)), seed=3, progress=False, rate=lone)
+    assert list(extended["sweep"]) == ["0.001", "0.003"]  # the lone rate, then the one above it
+    assert extended["sweep"]["0.003"]["selection_accuracy"] == plain["sweep"]["0.003"]["selection_accuracy"]
+    with pytest.raises(ValueError, match="each_seed"):
+        recall_map({"none": config}, task, recipe, progress=False, rate=RateRule(lr_grid=(1e-3,)))
 
 
 def _floats(obj) -> int:

@@ -75,8 +75,8 @@ name: test
 workers: 1
 grammar: {train_size: 200, quick: true, seeds: 2, train_sentences: 80, eval_sentences: 40, validation_size: 40,
           test_size: 40, ceiling_sentences: 300, window_sentences: 300, workers: 1}
-language_model: {lr_grid: [1.0e-3, 3.0e-3], seeds: [0, 1], max_steps: 3, equivalence_margin: 0.05, extend_grid: true,
-                 max_extensions: 1}
+language_model: {rate: {lr_grid: [1.0e-3, 3.0e-3], extend: true, max_extensions: 1, digits: 3}, seeds: [0, 1],
+                 max_steps: 3, equivalence_margin: 0.05}
 ablation: {seeds: [0, 1], max_steps: 2, predictors: [none, linear], traces: [linear, linear-selective]}
 recall: {models: [gpt2, linear], max_steps: 3, lr_grid: [1.0e-3], pairs: [1, 2], quick: true}
 """

@@ -20,8 +20,8 @@ from eval.sweep.trainers import TRAINERS
 PLAN = """\
 name: test
 workers: 1
-language_model: {lr_grid: [1.0e-3, 3.0e-3, 1.0e-2], seeds: [0, 1, 2], max_steps: 4, extend_grid: true,
-                 max_extensions: 1}
+language_model: {rate: {lr_grid: [1.0e-3, 3.0e-3, 1.0e-2], extend: true, max_extensions: 1, digits: 3},
+                 seeds: [0, 1, 2], max_steps: 4}
 ablation: {seeds: [0, 1], max_steps: 2, predictors: [none, linear], traces: [linear, linear-selective]}
 """
 
@@ -119,7 +119,8 @@ def test_the_pair_stage_resumes_from_the_runner_layout(tmp_path: Path, trained: 
     assert len(recorded["invocations"]) == 3
     assert json.loads(json.dumps(load_plan(folder / "sweep.yaml").identity())) == recorded["identity"]
     # Another declaration (a changed grid) is refused, not mixed into the folder.
-    changed = replace(plan, language_model=replace(plan.language_model, lr_grid=(1e-3, 1e-2)))
+    changed = replace(plan, language_model=replace(plan.language_model,
+                                                   rate=replace(plan.language_model.rate, lr_grid=(1e-3, 1e-2))))
     with pytest.raises(Exception, match="the plan differs from the one this sweep ran"):
         stages.language_model(work, changed, _tokenizer(tmp_path))
 
@@ -167,11 +168,14 @@ def test_ablation_budgets_choose_each_arms_rate_at_the_longest(tmp_path: Path, t
     assert not any("lr_0.001" in r and "steps_3" not in r for r in trained)  # shorter budgets at the chosen rate
 
 
-def test_a_grid_of_one_rate_is_not_declared_extensible(tmp_path: Path) -> None:
+def test_a_grid_of_one_rate_extends_only_by_a_declared_factor(tmp_path: Path) -> None:
+    # The sweep plans' rule (eval.sweep.plan.read_rate): a lone rate has no ratio of its own.
     from eval.report.plan import PlanError
 
-    with pytest.raises(PlanError, match="language_model.extend_grid needs two or more rates in lr_grid"):
-        _plan(tmp_path, "language_model: {lr_grid: [1.0e-2], extend_grid: true, extend_factor: 2.0}\n")
+    with pytest.raises(PlanError, match="language_model.rate.factor must be set to extend a grid of one rate"):
+        _plan(tmp_path, "language_model: {rate: {lr_grid: [1.0e-2], extend: true}}\n")
+    plan = _plan(tmp_path, "language_model: {rate: {lr_grid: [1.0e-2], extend: true, factor: 2.0}}\n")
+    assert plan.language_model.rate.next_rate({1e-2: 4.0}, 0) == 0.02
 
 
 def test_a_lone_rate_trains_every_seed_in_one_batch(tmp_path: Path, trained: list[str],

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from eval.plans import PlanError, read_yaml
+from ema_boundary.yamlio import YAMLFileError, read_yaml_text
+from eval.plans import PlanError
 from eval.sweep.cli import main as sweep_main
 from eval.sweep.plan import RateRule, load_plan, merge
 from tests.train_testkit import ENV, ROOT, tokenizer_dir
@@ -60,8 +61,8 @@ def scores(folder: Path) -> dict:
 
 
 def test_duplicate_key_refused_with_both_lines() -> None:
-    with pytest.raises(PlanError, match=r"plan.yaml:3: rate.lr_grid is written twice \(lines 2 and 3\)"):
-        read_yaml("rate:\n  lr_grid: [0.1]\n  lr_grid: [3000.0]\n", "plan.yaml")
+    with pytest.raises(YAMLFileError, match=r"plan.yaml:3: rate.lr_grid is written twice \(lines 2 and 3\)"):
+        read_yaml_text("rate:\n  lr_grid: [0.1]\n  lr_grid: [3000.0]\n", "plan.yaml")
 
 
 @pytest.mark.parametrize("patch, message", [
@@ -92,6 +93,46 @@ def test_rate_rule_extends_until_interior_and_caps() -> None:
     assert lone.next_rate({1e-3: 2.0}, 0) == pytest.approx(3e-3)
     assert lone.next_rate({1e-3: 1.0, 3e-3: 2.0}, 1) == pytest.approx(3.33333e-4)
     assert RateRule(lr_grid=(1e-3,), extend=True).next_rate({1e-3: 2.0}, 0) is None  # no factor: no side to go
+
+
+def test_the_rate_rule_has_one_home() -> None:
+    # Issue 50: the rule (RateRule, its search, choose, the reading of a `rate:` section) is defined in
+    # eval/sweep/plan.py only; the runner, the recall trainer and the report plan use it.
+    import ast
+
+    names = {"RateRule", "RateSearch", "choose", "next_rate", "read_rate", "rate_rule", "map_rule"}
+    homes = {}
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] in ("tests", "docs", ".venv", "build"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name in names:
+                homes.setdefault(node.name, set()).add(str(rel))
+    assert homes == {"RateRule": {"eval/sweep/plan.py"}, "RateSearch": {"eval/sweep/plan.py"},
+                     "choose": {"eval/sweep/plan.py"}, "next_rate": {"eval/sweep/plan.py"},
+                     "read_rate": {"eval/sweep/plan.py"}, "map_rule": {"eval/recall.py"}}, homes
+
+
+def test_rate_search_is_the_rule_applied() -> None:
+    # RateRule.search: the grid ascending, then beyond the edge while the best is there; what the runner and the
+    # recall trainer both run. A rate whose objective is not known yet (None) stops the search and is named.
+    losses = {1e-3: 2.0, 3e-3: 1.0, 9e-3: 0.5, 0.027: 0.7}
+    asked = []
+
+    def objective(lr: float) -> float:
+        asked.append(lr)
+        return losses[min(losses, key=lambda r: abs(r - lr))]
+
+    search = RateRule(lr_grid=(3e-3, 1e-3), extend=True, max_extensions=3).search(objective)
+    assert asked == [1e-3, 3e-3, 9e-3, 0.027] and search.extensions == [9e-3, 0.027]
+    assert search.chosen == 9e-3 and search.need == []
+    asked.clear()  # no extension (or none allowed): the best of the grid, a tie keeping the smaller rate
+    for rule in (RateRule(lr_grid=(1e-3, 3e-3)), RateRule(lr_grid=(1e-3, 3e-3), extend=True, max_extensions=0)):
+        assert rule.search(lambda lr: 1.0).chosen == 1e-3
+        assert rule.search(lambda lr: {1e-3: 0.2, 3e-3: 0.9}[lr], lower_is_better=False).chosen == 3e-3
+    pending = RateRule(lr_grid=(1e-3, 3e-3), extend=True).search(lambda lr: None if lr == 3e-3 else 1.0)
+    assert pending.need == [3e-3] and pending.chosen is None and pending.extensions == []
 
 
 # ------------------------------------------------------------------------------------------ runs

@@ -22,7 +22,8 @@ from ema_boundary.cli import (
     positive_int,
 )
 from ema_boundary.io import OutputError, atomic_file, check_output_dir
-from eval.report.plan import CORPORA, PLANS, SCALES, Plan, PlanError
+from ema_boundary.yamlio import YAMLFileError
+from eval.report.plan import CORPORA, PLANS, SCALES, Plan
 from eval.sweep.cli import add_arguments as add_sweep_arguments
 from eval.sweep.cli import run as run_sweep
 
@@ -202,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
             rep.error(f"--output_dir {e}")
         try:
             plan = Plan.make(args.scale, args.quick, args.corpus, args.seed, args.max_steps, args.plan)
-        except PlanError as e:
+        except YAMLFileError as e:  # a plan error, or a file that cannot be read as YAML
             from eval.sweep.plan import sweep_hint
 
             rep.error(sweep_hint(args.plan) or str(e))

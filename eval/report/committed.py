@@ -24,10 +24,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ema_boundary.cli import UsageError
 from ema_boundary.io import read_json
+from ema_boundary.yamlio import YAMLFileError, read_yaml_file
 from eval.plans import in_repo
 from eval.report.conditions import conditions_block
 from eval.sweep.runner import RESULTS, SCHEMA, TOOL
@@ -95,8 +94,8 @@ def _corpus(results: dict[str, Any]) -> str | None:
     base = ((results.get("plan") or {}).get("declared") or {}).get("base") or {}
     if isinstance(base, str):  # a train.py YAML the plan names
         try:
-            base = yaml.safe_load(in_repo(base).read_text(encoding="utf-8")) or {}
-        except (OSError, yaml.YAMLError):
+            base = read_yaml_file(in_repo(base))[0] or {}
+        except YAMLFileError:
             return None
     data = base.get("data") if isinstance(base, dict) else None
     if isinstance(data, list) and len(data) == 1:

@@ -14,19 +14,19 @@ check imports no torch, so a bad plan is refused in about a second.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from ema_boundary.cli import UsageError
-from eval import plans
-from eval.plans import Checker, Lines, PlanError, Rule, in_repo, read_yaml
+from ema_boundary.yamlio import read_yaml_file
+from eval.plans import Checker, PlanError, Rule, in_repo
 from eval.plans import non_negative as _non_negative
 from eval.plans import one_of as _one_of
 from eval.plans import positive as _positive
 from eval.plans import rate as _rate
 from eval.plans import rule as _rule
+from eval.sweep.plan import RateRule, read_rate
 
 REPO = Path(__file__).resolve().parents[2]
 SCALES = ("tiny", "130m")
@@ -90,41 +90,26 @@ FIVE_SEEDS = (0, 1, 2, 3, 4)
 SEED_LISTS = ("language_model", "ablation", "depth")
 
 
-def _factor(v: Any) -> str | None:
-    return None if 1 < v < math.inf else "must be a factor above 1"
-
-
 @dataclass(frozen=True)
 class LanguageModelPlan:
     """The headline pair: SPEN (EMA traces) against the GPT-2 architecture, matched on non-embedding parameters.
 
     The pair is a sweep of two arms on the experiment runner (:mod:`eval.sweep`), its rates chosen by the runner's
-    one rule (:meth:`rate_rule`): each architecture's rate on validation blocks from ``lr_grid`` (the grid's seed);
-    with ``extend_grid``, a rate chosen at an edge of the rates tried is not yet a choice: the next rate beyond that
-    edge is trained (same seed) and the choice made again, until it is interior or ``max_extensions`` rates were
-    added to that architecture's grid (the report then says "edge"). The next rate is the edge rate times
-    ``extend_factor`` (above) or divided by it (below); unset, the ratio of the two outermost rates tried at that
-    edge (1e-3, 3e-3, 1e-2: 3 below, 3.33 above). Every seed is then scored on the test blocks of the YAMLs' test
+    one rule: ``rate`` is a sweep plan's ``rate:`` section as it is (:class:`eval.sweep.plan.RateRule`, read by
+    :func:`eval.sweep.plan.read_rate`): the first seed chooses each architecture's rate on validation blocks from
+    ``lr_grid``; with ``extend``, a rate chosen at an edge of the rates tried is not yet a choice: the next rate
+    beyond that edge is trained (same seed) and the choice made again, until it is interior or ``max_extensions``
+    rates were added (the report then says "edge"). Every seed is then scored on the test blocks of the YAMLs' test
     split (``test_every``), when they declare one."""
 
     spen: str = "hub_configs/spen-f48/train.yaml"
     gpt2: str = "hub_configs/gpt2-f48/train.yaml"
-    lr_grid: tuple[float, ...] = _rule(_rate, (1e-3, 3e-3, 1e-2))  # each architecture's rate chosen on validation
+    rate: RateRule = field(default_factory=RateRule, metadata={"section": read_rate})  # chosen on validation
     seeds: tuple[int, ...] = _rule(_non_negative, FIVE_SEEDS)  # per architecture at its chosen rate; the first
     # chooses the rate (the grid's seed)
     max_steps: int | None = _rule(_positive)  # None: the YAMLs' own
     equivalence_margin: float = _rule(_margin, 0.02)  # nats
-    extend_grid: bool = False  # extend the grid beyond an edge rate until the choice is interior
-    extend_factor: float | None = _rule(_factor)  # None: the grid's own ratio at that edge
-    max_extensions: int = _rule(_positive, 2)  # rates added per architecture, at most
     gap_max_tokens: int | None = _rule(_positive)  # where the gap lives (eval.gap): tokens scored; None: all
-
-    def rate_rule(self) -> dict[str, Any]:
-        """The runner's rate rule (``rate:`` of a sweep plan, :class:`eval.sweep.plan.RateRule`) this section
-        declares: the first seed chooses, on validation, from the grid, extended as above."""
-        return {"lr_grid": sorted(self.lr_grid), "choose": "first_seed", "extend": self.extend_grid,
-                "max_extensions": self.max_extensions, "factor": self.extend_factor,
-                "digits": 3}  # the headline pair's added rates since issue 20 (docs/report: 0.0333)
 
 
 @dataclass(frozen=True)
@@ -183,7 +168,12 @@ RETIRED = {("language_model", "ladder"): "the old unshuffled ladder (docs/scale)
                                 "instead (committed: {arms: docs/sweeps/arms})",
            # issue 32: one vocabulary with the sweep plans (hub_configs/sweeps: lr_grid, max_steps)
            ("recall", "lrs"): "write `lr_grid:` instead (the same rate grid, the sweep plans' word)",
-           ("recall", "steps"): "write `max_steps:` instead (the same step cap, the sweep plans' word)"}
+           ("recall", "steps"): "write `max_steps:` instead (the same step cap, the sweep plans' word)",
+           # issue 50: the headline pair's rate rule is a sweep plan's `rate:` section, read by the same code
+           **{("language_model", old): f"write the rate rule under `rate:` as a sweep plan does ({new}: lr_grid, "
+                                       "choose, extend, max_extensions, factor, digits; eval/sweep/plan.py RateRule)"
+              for old, new in (("lr_grid", "rate.lr_grid"), ("extend_grid", "rate.extend"),
+                               ("extend_factor", "rate.factor"), ("max_extensions", "rate.max_extensions"))}}
 
 
 @dataclass(frozen=True)
@@ -229,9 +219,10 @@ class Plan:
 
     @staticmethod
     def load(path: str | Path, scale: str = "tiny", corpus: str = "embedded", seed: int = 0) -> Plan:
-        """Read and check a plan YAML; a :class:`PlanError` names the file, the line and the field."""
+        """Read and check a plan YAML; a :class:`PlanError` names the file, the line and the field (its base
+        :class:`~ema_boundary.yamlio.YAMLFileError`: a file that cannot be read as YAML)."""
         path = Path(path)
-        raw, lines = read_plan_file(path)
+        raw, lines = read_yaml_file(path, "--plan")
         return _Checker(path, lines).plan(raw, scale, corpus, seed)
 
     def where(self, *path: str) -> str:
@@ -247,19 +238,6 @@ class Plan:
     def yaml_path(self, which: str) -> Path:
         """The train.py YAML of ``which`` ("spen" or "gpt2"), relative paths from the repository root."""
         return in_repo(getattr(self.language_model, which))
-
-
-def read_plan_file(path: Path) -> tuple[Any, Lines]:
-    """A plan YAML's document and the line of every key path, read in the plan dialect (:mod:`eval.plans`): a
-    file that cannot be read or parsed, or that writes one key twice in a mapping, is a :class:`PlanError` naming
-    it and the line(s). Every plan kind reads its file here."""
-    return plans.read_plan_file(path, "--plan")
-
-
-def _read_yaml(text: str) -> tuple[Any, Lines]:
-    """The document and the line (1-based) of every key path (:func:`eval.plans.read_yaml`: a key written twice in
-    one mapping is refused with both lines)."""
-    return read_yaml(text)
 
 
 class _Checker(Checker):
@@ -326,9 +304,9 @@ class _Checker(Checker):
         if ablation.budgets is not None and ablation.max_steps is not None:
             raise self.error(("ablation", "budgets"), "and ablation.max_steps: give one (the longest budget is the "
                                                       "verdict's)")
-        if lm.extend_grid and len(lm.lr_grid) == 1:
-            raise self.error(("language_model", "extend_grid"), "needs two or more rates in lr_grid (the runner's "
-                             "rule extends beyond an edge of the rates tried)")
+        if lm.rate.choose != "first_seed":  # the pair's every seed trains at the rate its first seed chose
+            raise self.error(("language_model", "rate", "choose"), f"must be first_seed (the headline pair's first "
+                             f"seed chooses each architecture's rate), got {lm.rate.choose!r}")
         for axis in ("predictors", "traces"):
             arms = getattr(ablation, axis)
             if arms is not None and REFERENCE_ARM not in arms:
@@ -338,6 +316,6 @@ class _Checker(Checker):
             raise self.error(("depth", "config"), f"{depth.config!r}: no such train.py YAML")
 
 
-__all__ = ["Plan", "PlanError", "Rule", "in_repo", "read_plan_file", "GrammarPlan", "LanguageModelPlan", "AblationPlan",
+__all__ = ["Plan", "PlanError", "Rule", "in_repo", "GrammarPlan", "LanguageModelPlan", "AblationPlan",
            "RecallPlan", "DepthPlan", "SCALES", "CORPORA", "PLANS", "REPO", "PREDICTOR_ARMS", "TRACE_ARMS",
            "STATE_SIZE_ARMS", "RECALL_MODELS", "REFERENCE_ARM"]

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ema_boundary.cli import UsageError
+from ema_boundary.yamlio import read_yaml_file
 from eval.report.plan import CORPORA, REPO, Plan, in_repo
 
 GRAMMAR = ("python", "-m", "grammar_probe")
@@ -158,15 +159,13 @@ def _arm_settings(plan: Plan, which: str, model: dict[str, Any] | None = None) -
     """A train.py YAML as a runner arm declares it (``config``): the YAML's own keys but those the runner sets per
     run (folder, steps, rate, seed, model folder), the model as ``{from: FOLDER}`` (and ``model``'s other keys), the
     report's corpus."""
-    import yaml
-
     import train_config
     from eval.sweep.trainers import SWEEP_OWNED
 
     def canonical(key: str) -> str:
         return next((n for n, s in train_config.SETTINGS.items() if key == n or key in s.old), key)
 
-    raw = yaml.safe_load(plan.yaml_path(which).read_text(encoding="utf-8")) or {}
+    raw = read_yaml_file(plan.yaml_path(which))[0] or {}
     settings = {k: v for k, v in raw.items() if canonical(k) not in SWEEP_OWNED}
     folder = Path(_yaml(plan, which)["model_name_or_path"]).resolve()
     if folder.is_relative_to(REPO):  # as plans name it: repository-relative (the sweep runs from a clone)
@@ -218,7 +217,7 @@ def _search(choice: dict[str, Any], rule: dict[str, Any]) -> str:
 def language_model(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any]:
     """The headline pair as a sweep of two arms on the experiment runner (``work/language_model``): each
     architecture's rate chosen by the runner's rule from the plan's grid on validation (the grid's seed, extended
-    beyond an edge as the plan declares: :meth:`LanguageModelPlan.rate_rule`), then the other seeds at the chosen
+    beyond an edge as the plan's ``language_model.rate`` declares), then the other seeds at the chosen
     rate (``plan.workers`` at a time). Every seed's final model is scored on the test blocks of the YAMLs' test
     split when they hold one (``scored_on`` says which blocks the comparison reads: "test", else "validation")."""
     from eval.runs import read_metrics
@@ -234,7 +233,7 @@ def language_model(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any]:
     seed0 = seeds[0]  # chooses the rate
     steps = {w: lm.max_steps or cfgs[w]["max_steps"] for w in ARCHITECTURES}
     folder = work / "language_model"
-    rule = lm.rate_rule()
+    rule = lm.rate.as_plan()
     results = run_sweep(folder, {
         "name": f"{plan.name}-headline-pair", "trainer": "train", "analysis": "none", "seeds": seeds,
         "score": "test" if cfgs["spen"]["test_every"] else "validation", "workers": plan.workers, "rate": rule,
@@ -243,7 +242,7 @@ def language_model(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any]:
 
     by_arch = {w: results["arms"][w]["budgets"][str(steps[w])] for w in ARCHITECTURES}
     scored_on = "test" if all("test_loss" in r for v in by_arch.values() for r in v.values()) else "validation"
-    result: dict[str, Any] = {"seeds": seeds, "lr_grid": list(lm.lr_grid), "grid_seed": seed0,
+    result: dict[str, Any] = {"seeds": seeds, "lr_grid": list(lm.rate.lr_grid), "grid_seed": seed0,
                               "equivalence_margin": lm.equivalence_margin, "scored_on": scored_on,
                               "split": {k: cfgs["spen"][k] for k in ("val_every", "test_every")}, "architectures": {},
                               "folder": str(folder), "command": sweep_command(folder)}
@@ -266,7 +265,7 @@ def language_model(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any]:
         grid = {}
         for lr in rates:
             run = folder / run_id(w, lr, seed0, steps[w])
-            grid[f"{lr:g}"] = {"final_val_loss": choice["tried"][f"{lr:g}"], "extension": lr not in lm.lr_grid,
+            grid[f"{lr:g}"] = {"final_val_loss": choice["tried"][f"{lr:g}"], "extension": lr not in lm.rate.lr_grid,
                                "command": _run_command(folder, json.loads((run / "result.json").read_text()))}
         counts = by_arch[w][str(seed0)]["parameters"]
         result["architectures"][w] = {

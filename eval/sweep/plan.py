@@ -34,13 +34,15 @@ import copy
 import math
 import re
 import typing
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from eval.plans import Checker, PlanError, factor, find_plan, one_of, positive, rate, read_plan_file, rule
+from ema_boundary.yamlio import YAMLFileError, read_yaml_file, read_yaml_text
+from eval.plans import Checker, PlanError, factor, find_plan, non_negative, one_of, positive, rate, rule
 
 TRAINERS = ("train", "recall", "arms")
 ANALYSES = ("none", "ladder", "ablation", "depth", "recall_map", "arms", "data_axis")
@@ -62,14 +64,53 @@ def seed(v: Any) -> str | None:
 
 @dataclass(frozen=True)
 class RateRule:
-    """How each arm's learning rate is chosen: on validation, from a declared grid, extended until interior."""
+    """How a learning rate is chosen: on validation, from a declared grid, extended until interior. The one rule of
+    the project: the sweep runner's (:meth:`eval.sweep.runner.Sweep.choice`), the recall trainer's
+    (:func:`eval.recall.recall_model`) and the report's headline pair (``language_model.rate``) read it.
+
+    ``extend: false`` (or ``max_extensions: 0``) keeps the grid as declared: the best rate of the grid."""
 
     lr_grid: tuple[float, ...] = rule(rate, (1e-3, 3e-3, 1e-2))
     choose: str = rule(one_of(CHOOSERS, "chooser"), "first_seed")
     extend: bool = False
-    max_extensions: int = rule(positive, 1)
+    max_extensions: int = rule(non_negative, 1)
     factor: float | None = rule(factor)
     digits: int = rule(positive, RATE_DIGITS)
+
+    def as_plan(self) -> dict[str, Any]:
+        """The rule as a plan's ``rate:`` section declares it (JSON-ready); ``digits`` only when not the default,
+        so that the sweeps committed before the field keep their identity."""
+        return {"lr_grid": list(self.lr_grid), "choose": self.choose, "extend": self.extend,
+                "max_extensions": self.max_extensions, "factor": self.factor,
+                **({"digits": self.digits} if self.digits != RATE_DIGITS else {})}
+
+    def search(self, objective: Callable[[float], float | None], lower_is_better: bool = True,
+               grid: Sequence[float] | None = None) -> RateSearch:
+        """The rule applied: every rate of ``grid`` (default: ``lr_grid``) in ascending order, then while the best
+        lies at an edge, the next rate beyond it (:meth:`next_rate`). ``objective(rate)`` is the rate's validation
+        number, or None while it is not known (a run not yet finished): the search then stops there and names
+        the rates it needs."""
+        tried: dict[float, float] = {}
+        need: list[float] = []
+        for lr in sorted(grid or self.lr_grid):
+            value = objective(lr)
+            if value is None:
+                need.append(lr)
+            else:
+                tried[lr] = value
+        extensions: list[float] = []
+        while not need:
+            nxt = self.next_rate(tried, len(extensions), lower_is_better)
+            if nxt is None or nxt in tried:
+                break
+            extensions.append(nxt)
+            value = objective(nxt)
+            if value is None:
+                need.append(nxt)
+            else:
+                tried[nxt] = value
+        chosen = choose(tried, lower_is_better) if tried and not need else None
+        return RateSearch(tried=tried, need=need, extensions=extensions, chosen=chosen)
 
     def next_rate(self, values: dict[float, float], added: int, lower_is_better: bool = True) -> float | None:
         """The rate to try beyond the edge where the best of ``values`` (rate -> validation objective) lies;
@@ -88,6 +129,17 @@ class RateRule:
         f = self.factor or (rates[-1] / rates[-2] if up else rates[1] / rates[0])
         nxt = float(f"{best * f if up else best / f:.{self.digits}g}")
         return nxt if nxt < 1 else None
+
+
+@dataclass(frozen=True)
+class RateSearch:
+    """Where :meth:`RateRule.search` stands: the rates tried with their objective, the rates it still needs, the
+    rates it added beyond the grid, and the rate chosen (None until every rate it needs is known)."""
+
+    tried: dict[float, float]
+    need: list[float]
+    extensions: list[float]
+    chosen: float | None
 
 
 def choose(values: dict[float, float], lower_is_better: bool = True) -> float:
@@ -150,11 +202,7 @@ class SweepPlan:
     def identity(self) -> dict:
         """What the sweep's runs depend on (a resumed sweep must match it): everything but ``workers``."""
         return {"trainer": self.trainer, "analysis": self.analysis, "seeds": list(self.seeds),
-                "budgets": list(self.budgets), "score": self.score, "rate": {
-                    "lr_grid": list(self.rate.lr_grid), "choose": self.rate.choose, "extend": self.rate.extend,
-                    "max_extensions": self.rate.max_extensions, "factor": self.rate.factor,
-                    # only when declared: the sweeps committed before the field keep their identity
-                    **({"digits": self.rate.digits} if self.rate.digits != RATE_DIGITS else {})},
+                "budgets": list(self.budgets), "score": self.score, "rate": self.rate.as_plan(),
                 "base": self.base, "settings": self.settings,
                 "arms": {a.name: {"config": a.config, "lr_grid": a.lr_grid and list(a.lr_grid),
                                   "seeds": a.seeds and list(a.seeds), "budgets": a.budgets and list(a.budgets)}
@@ -193,6 +241,15 @@ def merge(base: Any, patch: Any) -> Any:
 TOP = ("name", "trainer", "analysis", "seeds", "budgets", "score", "workers", "rate", "base", "arms", "settings")
 
 
+def read_rate(checker: Checker, where: tuple[str, ...], raw: Any) -> RateRule:
+    """A plan's ``rate:`` section (a sweep's, or a report plan's ``language_model.rate``): the one reading of the
+    rule, each failure one line naming the YAML line of the field."""
+    rule = checker.section(where, RateRule, raw)
+    if rule.extend and len(rule.lr_grid) < 2 and rule.factor is None:
+        raise checker.error((*where, "factor"), "must be set to extend a grid of one rate (it has no ratio)")
+    return rule
+
+
 class _SweepChecker(Checker):
     def plan(self, raw: Any) -> SweepPlan:
         raw = self.mapping((), raw, TOP)
@@ -206,9 +263,7 @@ class _SweepChecker(Checker):
             if "budgets" in raw else None
         score = self.value(("score",), str, raw.get("score", "test"), one_of(SCORES, "split"))
         workers = self.value(("workers",), int, raw.get("workers", 2), positive)
-        rate_rule = self.section(("rate",), RateRule, raw.get("rate"))
-        if rate_rule.extend and len(rate_rule.lr_grid) < 2 and rate_rule.factor is None:
-            raise self.error(("rate", "factor"), "must be set to extend a grid of one rate (it has no ratio)")
+        rate_rule = read_rate(self, ("rate",), raw.get("rate"))
         base = self.base(raw.get("base"))
         settings = self.value(("settings",), dict, raw.get("settings", {}))
         arms_raw = raw["arms"]
@@ -233,7 +288,7 @@ class _SweepChecker(Checker):
             return {}
         if isinstance(raw, str):  # a train.yaml (repository-relative), read as data
             path = find_plan(raw)
-            data, _ = read_plan_file(path, "base")
+            data, _ = read_yaml_file(path, "base")
             if not isinstance(data, dict):
                 raise self.error(("base",), f"{raw}: not a mapping of settings")
             return data
@@ -255,8 +310,8 @@ def sweep_hint(path: str | Path | None) -> str | None:
     """For ``ema-boundary report --plan PATH``: if PATH is a sweep plan (a mapping with ``trainer`` and ``arms``),
     the line that says which command runs it; None otherwise (the report's own message stands)."""
     try:
-        raw = yaml.safe_load(find_plan(path).read_text(encoding="utf-8")) if path is not None else None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        raw = read_yaml_file(find_plan(path))[0] if path is not None else None
+    except YAMLFileError:
         return None
     if not isinstance(raw, dict) or "trainer" not in raw or "arms" not in raw:
         return None
@@ -267,15 +322,13 @@ def load_plan(path: str | Path) -> SweepPlan:
     """Read and check a sweep YAML (repository-relative paths found from any folder); a :class:`PlanError`
     names the file, the line and the field."""
     path = find_plan(path)
-    raw, lines = read_plan_file(path)
+    raw, lines = read_yaml_file(path, "--plan")
     return _SweepChecker(path, lines).plan(raw)
 
 
 def plan_from_text(text: str, name: str = "sweep.yaml") -> SweepPlan:
     """A plan from YAML text (the copy a sweep folder keeps of its plan)."""
-    from eval.plans import read_yaml
-
-    raw, lines = read_yaml(text, name)
+    raw, lines = read_yaml_text(text, name)
     return _SweepChecker(Path(name), lines).plan(raw)
 
 
@@ -291,6 +344,6 @@ def dump(plan: SweepPlan) -> str:
     return yaml.safe_dump(plan.declared, sort_keys=False)
 
 
-__all__ = ["ANALYSES", "Arm", "CHOOSERS", "PlanError", "RateRule", "SCORES", "SweepPlan", "TRAINERS", "cap_steps",
-           "choose",
-           "dump", "load_plan", "sweep_hint", "merge", "plan_from_dict", "plan_from_text", "RATE_DIGITS"]
+__all__ = ["ANALYSES", "Arm", "CHOOSERS", "PlanError", "RATE_DIGITS", "RateRule", "RateSearch", "SCORES", "SweepPlan",
+           "TRAINERS", "cap_steps", "choose", "dump", "load_plan", "merge", "plan_from_dict", "plan_from_text",
+           "read_rate", "sweep_hint"]

@@ -48,9 +48,10 @@ from ema_boundary.cli import UsageError
 from ema_boundary.io import MARKER, check_output_dir, content_digest, output_owner, write_json, write_text
 from ema_boundary.machine import machine_record
 from ema_boundary.signals import exit_status, signal_name
-from eval.plans import REPO, PlanError
+from ema_boundary.yamlio import YAMLFileError
+from eval.plans import REPO
 from eval.sweep.execute import LOG, RESULT_JSON, RUN_JSON, RunBusy, RunStopped, StopFile, diverged, read_result
-from eval.sweep.plan import Arm, SweepPlan, choose, dump, plan_from_text
+from eval.sweep.plan import Arm, SweepPlan, dump, plan_from_text
 from eval.sweep.trainers import TRAINERS
 
 TOOL = "ema-boundary sweep"
@@ -257,7 +258,7 @@ def read_folder(folder: Path) -> SweepPlan:
         return plan_from_text((folder / PLAN_COPY).read_text(), str(folder / PLAN_COPY))
     except FileNotFoundError:
         raise SweepError(f"{folder}: no {PLAN_COPY} (not a complete sweep folder)") from None
-    except PlanError as e:
+    except YAMLFileError as e:  # a plan error, or a copy that is not YAML
         raise SweepError(str(e)) from None
 
 
@@ -349,28 +350,15 @@ class Sweep:
         """The rate search of one choosing seed, as far as its runs are finished: the rates tried with their
         validation objective, the next run it needs (None when the choice is made), the rate chosen."""
         longest = self.plan.budgets_of(arm)[-1]
-        rule, lower = self.plan.rate, self.trainer.lower_is_better
+        lower = self.trainer.lower_is_better
         grid = self.plan.grid_of(arm)
-        tried: dict[float, float] = {}
-        need = []
-        for lr in grid:
+
+        def objective(lr: float) -> float | None:  # None while the run is not finished
             r = self.result(arm, lr, chooser, longest)
-            if r is None:
-                need.append(lr)
-            else:
-                tried[lr] = r[self.trainer.objective]
-        extensions: list[float] = []
-        while not need:
-            nxt = rule.next_rate(tried, len(extensions), lower)
-            if nxt is None or nxt in tried:
-                break
-            extensions.append(nxt)
-            r = self.result(arm, nxt, chooser, longest)
-            if r is None:
-                need.append(nxt)
-            else:
-                tried[nxt] = r[self.trainer.objective]
-        chosen = choose(tried, lower) if tried and not need else None
+            return None if r is None else r[self.trainer.objective]
+
+        search = self.plan.rate.search(objective, lower, grid)
+        tried, need, extensions, chosen = search.tried, search.need, search.extensions, search.chosen
         rates = sorted(tried)
         failed = [f"{lr:g}" for lr in rates if diverged(tried[lr])]
         if chosen is not None and diverged(tried[chosen]):  # every rate tried diverged: none is chosen
