@@ -21,12 +21,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from enum import Enum
 from typing import Any
 
 from ema_boundary import stats
 from ema_boundary.format import pct
 from ema_boundary.paper import PAPER
+from ema_boundary.verdicts import DIFFERENT, EQUIVALENT, UNRESOLVED, Verdict, higher
 from eval import verdicts as sweep_verdicts
 from eval.probes.render import reader_kind
 from eval.report import committed as sweeps
@@ -39,39 +39,6 @@ INVERTIBILITY = ("the data-processing argument binds readers of the **current st
                  "fixed-rate traces are invertible (u_t = (h_t − (1−a) h_{t−1}) / a), so attention over them can "
                  "look tokens up like attention over the tokens themselves")
 RECALL_BAR = 0.95  # a model "recovers" content at >= 95% accuracy at the largest pair count (the control's bar)
-
-
-class Verdict(str, Enum):
-    """What a row concludes. Only :attr:`REFUTED` and :attr:`PARTLY_REFUTED` disagree with the paper."""
-
-    MET = "met"
-    PARTLY_MET = "partly met"
-    REFUTED = "refuted"
-    PARTLY_REFUTED = "partly refuted"
-    NOT_RESOLVED = stats.NOT_RESOLVED
-    NOT_TESTABLE = "not testable in this regime"
-    NOT_RUN = "not run"
-    # A refutation read outside the claim's regime (:class:`Regime`): it says what was seen, not that the claim
-    # is false where it was made.
-    OPPOSITE = "opposite direction"
-    NOT_REPRODUCED = "not reproduced"
-    # A resolved difference (or equivalence) between two arms that both stay at copying level
-    # (eval.verdicts.escape_verdict): no arm escapes at the budget read, so the claim is neither met nor refuted.
-    NEITHER_ESCAPES = sweep_verdicts.NEITHER_ESCAPES
-
-    @property
-    def disagrees(self) -> bool:
-        return self in (Verdict.REFUTED, Verdict.PARTLY_REFUTED, Verdict.OPPOSITE, Verdict.NOT_REPRODUCED)
-
-    @property
-    def readable(self) -> bool:
-        """Whether the row reads its measurement at all (not "not testable", not "not run")."""
-        return self not in (Verdict.NOT_TESTABLE, Verdict.NOT_RUN)
-
-    @property
-    def short(self) -> str:
-        """One or two words, for the one-screen table."""
-        return sweep_verdicts.SHORT.get(self.value, self.value)
 
 
 @dataclass(frozen=True)
@@ -226,7 +193,8 @@ def _both_below_bigram(report: Report) -> Check:
     if spen is None or gpt2 is None:
         return Check(None, "a perplexity is missing")
     scored = _scored_on(report)
-    return Check(spen < bigram and gpt2 < bigram,
+    gate = sweep_verdicts.ngram_gate({"spen": math.log(spen), "gpt2_arch": math.log(gpt2)}, math.log(bigram))
+    return Check(gate.holds,
                  f"{scored} perplexity SPEN {spen:.1f}, GPT-2 architecture {gpt2:.1f}; Kneser-Ney bigram "
                  f"{bigram:.1f} on the same tokens")
 
@@ -253,7 +221,7 @@ def _reference_below_bigram(section: str) -> Callable[[Report], Check]:
         if loss is None:
             return Check(None, f"the reference arm `{ref}` has no loss")
         steps = (block.get("regime") or {}).get("steps")
-        return Check(loss < math.log(bigram),
+        return Check(sweep_verdicts.ngram_gate({ref: loss}, math.log(bigram)).holds,
                      f"reference `{ref}` {loss:.3f} nats (perplexity {math.exp(loss):.1f})"
                      + (f" after {steps} steps" if steps else "")
                      + f"; Kneser-Ney bigram {math.log(bigram):.3f} nats (perplexity {bigram:.1f})")
@@ -342,9 +310,9 @@ def _hebbian_rule(report: Report, h: Mapping[str, Any]) -> Outcome:
     if "mean" in plain:
         ours += f"; SPCN − plain EMA {100 * plain['mean']:+.1f} points"
     verdict = c.get("verdict")
-    outcome = (Verdict.MET if verdict == "different" and c["mean"] > 0 else
-               Verdict.REFUTED if verdict in ("different", "equivalent") else Verdict.NOT_RESOLVED)
-    detail = "equivalent within the margin: the learning adds nothing measurable" if verdict == "equivalent" else ""
+    outcome = (Verdict.MET if verdict == DIFFERENT and c["mean"] > 0 else
+               Verdict.REFUTED if verdict in (DIFFERENT, EQUIVALENT) else Verdict.NOT_RESOLVED)
+    detail = "equivalent within the margin: the learning adds nothing measurable" if verdict == EQUIVALENT else ""
     return Outcome(outcome, ours, detail, f"{c.get('n', '?')} seeds, bootstrap over seeds and test sentences")
 
 
@@ -464,11 +432,11 @@ def _perplexity_rule(report: Report, c: Mapping[str, Any]) -> Outcome:
                 "so the size of the gap is not comparable, only its sign")
     # Only the direction transfers across scales: SPEN worse meets it, equal or better refutes it.
     at = _headline_at(report)
-    if c["verdict"] == "different":
+    if c["verdict"] == DIFFERENT:
         worse = c["difference"] > 0
         return Outcome(Verdict.MET if worse else Verdict.REFUTED, ours,
                        "SPEN worse (direction)" if worse else "SPEN better", strength, at)
-    if c["verdict"] == "equivalent":
+    if c["verdict"] == EQUIVALENT:
         return Outcome(Verdict.REFUTED, ours, "no gap (equivalent)", strength, at)
     return Outcome(Verdict.NOT_RESOLVED, ours, "", strength, at)
 
@@ -521,8 +489,8 @@ def _gap_outcome(gap: Mapping[str, Any], c: Mapping[str, Any], strength: str, at
 
 def _readers_rule(report: Report, a: Mapping[str, Any]) -> Outcome:
     comps, overall = a["comparisons"], a.get("overall")
-    equivalent = [x for x, c in comps.items() if c["verdict"] == "equivalent"]
-    different = [x for x, c in comps.items() if c["verdict"] == "different"]
+    equivalent = [x for x, c in comps.items() if c["verdict"] == EQUIVALENT]
+    different = [x for x, c in comps.items() if c["verdict"] == DIFFERENT]
     arms_differ = overall is not None and overall["p"] < stats.ALPHA
     ours = (f"vs `{a['reference']}`: {len(equivalent)} arm(s) equivalent within ±{a['equivalence_margin']:g} nats, "
             f"{len(different)} different, {len(comps) - len(equivalent) - len(different)} not resolved"
@@ -551,10 +519,10 @@ def _selection_rule(report: Report, t: Mapping[str, Any]) -> Outcome:
     fixed = [x for x in tc if x != selective[0]]
     ours = (f"{selective[0]} − {ref} {sel['difference']:+.4f} nats [{sel['ci95'][0]:+.4f}, {sel['ci95'][1]:+.4f}]"
             + "".join(f"; {x} − {ref} {tc[x]['difference']:+.4f} ({tc[x]['verdict']})" for x in fixed))
-    better = sel["verdict"] == "different" and sel["difference"] < 0
-    others_equal = all(tc[x]["verdict"] == "equivalent" for x in fixed)
+    better = sel["verdict"] == DIFFERENT and sel["difference"] < 0
+    others_equal = all(tc[x]["verdict"] == EQUIVALENT for x in fixed)
     verdict = (Verdict.MET if better and others_equal else Verdict.PARTLY_MET if better else
-               Verdict.REFUTED if sel["verdict"] != "not resolved" else Verdict.NOT_RESOLVED)
+               Verdict.REFUTED if sel["verdict"] != UNRESOLVED else Verdict.NOT_RESOLVED)
     return Outcome(verdict, ours, "", f"{t['regime']['seeds']} seeds, {t['regime']['steps']} steps")
 
 
@@ -605,10 +573,10 @@ def _escape_rule(report: Report, escape: Mapping[str, Any]) -> Outcome:
             f"(state per layer {row['state_numbers']['selective']:,} vs {row['state_numbers']['fixed']:,})"
             if row.get("difference") is not None else f"`{row['selective']}` vs `{row['fixed']}`: {row['reason']}")
     strength = f"{len(row.get('seeds') or [])} paired seed(s)"
-    verdict = {"selective higher": Verdict.MET, "fixed higher": Verdict.REFUTED,
-               "equivalent": Verdict.REFUTED}.get(row["verdict"], Verdict.NOT_RESOLVED)
-    return Outcome(verdict, ours, "equal state, no escape" if row["verdict"] == "equivalent" else "", strength,
-                   short="neither escapes" if row["verdict"] == "equivalent" else "")
+    verdict = {higher("selective"): Verdict.MET, higher("fixed"): Verdict.REFUTED,
+               EQUIVALENT: Verdict.REFUTED}.get(row["verdict"], Verdict.NOT_RESOLVED)
+    return Outcome(verdict, ours, "equal state, no escape" if row["verdict"] == EQUIVALENT else "", strength,
+                   short=Verdict.NEITHER_ESCAPES.short if row["verdict"] == EQUIVALENT else "")
 
 
 def _depth_gate(report: Report) -> Check:
@@ -665,11 +633,11 @@ def _depth_probe_verdict(t: Mapping[str, Any]) -> tuple[Verdict, str]:
     """The part of eval.depth's rule that needs no language-model gate (issue 34 item 5): token identity recovered
     at the last layer by a linear probe, and the stream's growth with depth (the dilution), attention − add."""
     acc, growth = t["token_accuracy"], t["log_rms_growth"]
-    if acc["verdict"] in ("add higher", "equivalent"):
+    if acc["verdict"] in (higher("add"), EQUIVALENT):
         return Verdict.REFUTED, f"token identity at the last layer: {acc['verdict']}"
-    if acc["verdict"] != "attention higher":
+    if acc["verdict"] != higher("attention"):
         return Verdict.NOT_RESOLVED, ""
-    if growth["verdict"] == "add higher":
+    if growth["verdict"] == higher("add"):
         return Verdict.MET, ""
     return Verdict.PARTLY_MET, (f"attention recovers more token identity; the sum's stream is not shown to grow "
                                 f"more ({growth['verdict']})")
@@ -681,10 +649,10 @@ def _depth_loss_verdict(t: Mapping[str, Any], loss_name: str) -> tuple[Verdict, 
     lo, hi = (x if x is not None else float("nan") for x in loss["ci95"])
     ours = (f"{loss_name} attention − add {loss['difference']:+.3f} [{lo:+.3f}, {hi:+.3f}] nats (add "
             f"{loss['add']:.3f}, attention {loss['attention']:.3f}; {loss['verdict']})")
-    verdict = {"add higher": Verdict.MET, "attention higher": Verdict.REFUTED,
-               "equivalent": Verdict.REFUTED}.get(loss["verdict"], Verdict.NOT_RESOLVED)
-    detail = {"attention higher": "attention's loss higher",
-              "equivalent": "equal within the declared margin"}.get(loss["verdict"], "")
+    verdict = {higher("add"): Verdict.MET, higher("attention"): Verdict.REFUTED,
+               EQUIVALENT: Verdict.REFUTED}.get(loss["verdict"], Verdict.NOT_RESOLVED)
+    detail = {higher("attention"): "attention's loss higher",
+              EQUIVALENT: "equal within the declared margin"}.get(loss["verdict"], "")
     return verdict, ours, detail
 
 

@@ -12,12 +12,12 @@ from pathlib import Path
 from ema_boundary.figures import pyplot, save
 from ema_boundary.format import pct
 from ema_boundary.paper import ARXIV
+from ema_boundary.verdicts import Verdict
 from eval.probes.render import render_content_probes_figures, render_content_probes_markdown
 from eval.recall import WRITE_RULES
 from eval.report.claims import (
     EXPERIMENTS,
     INVERTIBILITY,
-    Verdict,
     one_screen,
     outside_text,
     short_name,
