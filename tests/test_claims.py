@@ -12,7 +12,10 @@ from pathlib import Path
 import pytest
 
 from ema_boundary.verdicts import Verdict
-from eval.report.claims import CLAIMS, EXPERIMENTS, evaluate, get, one_screen
+from eval.report.claim_checks import EXPERIMENTS
+from eval.report.claim_rows import evaluate, one_screen
+from eval.report.claim_rules import get
+from eval.report.claims import CLAIMS
 from eval.report.plan import REPO
 from eval.report.render import claim_detail, claims_table, readme_results
 from eval.report.schema import migrate

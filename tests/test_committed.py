@@ -19,7 +19,8 @@ import yaml
 from ema_boundary import verdicts as words
 from eval import verdicts
 from eval.depth import claim_verdict, paired_table
-from eval.report.claims import CLAIMS, evaluate, one_screen
+from eval.report.claim_rows import evaluate, one_screen
+from eval.report.claims import CLAIMS
 from eval.report.committed import SOURCES, read_sweep, sweeps_block
 from eval.report.plan import REPO, Plan, PlanError
 from eval.sweep.analyses import ANALYSES

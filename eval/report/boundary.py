@@ -32,7 +32,7 @@ from ema_boundary.verdicts import (
     REFUTED,
     Verdict,
 )
-from eval.report.claims import one_screen, short_name, short_verdict
+from eval.report.claim_rows import one_screen, short_name, short_verdict
 
 __all__ = ["VERDICT_COLORS", "boundary_figure", "draw"]
 
