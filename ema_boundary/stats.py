@@ -350,6 +350,16 @@ def wilson(successes: int, trials: int, z: float = 1.959963984540054) -> tuple[f
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def slope_interval(x: np.ndarray, y: np.ndarray) -> tuple[float, float, tuple[float, float], int]:
+    """The least-squares line ``y = intercept + slope x`` with the 95% t interval of its slope (``n - 2`` degrees of
+    freedom): ``(slope, intercept, (low, high), df)``."""
+    reg = stats.linregress(x, y)
+    df = len(y) - 2
+    half = float(stats.t.ppf(0.975, df)) * float(reg.stderr)
+    slope, intercept = float(reg.slope), float(reg.intercept)
+    return slope, intercept, (slope - half, slope + half), df
+
+
 def document_resamples(docs: np.ndarray, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Document ids renumbered 0..D-1 and ``resamples`` multinomial resamples of the documents (R, D): how often
     each document is drawn in a resample of the same size."""
@@ -536,6 +546,7 @@ __all__ = [
     "ACCURACY_INTERVAL_METHODS",
     "accuracy_interval",
     "wilson",
+    "slope_interval",
     "document_resamples",
     "resampled_means",
     "percentile_interval",

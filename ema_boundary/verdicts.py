@@ -50,6 +50,10 @@ UNREACHABLE = "not reachable on this grammar"
 ESCAPES, DOES_NOT_ESCAPE = "escapes", "does not escape"
 LETS_IT_ESCAPE, NOT_NEEDED = "lets it escape", "not needed"
 
+# A trend of the gap against training data (eval.sweep.data_axis): its slope's 95% interval toward 0, away from it,
+# or across 0.
+NARROWS, WIDENS, FLAT = "narrows", "widens", "does not narrow"
+
 # The one- or two-word form of each claim verdict, for the report's first table and the boundary figure.
 SHORT = {MET: "met", PARTLY_MET: "partly met", REFUTED: "refuted", PARTLY_REFUTED: "partly refuted",
          NOT_RESOLVED: "not resolved", NOT_TESTABLE: "not testable", NOT_RUN: "not run", OPPOSITE: "opposite direction",
@@ -92,6 +96,6 @@ class Verdict(str, Enum):
 
 
 __all__ = ["A_HIGHER", "A_LOWER", "COMPARISON_VERDICTS", "DIFFERENT", "DOES_NOT_ESCAPE", "EQUIVALENT", "ESCAPES",
-           "HIGHER", "LETS_IT_ESCAPE", "LOWER", "MET", "NEITHER_ESCAPES", "NOT_NEEDED", "NOT_REPRODUCED",
-           "NOT_RESOLVED", "NOT_RUN", "NOT_TESTABLE", "OPPOSITE", "PARTLY_MET", "PARTLY_REFUTED", "REFUTED", "SHORT",
-           "UNREACHABLE", "UNRESOLVED", "Verdict", "higher"]
+           "FLAT", "HIGHER", "LETS_IT_ESCAPE", "LOWER", "MET", "NARROWS", "NEITHER_ESCAPES", "NOT_NEEDED",
+           "NOT_REPRODUCED", "NOT_RESOLVED", "NOT_RUN", "NOT_TESTABLE", "OPPOSITE", "PARTLY_MET", "PARTLY_REFUTED",
+           "REFUTED", "SHORT", "UNREACHABLE", "UNRESOLVED", "Verdict", "WIDENS", "higher"]
