@@ -18,7 +18,7 @@ For the differences of ``n`` seeds (mean ``d̄``, standard deviation ``s``, stan
   at ``α`` would detect with 80% power if the seed-to-seed standard deviation were the one
   observed (solved exactly with the noncentral t distribution). It says what the run could have
   seen; it is not an estimate of anything;
-* the verdict (:data:`VERDICTS`), one of:
+* the verdict (:data:`ema_boundary.verdicts.COMPARISON_VERDICTS`), one of:
 
   - ``"equivalent"``: the equivalence test passes (whatever the difference test says: a real
     difference smaller than the margin counts as equivalence at that margin);
@@ -33,6 +33,13 @@ passes iff ``|d̄| < δ``. With fewer than two seeds nothing can be tested: "not
 Several arms against one reference (:func:`compare_arms`) use the same seed blocks; the p-values
 of each family (differences, equivalences) are Holm-adjusted across the arms before the verdicts.
 The intervals are per comparison (unadjusted) 95% intervals.
+
+Every other interval of the suite lives here too, each one staying inside the range of its quantity: an accuracy
+over seeds (:func:`accuracy_interval`: the bootstrap of the mean over seeds, or one seed's Wilson interval), a
+loss difference over documents (:func:`document_resamples`, :func:`resampled_means`, :func:`seed_interval`: eval.gap
+and its context-use control) and the structure experiment's two-level bootstrap over seeds and test sentences
+(:class:`Bootstrap`, :func:`bootstrap_interval`, :func:`bootstrap_difference`, :func:`holm_family`). The verdict
+words are :mod:`ema_boundary.verdicts`.
 """
 
 from __future__ import annotations
@@ -42,11 +49,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize, special, stats
+from statsmodels.stats.multitest import multipletests
 
-VERDICTS = ("equivalent", "different", "not resolved")
-# Verdicts on a claim with a target (the paper's numbers): the 95% interval at or above it, below it, or across.
-MET, REFUTED, NOT_RESOLVED = "met", "refuted", "not resolved at this budget"
+from ema_boundary.verdicts import (
+    DIFFERENT,
+    EQUIVALENT,
+    HIGHER,
+    LOWER,
+    MET,
+    NOT_RESOLVED,
+    REFUTED,
+    UNRESOLVED,
+)
+
 ALPHA = 0.05
 POWER = 0.8
 
@@ -73,9 +89,7 @@ class Comparison:
     @property
     def conclusion(self) -> str:
         """For readers: "equivalent", "higher" / "lower" (a - b, when different), or "not resolved at this budget"."""
-        if self.verdict == "different":
-            return "higher" if self.difference > 0 else "lower"
-        return "equivalent" if self.verdict == "equivalent" else NOT_RESOLVED
+        return conclusion(self.verdict, self.difference)
 
     def as_dict(self) -> dict:
         return {**asdict(self), "conclusion": self.conclusion}
@@ -201,22 +215,30 @@ def detectable_difference(sd: float, n: int, alpha: float = ALPHA, power: float 
 
 
 def verdict(p_difference: float, p_equivalence: float | None, alpha: float = ALPHA) -> str:
-    """One of :data:`VERDICTS` from the two p-values (see the module docstring)."""
+    """One of :data:`ema_boundary.verdicts.COMPARISON_VERDICTS` from the two p-values (see the module docstring)."""
     if p_equivalence is not None and p_equivalence < alpha:
-        return "equivalent"
+        return EQUIVALENT
     if p_difference < alpha:  # nan compares False: "not resolved"
-        return "different"
-    return "not resolved"
+        return DIFFERENT
+    return UNRESOLVED
+
+
+def conclusion(verdict: str, difference: float) -> str:
+    """A comparison's verdict for readers: "equivalent", "higher" / "lower" (the sign of ``difference``, a - b,
+    when different), or "not resolved at this budget"."""
+    if verdict == DIFFERENT:
+        return HIGHER if difference > 0 else LOWER
+    return EQUIVALENT if verdict == EQUIVALENT else NOT_RESOLVED
 
 
 def describe(c: Comparison, a: str = "A", b: str = "B", unit: str = "") -> str:
     """A sentence for the report. "indistinguishable" appears only for an "equivalent" verdict."""
     u = f" {unit}" if unit else ""
     ci = f"95% CI [{c.ci95[0]:+.4f}, {c.ci95[1]:+.4f}]{u}, {c.n} seeds"
-    if c.verdict == "equivalent":
+    if c.verdict == EQUIVALENT:
         return (f"{a} and {b} are indistinguishable within ±{c.equivalence_margin:g}{u} "
                 f"(difference {c.difference:+.4f}{u}, {ci}; equivalence p = {c.p_equivalence:.3g})")
-    if c.verdict == "different":
+    if c.verdict == DIFFERENT:
         side = "lower" if c.difference < 0 else "higher"
         return f"{a} is {side} than {b} by {abs(c.difference):.4f}{u} ({ci}; p = {c.p_difference:.3g})"
     margin = "" if c.equivalence_margin is None else f" nor shown within ±{c.equivalence_margin:g}{u}"
@@ -248,15 +270,13 @@ def compare_arms(
 
 
 def holm(p_values: Sequence[float | None]) -> list[float]:
-    """Holm's step-down adjustment (family-wise error rate); nan/None stay nan."""
+    """Holm's step-down adjustment (family-wise error rate, statsmodels' ``multipletests``) over the p-values that
+    are numbers; nan/None stay nan and do not count in the family."""
     p = np.array([math.nan if v is None else v for v in p_values], dtype=float)
     ok = np.flatnonzero(~np.isnan(p))
     adjusted = np.full_like(p, math.nan)
-    m = len(ok)
-    running = 0.0
-    for rank, i in enumerate(ok[np.argsort(p[ok], kind="stable")]):
-        running = max(running, min(1.0, (m - rank) * p[i]))
-        adjusted[i] = running
+    if len(ok):
+        adjusted[ok] = multipletests(p[ok], method="holm")[1]
     return adjusted.tolist()
 
 
@@ -296,6 +316,194 @@ def blocked_f_test(arms: Mapping[str, Samples]) -> dict:
     return {"F": f, "df": (df1, df2), "p": p, "seeds": seeds}
 
 
+
+# ---------------------------------------------------------------------------------------------
+# Intervals that stay inside their range: accuracies over seeds or queries, bootstraps over documents
+# ---------------------------------------------------------------------------------------------
+
+ACCURACY_INTERVAL_METHODS = ("Wilson 95% over the evaluation queries (one seed: no seed-to-seed spread in it)",
+                             "percentile bootstrap 95% of the mean over seeds (10,000 resamples)")
+
+
+def accuracy_interval(per_seed: Sequence[float], queries: int, resamples: int = 10_000) -> tuple[float, float]:
+    """A 95% interval of a mean accuracy that stays inside [0, 1] (:data:`ACCURACY_INTERVAL_METHODS`).
+
+    Over two or more seeds, the percentile bootstrap of the mean over seeds (seeds resampled with
+    replacement, a fixed generator): the seed-to-seed spread, which is what decides whether a lookup forms.
+    With one seed, the Wilson score interval of its ``queries`` scored queries: evaluation noise only.
+    """
+    if len(per_seed) > 1:
+        values = np.asarray(per_seed, dtype=float)
+        picks = np.random.default_rng(0).integers(0, len(values), (resamples, len(values)))
+        means = values[picks].mean(1)
+        return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+    return wilson(round(per_seed[0] * queries), queries)
+
+
+def wilson(successes: int, trials: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """The Wilson score interval of ``successes / trials`` (95% by default); inside [0, 1] by construction."""
+    if trials < 1:
+        raise ValueError(f"wilson: trials must be a positive integer, got {trials!r}")
+    p = successes / trials
+    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z / (1 + z * z / trials) * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def slope_interval(x: np.ndarray, y: np.ndarray) -> tuple[float, float, tuple[float, float], int]:
+    """The least-squares line ``y = intercept + slope x`` with the 95% t interval of its slope (``n - 2`` degrees of
+    freedom): ``(slope, intercept, (low, high), df)``."""
+    reg = stats.linregress(x, y)
+    df = len(y) - 2
+    half = float(stats.t.ppf(0.975, df)) * float(reg.stderr)
+    slope, intercept = float(reg.slope), float(reg.intercept)
+    return slope, intercept, (slope - half, slope + half), df
+
+
+def document_resamples(docs: np.ndarray, resamples: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Document ids renumbered 0..D-1 and ``resamples`` multinomial resamples of the documents (R, D): how often
+    each document is drawn in a resample of the same size."""
+    doc_ids = np.unique(docs, return_inverse=True)[1]
+    n_docs = int(doc_ids.max()) + 1
+    rng = np.random.default_rng(seed)
+    return doc_ids, rng.multinomial(n_docs, np.full(n_docs, 1.0 / n_docs), size=resamples).astype(np.float64)
+
+
+def resampled_means(docs: np.ndarray, values: np.ndarray, mask: np.ndarray, weights: np.ndarray,
+                    min_documents: int) -> np.ndarray | None:
+    """The mean of ``values`` over the tokens in ``mask`` under each resample of documents (``weights`` (R, D)
+    from :func:`document_resamples`, ``docs`` its renumbered ids); None for tokens found in fewer than
+    ``min_documents`` documents."""
+    n_docs = weights.shape[1]
+    sums = np.bincount(docs[mask], weights=values[mask], minlength=n_docs)
+    counts = np.bincount(docs[mask], minlength=n_docs).astype(np.float64)
+    if (counts > 0).sum() < min_documents:
+        return None
+    num, den = weights @ sums, weights @ counts
+    return np.divide(num, den, out=np.full_like(num, np.nan), where=den > 0)
+
+
+def percentile_interval(means: np.ndarray | None) -> list[float]:
+    """The 95% percentile interval of resampled means (nan, nan when there are none)."""
+    if means is None or np.isnan(means).all():
+        return [math.nan, math.nan]
+    return [float(np.nanpercentile(means, 2.5)), float(np.nanpercentile(means, 97.5))]
+
+
+def seed_interval(per_seed: np.ndarray, resampled: np.ndarray | None) -> list[float]:
+    """A 95% interval of a mean: the t interval over seeds when there are several (:func:`mean_ci`), else the
+    percentiles of the one seed's document resamples (:func:`percentile_interval`)."""
+    if len(per_seed) > 1:
+        return [float(v) for v in mean_ci(per_seed.tolist())["ci95"]]
+    return percentile_interval(resampled)
+
+
+# ---------------------------------------------------------------------------------------------
+# A two-level bootstrap over seeds and test sentences (the structure experiment, grammar_probe)
+# ---------------------------------------------------------------------------------------------
+#
+# Every seed is scored on the same test sentences, so two things vary between a run and its repetition:
+# the seeds (training subset, initialisations, word dropout) and the test sentences (one sample of the
+# grammar). A t interval over seeds sees only the first and can leave [0, 1]. Here every number comes
+# with a two-level bootstrap: each replicate draws the seeds with replacement and, independently, the
+# test sentences of each split with replacement (one draw of the seeds per replicate is shared by all
+# splits, one draw of each split's sentences by all models), then recomputes the quantity. The interval
+# is the replicates' 2.5-97.5 percentile: an accuracy stays inside [0, 1] because every replicate is one,
+# and a paired difference is paired at both levels (the same seeds and sentences for both models).
+#
+# Tests of a paired difference use the replicates' standard deviation as its standard error (normal
+# theory): "no difference" has the two-sided p-value ``2 Phi(-|d| / se)``; equivalence within a declared
+# margin is the two one-sided tests, ``max(Phi((d - margin) / se), Phi((-margin - d) / se))``. (Counting
+# replicates instead would floor every p-value at 2 / (B + 1), too coarse for Holm over a table of 60.)
+# A difference with no variance at all (every replicate equal) is 0 with p = 1 when it is exactly 0, and
+# otherwise decided by its sign. :func:`holm_family` adjusts the p-values of one table (its family of
+# comparisons) and re-derives the verdicts.
+
+BOOTSTRAP_REPLICATES = 2000
+BOOTSTRAP_METHOD = (f"bootstrap over seeds and test sentences ({BOOTSTRAP_REPLICATES} replicates, percentile 95%; "
+                    "seeds and each split's sentences drawn with replacement)")
+
+
+class Bootstrap:
+    """Shared replicate draws for one run: seed draws for all splits, sentence weights per split."""
+
+    def __init__(self, n_seeds: int, sentences_per_split: Mapping[str, int], seed: int = 0,
+                 replicates: int = BOOTSTRAP_REPLICATES) -> None:
+        rng = np.random.default_rng(seed)
+        self.n_seeds = n_seeds
+        self.replicates = replicates
+        self.seed_draws = rng.integers(0, n_seeds, size=(replicates, n_seeds))
+        # Multinomial counts == how often each sentence is drawn in a resample of the same size.
+        self.weights = {split: rng.multinomial(n, np.full(n, 1.0 / n), size=replicates).astype(np.float64)
+                        for split, n in sorted(sentences_per_split.items())}
+
+    def replicates_of(self, split: str, correct: np.ndarray, sentence: np.ndarray, mask: np.ndarray | None = None
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """Per-seed accuracies (seeds,) and bootstrap replicates (replicates,) of the accuracy over the
+        tokens in ``mask``; ``correct`` is (seeds, tokens), ``sentence`` the sentence index of each token."""
+        w = self.weights[split]
+        n_sent = w.shape[1]
+        if mask is not None:
+            correct, sentence = correct[:, mask], sentence[mask]
+        den = np.bincount(sentence, minlength=n_sent).astype(np.float64)
+        num = np.stack([np.bincount(sentence, weights=c.astype(np.float64), minlength=n_sent) for c in correct])
+        per_seed = num.sum(1) / max(den.sum(), 1.0)
+        tokens = w @ den  # (replicates,)
+        by_seed = (w @ num.T) / np.maximum(tokens, 1.0)[:, None]  # (replicates, seeds)
+        rep = np.take_along_axis(by_seed, self.seed_draws, axis=1).mean(1)
+        return per_seed, rep
+
+
+def bootstrap_interval(per_seed: np.ndarray, rep: np.ndarray) -> dict:
+    """A :func:`summary`-shaped dict whose ``ci95`` is the percentile interval of the replicates ``rep``."""
+    lo, hi = np.percentile(rep, [2.5, 97.5])
+    sd = float(np.std(per_seed, ddof=1)) if len(per_seed) > 1 else float("nan")
+    return {"mean": float(np.mean(per_seed)), "ci95": (float(lo), float(hi)), "sd": sd, "n": len(per_seed),
+            "per_seed": [float(v) for v in per_seed], "method": BOOTSTRAP_METHOD}
+
+
+def bootstrap_difference(a_seed: np.ndarray, a_rep: np.ndarray, b_seed: np.ndarray, b_rep: np.ndarray,
+                         margin: float | None, alpha: float = ALPHA) -> dict:
+    """The paired difference a - b: :func:`bootstrap_interval` plus ``ci90``, the bootstrap p-values and a
+    verdict."""
+    d_seed, d_rep = a_seed - b_seed, a_rep - b_rep
+    out = bootstrap_interval(d_seed, d_rep)
+    lo90, hi90 = np.percentile(d_rep, [5, 95])
+    out["ci90"] = (float(lo90), float(hi90))
+    out["margin"] = margin
+    b = len(d_rep)
+    if np.all(d_rep == d_rep[0]):  # no variance at all: decided by the value itself
+        p_diff = 1.0 if d_rep[0] == 0 else 1.0 / (b + 1)
+        p_eq = None if margin is None else (1.0 / (b + 1) if abs(d_rep[0]) < margin else 1.0)
+    else:
+        # Normal theory with the bootstrap standard error: unlike counting replicates (whose smallest
+        # p-value is 2 / (B + 1)), these p-values can be small enough to survive Holm in a large family.
+        mean, se = float(np.mean(d_seed)), float(np.std(d_rep, ddof=1))
+        p_diff = float(2 * special.ndtr(-abs(mean) / se))
+        p_eq = None if margin is None else float(max(special.ndtr((mean - margin) / se),
+                                                      special.ndtr((-margin - mean) / se)))
+    out["p_difference"], out["p_equivalence"] = float(p_diff), None if p_eq is None else float(p_eq)
+    out["p_difference_raw"], out["p_equivalence_raw"] = out["p_difference"], out["p_equivalence"]
+    _set_verdict(out, alpha)
+    return out
+
+
+def holm_family(comparisons: Sequence[dict], family: str, alpha: float = ALPHA) -> None:
+    """Holm-adjust, in place, the p-values of one table's comparisons (its family, from
+    :func:`bootstrap_difference`) and re-derive the verdicts; each comparison records the family's name and size."""
+    p_diff = holm([c["p_difference_raw"] for c in comparisons])
+    p_eq = holm([c["p_equivalence_raw"] for c in comparisons])
+    for c, pd, pe in zip(comparisons, p_diff, p_eq, strict=True):
+        c["p_difference"] = pd
+        c["p_equivalence"] = None if c["p_equivalence_raw"] is None else pe
+        c["correction"] = {"method": "holm", "family": family, "size": len(comparisons)}
+        _set_verdict(c, alpha)
+
+
+def _set_verdict(out: dict, alpha: float) -> None:
+    out["verdict"] = verdict(out["p_difference"], out["p_equivalence"], alpha)
+    out["conclusion"] = conclusion(out["verdict"], out["mean"])
+
 def _interval(mean: float, se: float, df: int, level: float) -> tuple[float, float]:
     half = float(stats.t.ppf(0.5 + level / 2, df)) * se
     return (mean - half, mean + half)
@@ -320,10 +528,6 @@ def _check_level(value: float, name: str) -> None:
 
 
 __all__ = [
-    "VERDICTS",
-    "MET",
-    "REFUTED",
-    "NOT_RESOLVED",
     "Comparison",
     "mean_ci",
     "summary",
@@ -338,4 +542,19 @@ __all__ = [
     "compare_arms",
     "holm",
     "blocked_f_test",
+    "conclusion",
+    "ACCURACY_INTERVAL_METHODS",
+    "accuracy_interval",
+    "wilson",
+    "slope_interval",
+    "document_resamples",
+    "resampled_means",
+    "percentile_interval",
+    "seed_interval",
+    "BOOTSTRAP_REPLICATES",
+    "BOOTSTRAP_METHOD",
+    "Bootstrap",
+    "bootstrap_interval",
+    "bootstrap_difference",
+    "holm_family",
 ]

@@ -72,7 +72,9 @@ from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, add_output_dir
 from ema_boundary.cli import positive_int as _positive_int
 from ema_boundary.figures import pyplot, save
 from ema_boundary.io import MARKER, output_owner, read_json, write_json
+from ema_boundary.verdicts import DIFFERENT, EQUIVALENT
 from ema_boundary.yamlio import YAMLFileError, read_yaml_file
+from eval import verdicts
 from eval.runs import read_spen_yaml
 from eval.sweep.analyses import kneser_ney
 from eval.sweep.trainers import DATA_SETTINGS
@@ -142,7 +144,7 @@ def _plot(result: dict[str, Any], path: Path) -> None:
     for i, name in enumerate(names):
         c = comps[name]
         lo, hi = c["ci95"]
-        color = {"equivalent": "tab:green", "different": "tab:red"}.get(c["verdict"], "tab:gray")
+        color = {EQUIVALENT: "tab:green", DIFFERENT: "tab:red"}.get(c["verdict"], "tab:gray")
         if math.isfinite(lo):
             right.plot([lo, hi], [i, i], color=color, lw=3)
         right.plot(c["difference"], i, "o", color=color)
@@ -277,7 +279,7 @@ def _summary(results: dict[int, dict[str, Any]], root: Path, settings: dict[str,
         entry = {"max_steps": n, "tokens": r["tokens"], "folder": f"steps_{n}", "final_loss": final,
                  "mean_loss": mean, "comparisons": r["comparisons"], "overall": r["overall"],
                  "statement": r["statement"], "reference_loss": mean[ref],
-                 "reference_below_bigram": mean[ref] < bigram_loss}
+                 "reference_below_bigram": verdicts.ngram_gate({ref: mean[ref]}, bigram_loss).holds}
         moved = {arm: m for arm, var in r["variants"].items()
                  if (m := _arm_rates_moved(root / f"steps_{n}", var)) is not None}
         if moved:

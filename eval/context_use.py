@@ -36,7 +36,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from eval.gap import FIRST, _percentiles, _resampled_means, _resamples, gap_classes, token_losses
+from ema_boundary import stats
+from eval.gap import FIRST, MIN_DOCUMENTS, gap_classes, token_losses
 
 DEFINITION = ("windowed loss: the target's loss when the model sees only its last W tokens (a fresh sequence); "
               "cost: windowed - full loss; control: mean cost on AR hits whose most recent earlier bigram lies "
@@ -141,15 +142,6 @@ def windowed_losses(model: torch.nn.Module, blocks: Sequence[torch.Tensor], wind
 # ---------------------------------------------------------------------------------------------
 
 
-def _interval(per_seed: np.ndarray, resampled: np.ndarray | None) -> list[float]:
-    """A t interval over seeds when there are several, else the bootstrap percentiles."""
-    from ema_boundary.stats import mean_ci
-
-    if len(per_seed) > 1:
-        return [float(v) for v in mean_ci(per_seed.tolist())["ci95"]]
-    return _percentiles(resampled)
-
-
 @dataclass
 class Cut:
     """The targets a control is computed on: the blocks holding the first ``max_tokens`` targets, the class masks
@@ -166,7 +158,7 @@ class Cut:
     weights: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
-        self.doc_ids, self.weights = _resamples(self.docs, self.bootstrap, self.seed)
+        self.doc_ids, self.weights = stats.document_resamples(self.docs, self.bootstrap, self.seed)
 
     @property
     def select(self) -> np.ndarray:
@@ -178,7 +170,8 @@ class Cut:
 
 def _resampled_control(cost: np.ndarray, cut: Cut) -> np.ndarray | None:
     """The control under each of ``cut``'s resamples of documents (None when a class is in too few documents)."""
-    m_ar, m_first = (_resampled_means(cut.doc_ids, cost, cut.masks[c], cut.weights) for c in CLASSES)
+    m_ar, m_first = (stats.resampled_means(cut.doc_ids, cost, cut.masks[c], cut.weights, MIN_DOCUMENTS)
+                     for c in CLASSES)
     return None if m_ar is None or m_first is None else m_ar - m_first
 
 
@@ -236,7 +229,7 @@ def control_from_losses(cut: Cut, windowed: np.ndarray, full: np.ndarray) -> tup
         return {**row, "control": None, "ci95": None, "positive": False}, cost
     per_seed = cost[:, masks["ar_beyond"]].mean(1) - cost[:, masks["first"]].mean(1)
     resampled = _resampled_control(cost[0], cut) if len(per_seed) == 1 else None
-    ci = _interval(per_seed, resampled)
+    ci = stats.seed_interval(per_seed, resampled)
     row |= {"control": float(per_seed.mean()), "ci95": ci, "positive": bool(ci[0] > 0)}  # NaN > 0 is False
     if len(per_seed) > 1:
         row["control_per_seed"] = per_seed.tolist()
@@ -263,7 +256,7 @@ def pair_from_losses(cut: Cut, windowed: Sequence[np.ndarray], full: Sequence[np
         if n_seeds == 1:
             ra, rb = (_resampled_control(c[0], cut) for c in costs)
             resampled = None if ra is None or rb is None else rb - ra
-        ci = _interval(per_seed[1] - per_seed[0], resampled)
+        ci = stats.seed_interval(per_seed[1] - per_seed[0], resampled)
         difference |= {"value": float((per_seed[1] - per_seed[0]).mean()), "ci95": ci, "positive": bool(ci[0] > 0)}
     return {"window": cut.window, "definition": DEFINITION,
             "interval": (f"95% t interval over {n_seeds} seeds, paired by seed" if n_seeds > 1 else

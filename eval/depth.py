@@ -40,7 +40,7 @@ interval, an equivalence test against a margin declared before the run and a ver
 (:func:`claim_verdict`). The sweep folder holds every run and ``results.json``; ``--resume_from DIR`` continues it,
 ``ema-boundary sweep --summarize DIR`` rebuilds its results. The report's depth stage (``eval/report/stages.py``)
 declares the same plan (:func:`experiment_plan`) and runs it on the runner, then writes its ``depth.json`` from the
-runner's results with :func:`run_scalars`, :func:`paired_table`, :func:`competence_gate` and :func:`claim_verdict`,
+runner's results with :func:`run_scalars`, :func:`paired_table`, :func:`gate_record` and :func:`claim_verdict`,
 and its figure with :func:`render_experiment_figure`.
 """
 
@@ -72,6 +72,19 @@ from ema_boundary.cli import (
 )
 from ema_boundary.figures import pyplot, save
 from ema_boundary.io import atomic_dir, check_output_dir, write_json
+from ema_boundary.verdicts import (
+    A_HIGHER,
+    A_LOWER,
+    EQUIVALENT,
+    MET,
+    NOT_RESOLVED,
+    NOT_TESTABLE,
+    PARTLY_MET,
+    REFUTED,
+    UNRESOLVED,
+    higher,
+)
+from eval import verdicts
 
 PROG = "python -m eval.depth"
 TOOL = "eval.depth"  # the name in its output folder's marker
@@ -80,7 +93,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json")
 __all__ = ["depth_dilution", "ridge_r2", "token_accuracy", "probe_ids", "render_depth_figure",
            "RESIDUALS", "REFERENCE", "MARGINS", "MIN_SEEDS", "CLAIM_RULE", "run_scalars", "sweep_plan",
            "experiment_plan",
-           "paired_row", "paired_table", "competence_gate", "claim_verdict", "render_experiment_figure", "main"]
+           "paired_row", "paired_table", "gate_record", "claim_verdict", "render_experiment_figure", "main"]
 
 
 def _split(n: int) -> int:
@@ -253,9 +266,9 @@ CLAIM_RULE = (
     "difference is not shown; otherwise not resolved. Each difference: paired by seed, >= 5 seeds. The "
     "loss counts only where both arms are below the Kneser-Ney bigram on the same tokens (the competence gate); "
     "where the gate fails the claim is not testable in this regime")
-ROW_VERDICTS = ("attention higher", "add higher", "equivalent", "not resolved")
-PARTLY_MET = "partly met"
-NOT_TESTABLE = "not testable in this regime"
+# A row's verdict names the arm (eval.verdicts.difference_verdict of attention - add, "not resolved" in short).
+ATTENTION_HIGHER, ADD_HIGHER = higher("attention"), higher("add")
+ROW_WORDS = {A_HIGHER: ATTENTION_HIGHER, A_LOWER: ADD_HIGHER, NOT_RESOLVED: UNRESOLVED}
 
 
 def run_scalars(measured: Mapping[str, Any]) -> dict[str, Any]:
@@ -274,30 +287,17 @@ def paired_row(attention: Mapping[str, float], add: Mapping[str, float], margin:
                bounded: bool, min_seeds: int = MIN_SEEDS) -> dict[str, Any]:
     """``attention - add`` paired by seed (:func:`ema_boundary.stats.compare`): the arms' means, the difference with
     its 95% t interval (clipped to [-1, 1] when ``bounded``: the range of a difference of two fractions), the 90%
-    interval, the equivalence test against ``margin`` and a verdict from the interval only (:data:`ROW_VERDICTS`):
-    fewer than ``min_seeds`` paired seeds: "not resolved"; the 95% interval above 0: "attention higher", below:
-    "add higher"; the 90% interval inside ``(-margin, margin)``: "equivalent"; otherwise "not resolved"."""
+    interval, the equivalence test against ``margin`` and a verdict from the interval only
+    (:func:`eval.verdicts.difference_verdict`, the arm named: :data:`ROW_WORDS`): fewer than ``min_seeds`` paired
+    seeds: "not resolved"; the 95% interval above 0: "attention higher", below: "add higher"; the 90% interval
+    inside ``(-margin, margin)``: "equivalent"; otherwise "not resolved"."""
     c = stats.compare(attention, add, margin)
-    lo, hi = c.ci95
-    if bounded:
-        lo, hi = max(-1.0, lo), min(1.0, hi)
+    kind, (lo, hi), reason = verdicts.difference_verdict(c, min_seeds, (-1.0, 1.0) if bounded else None)
     seeds = list(c.seeds)
-    interval = f"95% interval [{lo:+.4f}, {hi:+.4f}]"
-    if len(seeds) < min_seeds:
-        verdict, reason = "not resolved", f"{len(seeds)} paired seed(s), fewer than the {min_seeds} a verdict needs"
-    elif lo > 0:
-        verdict, reason = "attention higher", f"{interval} above 0"
-    elif hi < 0:
-        verdict, reason = "add higher", f"{interval} below 0"
-    elif c.verdict == "equivalent":
-        verdict, reason = "equivalent", f"90% interval [{c.ci90[0]:+.4f}, {c.ci90[1]:+.4f}] inside ±{margin:g}"
-    else:
-        verdict, reason = "not resolved", f"{interval} holds 0" + (
-            f" and the 90% interval is not inside ±{margin:g}" if margin else "")
     return {"attention": statistics.fmean(attention[s] for s in seeds), "add": statistics.fmean(add[s] for s in seeds),
             "difference": c.difference, "ci95": [_finite(lo), _finite(hi)], "ci90": [_finite(x) for x in c.ci90],
-            "p_difference": _finite(c.p_difference), "margin": margin, "seeds": seeds, "verdict": verdict,
-            "reason": reason}
+            "p_difference": _finite(c.p_difference), "margin": margin, "seeds": seeds,
+            "verdict": ROW_WORDS.get(kind, kind), "reason": reason}
 
 
 def _finite(x: float) -> float | None:
@@ -335,29 +335,30 @@ def paired_table(runs: Mapping[str, Mapping[str, Mapping[str, Any]]], margins: M
     return table
 
 
-def competence_gate(losses: Mapping[str, float], ngram: Mapping[str, Any]) -> dict[str, Any]:
-    """Whether every arm's mean validation loss (``{residual: nats}``) is below the Kneser-Ney bigram's on the same
-    blocks: ``{"holds", "numbers", "bigram_loss"}``."""
+def gate_record(losses: Mapping[str, float], ngram: Mapping[str, Any]) -> dict[str, Any]:
+    """The competence gate (:func:`eval.verdicts.ngram_gate`: every arm's mean validation loss, ``{residual: nats}``,
+    below the Kneser-Ney bigram's on the same blocks) as depth.json records it: ``{"holds", "numbers",
+    "bigram_loss"}``."""
     bigram = math.log(ngram["bigram"])
-    holds = all(loss < bigram for loss in losses.values())
+    gate = verdicts.ngram_gate(losses, bigram)
     numbers = (", ".join(f"`{r}` {loss:.3f} nats (perplexity {math.exp(loss):.1f})" for r, loss in losses.items())
                + f"; Kneser-Ney bigram {bigram:.3f} nats (perplexity {ngram['bigram']:.1f}) on the same tokens")
-    return {"holds": holds, "numbers": numbers, "bigram_loss": bigram}
+    return {"holds": gate.holds, "numbers": numbers, "bigram_loss": bigram}
 
 
 def claim_verdict(table: Mapping[str, Any], gate: Mapping[str, Any] | None = None) -> dict[str, str]:
     """The claim's verdict by :data:`CLAIM_RULE` from :func:`paired_table`'s rows: ``{"verdict", "reason",
     "conclusion"}``; ``conclusion`` is the verdict, or "not testable in this regime" where ``gate`` fails."""
     acc, growth, loss = table["token_accuracy"], table["log_rms_growth"], table["val_loss"]
-    if acc["verdict"] in ("add higher", "equivalent"):
-        verdict = stats.REFUTED
+    if acc["verdict"] in (ADD_HIGHER, EQUIVALENT):
+        verdict = REFUTED
         reason = f"token identity at the last layer: {acc['verdict']} ({acc['reason']})"
-    elif acc["verdict"] != "attention higher":
-        verdict, reason = stats.NOT_RESOLVED, f"token identity at the last layer: {acc['reason']}"
+    elif acc["verdict"] != ATTENTION_HIGHER:
+        verdict, reason = NOT_RESOLVED, f"token identity at the last layer: {acc['reason']}"
     else:
-        diluted = growth["verdict"] == "add higher"
-        better = loss["verdict"] == "add higher"  # the sum's loss is higher: attention's lower
-        verdict = stats.MET if diluted and better else PARTLY_MET
+        diluted = growth["verdict"] == ADD_HIGHER
+        better = loss["verdict"] == ADD_HIGHER  # the sum's loss is higher: attention's lower
+        verdict = MET if diluted and better else PARTLY_MET
         reason = (f"attention recovers more token identity ({acc['reason']}); the sum's stream grows "
                   + ("more" if diluted else f"not shown more ({growth['verdict']})")
                   + f"; attention's loss {'lower' if better else loss['verdict']}")

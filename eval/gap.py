@@ -53,6 +53,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from ema_boundary import stats
 from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, first_line, non_negative_int, positive_int
 from ema_boundary.figures import pyplot, save
 from ema_boundary.io import atomic_dir, check_output_dir, write_json
@@ -327,38 +328,6 @@ def token_losses(model: torch.nn.Module, blocks: Sequence[torch.Tensor], batch_s
     return np.concatenate(out)
 
 
-# ---------------------------------------------------------------------------------------------
-# Statistics
-# ---------------------------------------------------------------------------------------------
-
-
-def _resampled_means(docs: np.ndarray, diff: np.ndarray, mask: np.ndarray, weights: np.ndarray) -> np.ndarray | None:
-    """The class mean of ``diff`` under each resample of documents (``weights`` (R, D): how often each
-    document is drawn); None for a class found in fewer than ``MIN_DOCUMENTS`` documents."""
-    n_docs = weights.shape[1]
-    sums = np.bincount(docs[mask], weights=diff[mask], minlength=n_docs)
-    counts = np.bincount(docs[mask], minlength=n_docs).astype(np.float64)
-    if (counts > 0).sum() < MIN_DOCUMENTS:
-        return None
-    num, den = weights @ sums, weights @ counts
-    return np.divide(num, den, out=np.full_like(num, np.nan), where=den > 0)
-
-
-def _percentiles(means: np.ndarray | None) -> list[float]:
-    """The 95% percentile interval of resampled means (NaN, NaN when there are none)."""
-    if means is None or np.isnan(means).all():
-        return [math.nan, math.nan]
-    return [float(np.nanpercentile(means, 2.5)), float(np.nanpercentile(means, 97.5))]
-
-
-def _resamples(docs: np.ndarray, bootstrap: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Document ids renumbered 0..D-1 and ``bootstrap`` multinomial resamples of them (R, D)."""
-    doc_ids = np.unique(docs, return_inverse=True)[1]
-    n_docs = int(doc_ids.max()) + 1
-    rng = np.random.default_rng(seed)
-    return doc_ids, rng.multinomial(n_docs, np.full(n_docs, 1.0 / n_docs), size=bootstrap).astype(np.float64)
-
-
 def summarize(masks: dict[str, np.ndarray], loss_a: np.ndarray, loss_b: np.ndarray, docs: np.ndarray,
               bootstrap: int = 1000, seed: int = 0) -> list[dict[str, Any]]:
     """One row per mask: tokens, each model's mean loss, B - A with its 95% interval, the share of the gap.
@@ -368,10 +337,8 @@ def summarize(masks: dict[str, np.ndarray], loss_a: np.ndarray, loss_b: np.ndarr
     ``MIN_DOCUMENTS`` documents); with more, a t interval over the per-seed
     differences (paired by seed).
     """
-    from ema_boundary.stats import mean_ci
-
     n_seeds, n = loss_a.shape
-    doc_ids, weights = _resamples(docs, bootstrap, seed)
+    doc_ids, weights = stats.document_resamples(docs, bootstrap, seed)
     total_gap = float((loss_b - loss_a).mean())
     rows = []
     for name, mask in masks.items():
@@ -384,11 +351,11 @@ def summarize(masks: dict[str, np.ndarray], loss_a: np.ndarray, loss_b: np.ndarr
             continue
         a, b = loss_a[:, mask].mean(1), loss_b[:, mask].mean(1)
         diff = float((b - a).mean())
+        resampled = None if n_seeds > 1 else stats.resampled_means(doc_ids, loss_b[0] - loss_a[0], mask, weights,
+                                                                   MIN_DOCUMENTS)
+        ci = stats.seed_interval(b - a, resampled)
         if n_seeds > 1:
-            ci = [float(x) for x in mean_ci((b - a).tolist())["ci95"]]
             row |= {"loss_a_per_seed": a.tolist(), "loss_b_per_seed": b.tolist()}
-        else:
-            ci = _percentiles(_resampled_means(doc_ids, loss_b[0] - loss_a[0], mask, weights))
         rows.append({**row, "loss_a": float(a.mean()), "loss_b": float(b.mean()), "difference": diff, "ci95": ci,
                      "share_of_gap": count * diff / (n * total_gap) if total_gap else math.nan})
     return rows
@@ -398,19 +365,16 @@ def contrast(x: np.ndarray, y: np.ndarray, loss_a: np.ndarray, loss_b: np.ndarra
              bootstrap: int = 1000, seed: int = 0) -> dict[str, Any]:
     """How much larger the gap B - A is on tokens ``x`` than on tokens ``y`` (a difference of differences), with
     its 95% interval: the same document resamples for both (bootstrap), or paired by seed."""
-    from ema_boundary.stats import mean_ci
-
     if not x.any() or not y.any():
         return {"value": None, "ci95": None}
     gaps = loss_b - loss_a
     per_seed = gaps[:, x].mean(1) - gaps[:, y].mean(1)
-    if len(per_seed) > 1:
-        ci = [float(v) for v in mean_ci(per_seed.tolist())["ci95"]]
-    else:
-        doc_ids, weights = _resamples(docs, bootstrap, seed)
-        mx, my = (_resampled_means(doc_ids, gaps[0], m, weights) for m in (x, y))
-        ci = _percentiles(None if mx is None or my is None else mx - my)
-    return {"value": float(per_seed.mean()), "ci95": ci}
+    resampled = None
+    if len(per_seed) == 1:
+        doc_ids, weights = stats.document_resamples(docs, bootstrap, seed)
+        mx, my = (stats.resampled_means(doc_ids, gaps[0], m, weights, MIN_DOCUMENTS) for m in (x, y))
+        resampled = None if mx is None or my is None else mx - my
+    return {"value": float(per_seed.mean()), "ci95": stats.seed_interval(per_seed, resampled)}
 
 
 def class_masks(cls: np.ndarray, block_size: int) -> dict[str, np.ndarray]:

@@ -52,14 +52,16 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
 from transformers import PretrainedConfig
 
+from ema_boundary import stats
 from ema_boundary.io import atomic_file
 from ema_boundary.params import parameter_counts
+from ema_boundary.verdicts import A_HIGHER, A_LOWER, EQUIVALENT, NOT_RESOLVED, UNRESOLVED, higher
+from eval import verdicts
 from eval.mamba_scan import fast_mamba_scan
 from eval.sweep.plan import RateRule, choose
 from modeling_spen.mixer_mamba import mamba_state_numbers
@@ -598,8 +600,8 @@ def map_entry(config: PretrainedConfig, task: RecallTask, recipe: RecallRecipe, 
     """One model of the map from its per-seed :func:`recall_model` results (``seed -> result``).
 
     ``accuracy`` is the mean over seeds per pair count and ``interval`` its 95% interval
-    (:func:`accuracy_interval`); ``best_lr`` the rate most seeds chose (ties: the smaller), ``steps`` the
-    most any seed ran; the per-seed results stay under ``seeds`` (their rate sweeps included); the arm's
+    (:func:`ema_boundary.stats.accuracy_interval`); ``best_lr`` the rate most seeds chose (ties: the smaller),
+    ``steps`` the most any seed ran; the per-seed results stay under ``seeds`` (their rate sweeps included); the arm's
     write rule and state numbers per layer at the task's length are those of :func:`describe_arm`.
     """
     seeds = list(runs)
@@ -608,13 +610,13 @@ def map_entry(config: PretrainedConfig, task: RecallTask, recipe: RecallRecipe, 
     for n in task.pairs:
         per_seed = [runs[s]["accuracy"][str(n)] for s in seeds]
         accuracy[str(n)] = sum(per_seed) / len(per_seed)
-        interval[str(n)] = list(accuracy_interval(per_seed, recipe.eval_examples * n))
+        interval[str(n)] = list(stats.accuracy_interval(per_seed, recipe.eval_examples * n))
     chosen = [runs[s]["best_lr"] for s in seeds]
     return {
         "pairs": list(task.pairs),
         "accuracy": accuracy,
         "interval": interval,
-        "interval_method": INTERVAL_METHODS[len(seeds) > 1],
+        "interval_method": stats.ACCURACY_INTERVAL_METHODS[len(seeds) > 1],
         "best_lr": min(set(chosen), key=lambda lr: (-chosen.count(lr), lr)),
         "chance": task.chance,
         "steps": max(runs[s]["steps"] for s in seeds),
@@ -625,35 +627,6 @@ def map_entry(config: PretrainedConfig, task: RecallTask, recipe: RecallRecipe, 
         **describe_arm(config, task.seq_len),
         "seeds": {str(s): runs[s] for s in seeds},
     }
-
-
-INTERVAL_METHODS = ("Wilson 95% over the evaluation queries (one seed: no seed-to-seed spread in it)",
-                    "percentile bootstrap 95% of the mean over seeds (10,000 resamples)")
-
-
-def accuracy_interval(per_seed: Sequence[float], queries: int, resamples: int = 10_000) -> tuple[float, float]:
-    """A 95% interval of a mean accuracy that stays inside [0, 1].
-
-    Over two or more seeds, the percentile bootstrap of the mean over seeds (seeds resampled with
-    replacement, a fixed generator): the seed-to-seed spread, which is what decides whether a lookup forms.
-    With one seed, the Wilson score interval of its ``queries`` scored queries: evaluation noise only.
-    """
-    if len(per_seed) > 1:
-        values = np.asarray(per_seed, dtype=float)
-        picks = np.random.default_rng(0).integers(0, len(values), (resamples, len(values)))
-        means = values[picks].mean(1)
-        return float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
-    return wilson(round(per_seed[0] * queries), queries)
-
-
-def wilson(successes: int, trials: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """The Wilson score interval of ``successes / trials`` (95% by default); inside [0, 1] by construction."""
-    if trials < 1:
-        raise ValueError(f"wilson: trials must be a positive integer, got {trials!r}")
-    p = successes / trials
-    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
-    half = z / (1 + z * z / trials) * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials))
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def _recall_job(job: tuple) -> dict:
@@ -834,7 +807,10 @@ ESCAPE_PAIRS = 16  # the pair count the claim is about (the map's largest by def
 ESCAPE_MARGIN = 0.05  # declared: a difference within 5 points of accuracy counts as equal (TOST)
 ESCAPE_MIN_SEEDS = 5  # the suite's rule: a verdict on a difference rests on >= 5 paired seeds
 CONTROL_BAR = 0.95  # the positive control's bar at ESCAPE_PAIRS (issue 14)
-ESCAPE_VERDICTS = ("selective higher", "fixed higher", "equivalent", "not resolved")
+# The comparison's verdicts name the arm (eval.verdicts.difference_verdict of selective - fixed; "not resolved" short).
+SELECTIVE_HIGHER, FIXED_HIGHER = higher("selective"), higher("fixed")
+ESCAPE_WORDS = {A_HIGHER: SELECTIVE_HIGHER, A_LOWER: FIXED_HIGHER, NOT_RESOLVED: UNRESOLVED}
+ESCAPE_VERDICTS = (SELECTIVE_HIGHER, FIXED_HIGHER, EQUIVALENT, UNRESOLVED)
 
 
 def escape_comparison(
@@ -863,8 +839,6 @@ def escape_comparison(
     "comparisons": {str(N): {...}}}``; ``headline`` is :data:`ESCAPE_HEADLINE` when it ran, else the
     first size that did, and ``verdict`` is its comparison's (None when no pair of arms ran).
     """
-    from ema_boundary import stats
-
     control_passed = None
     if control is not None and control in recall:
         acc = recall[control]["accuracy"]
@@ -881,8 +855,10 @@ def escape_comparison(
         sel = {s: a["seeds"][s]["accuracy"][at] for s in seeds}
         fix = {s: b["seeds"][s]["accuracy"][at] for s in seeds}
         c = stats.compare(sel, fix, margin)
-        ci95 = [max(-1.0, c.ci95[0]), min(1.0, c.ci95[1])]
-        verdict, reason = _escape_verdict(c, ci95, len(seeds), min_seeds, margin, control_passed)
+        kind, ci95, reason = verdicts.difference_verdict(c, min_seeds, (-1.0, 1.0), digits=3)
+        verdict = ESCAPE_WORDS.get(kind, kind)
+        if kind == EQUIVALENT and not control_passed:  # two arms that fail under a short recipe say nothing
+            verdict, reason = UNRESOLVED, "equal within the margin, but without a positive control that passed"
         comparisons[str(size)] = {
             "state_size": size, "pairs": int(at), "selective": selective, "fixed": fixed,
             "state_numbers": {"selective": a.get("state_numbers"), "fixed": b.get("state_numbers")},
@@ -903,22 +879,6 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _escape_verdict(c, ci95: list[float], n: int, min_seeds: int, margin: float,
-                    control_passed: bool | None) -> tuple[str, str]:
-    if n < min_seeds:
-        return "not resolved", f"{n} paired seed(s), fewer than the {min_seeds} a verdict on a difference needs"
-    interval = f"95% interval [{ci95[0]:+.3f}, {ci95[1]:+.3f}]"
-    if ci95[0] > 0:
-        return "selective higher", f"{interval} above 0"
-    if ci95[1] < 0:
-        return "fixed higher", f"{interval} below 0"
-    if c.verdict == "equivalent":
-        if control_passed:
-            return "equivalent", f"90% interval [{c.ci90[0]:+.3f}, {c.ci90[1]:+.3f}] inside ±{margin:g}"
-        return "not resolved", "equal within the margin, but without a positive control that passed"
-    return "not resolved", f"{interval} holds 0 and the 90% interval is not inside ±{margin:g}"
-
-
 __all__ = [
     "RecallTask",
     "RecallRecipe",
@@ -934,8 +894,6 @@ __all__ = [
     "recall_map",
     "check_seeds",
     "map_entry",
-    "accuracy_interval",
-    "wilson",
     "default_map_configs",
     "WRITE_RULES",
     "write_rule",

@@ -2,7 +2,7 @@
 
 A verdict counts only where it could have come out the other way, in a regime where the models can speak. So
 every verdict here is a rule on an interval behind zero or more **gates**, and a failed gate turns any verdict
-into :data:`NOT_TESTABLE`, carrying the gate's numbers:
+into "not testable in this regime", carrying the gate's numbers (the words: :mod:`ema_boundary.verdicts`):
 
 - :func:`ngram_gate` (competence): every model's loss below a Kneser-Ney line on the same tokens (the
   declared order: the bigram, or a trigram for a claim about context use);
@@ -12,9 +12,9 @@ into :data:`NOT_TESTABLE`, carrying the gate's numbers:
 - :func:`interior_gate` (reachability of the tuning rule): every chosen rate inside the rates tried;
 - :func:`decidability_gate` (a structure claim only on roles no short window decides).
 
-Rules from intervals: :func:`target_verdict` (a number against the paper's), :func:`difference_verdict` (a
-paired difference: higher / lower / equivalent within a declared margin / not resolved), :func:`escape_verdict`
-(an escape from the floor, what an arm scores without a lookup, that cannot be won at the floor).
+Rules from intervals: :func:`difference_verdict` (a paired difference: higher / lower / equivalent within a declared
+margin / not resolved), :func:`escape_verdict` (an escape from the floor, what an arm scores without a lookup, that
+cannot be won at the floor); a number against the paper's: :func:`ema_boundary.stats.target_verdict`.
 """
 
 from __future__ import annotations
@@ -25,17 +25,17 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ema_boundary import stats
-
-MET, REFUTED, NOT_RESOLVED = stats.MET, stats.REFUTED, stats.NOT_RESOLVED
-NOT_TESTABLE = "not testable in this regime"
-NEITHER_ESCAPES = "neither escapes at this budget"
-NOT_RUN = "not run"
-PARTLY_MET = "partly met"
-EQUIVALENT = "equivalent"
-VERDICTS = (MET, REFUTED, NOT_RESOLVED, NOT_TESTABLE, NEITHER_ESCAPES, NOT_RUN, PARTLY_MET)
-# The one- or two-word form of each verdict for the report's first table.
-SHORT = {MET: "met", REFUTED: "refuted", NOT_RESOLVED: "not resolved", NOT_TESTABLE: "not testable",
-         NEITHER_ESCAPES: "neither escapes", NOT_RUN: "not run", PARTLY_MET: "partly met"}
+from ema_boundary.verdicts import (
+    A_HIGHER,
+    A_LOWER,
+    EQUIVALENT,
+    MET,
+    NEITHER_ESCAPES,
+    NOT_RESOLVED,
+    NOT_RUN,
+    NOT_TESTABLE,
+    REFUTED,
+)
 
 
 @dataclass(frozen=True)
@@ -124,29 +124,26 @@ def gated(verdict: str, gates: Sequence[Gate]) -> tuple[str, str]:
     return verdict, "; ".join(g.why for g in gates)
 
 
-def target_verdict(ci95: Sequence[float], target: float, strictly_above: bool = False) -> str:
-    """A number against the paper's: :data:`MET` at or above, :data:`REFUTED` below, else not resolved."""
-    return stats.target_verdict(ci95, target, strictly_above)
-
-
-def difference_verdict(c: stats.Comparison, min_seeds: int = 5, bounds: tuple[float, float] | None = None
-                       ) -> tuple[str, list[float], str]:
-    """A paired difference ``a - b``: "a higher", "a lower", "equivalent" (the 90% interval inside the declared
-    margin) or "not resolved" (also with fewer than ``min_seeds`` seeds). ``bounds`` clips the 95% interval to
-    the quantity's range (a difference of fractions: (-1, 1)). Returns the verdict, the interval and why."""
+def difference_verdict(c: stats.Comparison, min_seeds: int = 5, bounds: tuple[float, float] | None = None,
+                       digits: int = 4) -> tuple[str, list[float], str]:
+    """A paired difference ``a - b``: :data:`A_HIGHER` (the 95% interval above 0), :data:`A_LOWER` (below 0),
+    :data:`EQUIVALENT` (the 90% interval inside the declared margin) or :data:`NOT_RESOLVED` (also with fewer than
+    ``min_seeds`` seeds). ``bounds`` clips the 95% interval to the quantity's range (a difference of fractions:
+    (-1, 1)); ``digits``: the decimals the reason prints. Returns the verdict, the interval and why."""
     lo, hi = c.ci95
     if bounds is not None:
         lo, hi = max(bounds[0], lo), min(bounds[1], hi)
     ci = [lo, hi]
-    interval = f"95% interval [{lo:+.4f}, {hi:+.4f}]"
+    interval = f"95% interval [{lo:+.{digits}f}, {hi:+.{digits}f}]"
     if c.n < min_seeds:
         return NOT_RESOLVED, ci, f"{c.n} paired seed(s), fewer than the {min_seeds} a verdict on a difference needs"
     if lo > 0:
-        return "a higher", ci, f"{interval} above 0"
+        return A_HIGHER, ci, f"{interval} above 0"
     if hi < 0:
-        return "a lower", ci, f"{interval} below 0"
-    if c.verdict == "equivalent":
-        return EQUIVALENT, ci, f"90% interval [{c.ci90[0]:+.4f}, {c.ci90[1]:+.4f}] inside ±{c.equivalence_margin:g}"
+        return A_LOWER, ci, f"{interval} below 0"
+    if c.verdict == EQUIVALENT:
+        return EQUIVALENT, ci, (f"90% interval [{c.ci90[0]:+.{digits}f}, {c.ci90[1]:+.{digits}f}] inside "
+                                f"±{c.equivalence_margin:g}")
     return NOT_RESOLVED, ci, f"{interval} holds 0" + (
         f" and the 90% interval is not inside ±{c.equivalence_margin:g}" if c.equivalence_margin else "")
 
@@ -180,12 +177,12 @@ def escape_verdict(selective: Mapping[Any, float], fixed: Mapping[Any, float], *
                "ci90": [_finite(x) for x in c.ci90], "seeds": seeds, "copying": copying, "copy_bar": bar,
                "min_effect": min_effect, "margin": margin}
     above_s, above_f = mean_s > bar, mean_f > bar
-    if kind == "a higher" and c.difference >= min_effect and above_s:
+    if kind == A_HIGHER and c.difference >= min_effect and above_s:
         verdict, why = MET, f"selective escapes: {why}, effect {c.difference:+.3f} >= {min_effect:g}, " \
                             f"selective {mean_s:.3f} above the floor {copying:.3f} + {copy_margin:g}"
-    elif kind == "a lower" and -c.difference >= min_effect and above_f:
+    elif kind == A_LOWER and -c.difference >= min_effect and above_f:
         verdict, why = REFUTED, f"the fixed bank is higher: {why}, fixed {mean_f:.3f} above the floor"
-    elif kind in ("a higher", "a lower", EQUIVALENT) and not above_s and not above_f:
+    elif kind in (A_HIGHER, A_LOWER, EQUIVALENT) and not above_s and not above_f:
         verdict, why = NEITHER_ESCAPES, (f"selective {mean_s:.3f}, fixed {mean_f:.3f}: both at or below the "
                                          f"floor {copying:.3f} + {copy_margin:g} ({why})")
     elif kind == EQUIVALENT and above_s and above_f:
@@ -195,7 +192,7 @@ def escape_verdict(selective: Mapping[Any, float], fixed: Mapping[Any, float], *
                                       f"{'selective' if above_s else 'fixed'} mean is above the floor "
                                       f"{copying:.3f} + {copy_margin:g} (selective {mean_s:.3f}, fixed {mean_f:.3f}; "
                                       f"{why})")
-    elif kind in ("a higher", "a lower"):
+    elif kind in (A_HIGHER, A_LOWER):
         verdict, why = NOT_RESOLVED, f"a difference below the declared effect {min_effect:g} ({why})"
     else:
         verdict = NOT_RESOLVED
@@ -207,6 +204,5 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-__all__ = ["EQUIVALENT", "Gate", "MET", "NEITHER_ESCAPES", "NOT_RESOLVED", "NOT_RUN", "NOT_TESTABLE", "PARTLY_MET",
-           "REFUTED", "SHORT", "VERDICTS", "context_gate", "control_gate", "decidability_gate", "difference_verdict",
-           "escape_verdict", "gated", "interior_gate", "ngram_gate", "reference_gate", "target_verdict"]
+__all__ = ["Gate", "context_gate", "control_gate", "decidability_gate", "difference_verdict", "escape_verdict", "gated",
+           "interior_gate", "ngram_gate", "reference_gate"]

@@ -12,7 +12,7 @@ For each seed (``RunSize.seeds`` of them, derived from ``--seed``):
 3. score every model on every evaluation split, per role and per derived kind.
 
 Then means over seeds with 95% bootstrap intervals over seeds and test sentences
-(:mod:`grammar_probe.intervals`), paired differences Holm-adjusted within each table, the paper's rows
+(:class:`ema_boundary.stats.Bootstrap`), paired differences Holm-adjusted within each table, the paper's rows
 with a verdict that follows from the intervals and the row's causal cap, the ratios a causal reader
 can reach, the Hebbian-learning claim row, the training budgets and the window-gap check at every k;
 written as ``results.json`` (schema in docs/grammar_probe.md), ``report.md`` and PNG figures.
@@ -37,11 +37,11 @@ from datasets import DatasetDict
 from ema_boundary import stats
 from ema_boundary.io import atomic_dir, check_output_dir, write_json
 from ema_boundary.paper import PAPER
+from ema_boundary.verdicts import EQUIVALENT, HIGHER, LOWER, NOT_RESOLVED, UNREACHABLE
 from grammar_probe.baselines import MajorityWord, ema_features, fit_window_tagger
 from grammar_probe.bigru import train_bigru
 from grammar_probe.ceilings import KINDS
 from grammar_probe.dataset import DatasetFormatError, compute_ceilings, load_ceilings, load_grammar_dataset
-from grammar_probe.intervals import METHOD, Bootstrap, difference, holm_family, interval
 from grammar_probe.linear_probe import LinearProbe
 from grammar_probe.names import ARGUMENT_ROLES, MODELS, TRACE_MODELS
 from grammar_probe.protocol import (
@@ -267,19 +267,16 @@ def _key(table: dict, k: int):
 SHORTCUTS = ("majority_word", "window", "plain_ema", "spcn_frozen")  # the paper rows' measure, for them too
 
 
-UNREACHABLE = "not reachable on this grammar"  # the paper's number lies beyond what any causal reader can reach
-
-
 class _Scores:
     """Every model's per-token correctness (seeds x tokens) on every evaluated split, and the bootstrap
-    (grammar_probe.intervals) that turns any selection of tokens into per-seed accuracies and replicates.
+    (ema_boundary.stats.Bootstrap) that turns any selection of tokens into per-seed accuracies and replicates.
 
     A selection is ``"all"``, ``"argument_roles"``, ``"kind:<kind>"`` or ``"role:<role>"``.
     """
 
     def __init__(self, correct: dict[str, dict[str, np.ndarray]], gold: dict[str, np.ndarray],
                  sentence: dict[str, np.ndarray], names: Sequence[str], kind_of: dict[str, str],
-                 boot: Bootstrap) -> None:
+                 boot: stats.Bootstrap) -> None:
         self.correct, self.gold, self.sentence, self.boot = correct, gold, sentence, boot
         self.names, self.kind_of = list(names), kind_of
         self._cache: dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]] = {}
@@ -309,21 +306,21 @@ class _Scores:
         return self._cache[key]
 
     def acc(self, split: str, model: str, sel: str = "all") -> dict:
-        return interval(*self.get(split, model, sel))
+        return stats.bootstrap_interval(*self.get(split, model, sel))
 
     def diff(self, a: tuple[str, str], b: tuple[str, str], sel: str, margin: float | None = EQUIVALENCE_MARGIN
              ) -> dict:
         """Paired (same seeds, and same sentences within a split) difference of (split, model) a minus b."""
-        return difference(*self.get(*a, sel), *self.get(*b, sel), margin)
+        return stats.bootstrap_difference(*self.get(*a, sel), *self.get(*b, sel), margin)
 
     def ratio(self, a: tuple[str, str], b: tuple[str, str], sel: str = "all") -> dict:
         (sa, ra), (sb, rb) = self.get(*a, sel), self.get(*b, sel)
-        return interval(sa / sb, ra / rb)
+        return stats.bootstrap_interval(sa / sb, ra / rb)
 
     def constant_over(self, value: float, b: tuple[str, str], sel: str = "all") -> dict:
         """A fixed number (a ceiling) over a model's accuracy, with the model's sampling variation."""
         sb, rb = self.get(*b, sel)
-        return interval(value / sb, value / rb)
+        return stats.bootstrap_interval(value / sb, value / rb)
 
 
 def _row_verdict(ours: dict, target: float, strict: bool) -> str:
@@ -412,7 +409,7 @@ def _ratios(scores: _Scores, split_ceilings: dict) -> dict | None:
     if c is not None:
         out["causal_ceiling"] = c
         sp, rp = scores.get(split, "spcn")
-        out["spcn_over_causal_ceiling"] = interval(sp / c, rp / c)
+        out["spcn_over_causal_ceiling"] = stats.bootstrap_interval(sp / c, rp / c)
         out["causal_cap_over_bigru"] = scores.constant_over(c, (split, "bigru"))
     return out
 
@@ -424,7 +421,7 @@ def _drop_difference(scores: _Scores, model: str) -> dict:
         scores.get("test_counterfactual", "spcn", "argument_roles")
     (mw, mrw), (mc, mrc) = scores.get("test_within_a", model, "argument_roles"), \
         scores.get("test_counterfactual", model, "argument_roles")
-    return difference(sw - sc, rw - rc, mw - mc, mrw - mrc, EQUIVALENCE_MARGIN)
+    return stats.bootstrap_difference(sw - sc, rw - rc, mw - mc, mrw - mrc, EQUIVALENCE_MARGIN)
 
 
 def _hebbian(learning: dict) -> dict | None:
@@ -436,13 +433,13 @@ def _hebbian(learning: dict) -> dict | None:
     if not within:
         return None
     vs_frozen, vs_ema = within[kind]["spcn_minus_spcn_frozen"], within[kind]["spcn_minus_plain_ema"]
-    if vs_frozen["conclusion"] == "higher" and vs_ema["conclusion"] == "higher":
+    if vs_frozen["conclusion"] == HIGHER and vs_ema["conclusion"] == HIGHER:
         verdict = "matters: SPCN above both its frozen twin and a plain EMA"
-    elif vs_frozen["conclusion"] in ("equivalent", "lower") or vs_ema["conclusion"] in ("equivalent", "lower"):
+    elif vs_frozen["conclusion"] in (EQUIVALENT, LOWER) or vs_ema["conclusion"] in (EQUIVALENT, LOWER):
         verdict = "does not matter at this margin: SPCN not above " + (
-            "its frozen twin" if vs_frozen["conclusion"] in ("equivalent", "lower") else "a plain EMA")
+            "its frozen twin" if vs_frozen["conclusion"] in (EQUIVALENT, LOWER) else "a plain EMA")
     else:
-        verdict = stats.NOT_RESOLVED
+        verdict = NOT_RESOLVED
     return {"split": "test_within_a", "kind": kind, "margin": EQUIVALENCE_MARGIN,
             "spcn_minus_spcn_frozen": vs_frozen, "spcn_minus_plain_ema": vs_ema, "verdict": verdict}
 
@@ -540,7 +537,7 @@ def run_experiment(
     sentence = {s: np.repeat(np.arange(len(n)), n) for s, n in lengths.items()}
     correct = {s: {m: np.stack([preds[s][m] == gold[s] for preds, _ in outputs]) for m in MODELS}
                for s in eval_splits}
-    boot = Bootstrap(len(seeds), {s: len(n) for s, n in lengths.items()}, seed=seed)
+    boot = stats.Bootstrap(len(seeds), {s: len(n) for s, n in lengths.items()}, seed=seed)
     scores = _Scores(correct, gold, sentence, names, kind_of, boot)
 
     results_splits: dict = {}
@@ -574,7 +571,7 @@ def run_experiment(
                 for kind in [*results_splits[split]["spcn"]["by_kind"], "all"]}
         for split in eval_splits
     }
-    holm_family([c for kinds in learning.values() for by in kinds.values() for c in by.values()], "learning")
+    stats.holm_family([c for kinds in learning.values() for by in kinds.values() for c in by.values()], "learning")
 
     split_ceilings = {s: _split_ceiling_summary(ceilings["splits"][s], kind_of)
                       for s in eval_splits if s in ceilings.get("splits", {})}
@@ -593,11 +590,11 @@ def run_experiment(
             } for m in MODELS},
             "ceiling": split_ceilings.get("test_counterfactual", {}).get("argument_roles"),
         }
-        holm_family([r["drop"] for r in counterfactual["models"].values()], "counterfactual")
+        stats.holm_family([r["drop"] for r in counterfactual["models"].values()], "counterfactual")
         # Is SPCN's drop smaller than each other model's? (the paper's explanation: the BiGRU memorised)
         counterfactual["spcn_drop_minus"] = {
             m: _drop_difference(scores, m) for m in MODELS if m != "spcn"}
-        holm_family(list(counterfactual["spcn_drop_minus"].values()), "counterfactual drop differences")
+        stats.holm_family(list(counterfactual["spcn_drop_minus"].values()), "counterfactual drop differences")
     hebbian = _hebbian(learning)
 
     results = {
@@ -617,7 +614,7 @@ def run_experiment(
         "learning": learning,
         "hebbian_learning": hebbian,
         "training": _training_summary(logs, size),
-        "intervals": {"method": METHOD, "replicates": boot.replicates, "alpha": stats.ALPHA,
+        "intervals": {"method": stats.BOOTSTRAP_METHOD, "replicates": boot.replicates, "alpha": stats.ALPHA,
                       "multiple_comparisons": "holm within each table's family (learning, counterfactual, "
                                               "counterfactual drop differences); paper rows: one 95% interval each "
                                               "against a fixed target"},

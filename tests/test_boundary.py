@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from eval.report.boundary import boundary_figure, draw
-from eval.report.claims import evaluate, one_screen, short_name, short_verdict
+from eval.report.claim_rows import evaluate, one_screen, short_name, short_verdict
 from eval.report.plan import REPO
 from eval.report.schema import migrate
 

@@ -11,7 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from eval.report.claims import CLAIMS, EXPERIMENTS, Verdict, evaluate, get, one_screen
+from ema_boundary.verdicts import Verdict
+from eval.report.claim_checks import EXPERIMENTS
+from eval.report.claim_rows import evaluate, one_screen
+from eval.report.claim_rules import get
+from eval.report.claims import CLAIMS
 from eval.report.plan import REPO
 from eval.report.render import claim_detail, claims_table, readme_results
 from eval.report.schema import migrate
@@ -224,7 +228,7 @@ def test_readme_block_is_rendered_from_the_claims(committed: dict) -> None:
 
 def test_the_escape_rule_reads_the_recall_maps_verdicts():
     from eval.recall import ESCAPE_VERDICTS
-    from eval.report.claims import CLAIMS, Verdict
+    from eval.report.claims import CLAIMS
 
     claim = next(c for c in CLAIMS if c.id == "selection_escapes_recall")
     expected = {"selective higher": Verdict.MET, "fixed higher": Verdict.REFUTED, "equivalent": Verdict.REFUTED,

@@ -16,9 +16,11 @@ from typing import Any
 import pytest
 import yaml
 
+from ema_boundary import verdicts as words
 from eval import verdicts
 from eval.depth import claim_verdict, paired_table
-from eval.report.claims import CLAIMS, evaluate, one_screen
+from eval.report.claim_rows import evaluate, one_screen
+from eval.report.claims import CLAIMS
 from eval.report.committed import SOURCES, read_sweep, sweeps_block
 from eval.report.plan import REPO, Plan, PlanError
 from eval.sweep.analyses import ANALYSES
@@ -83,7 +85,7 @@ def test_selective_escapes_reads_the_headline_with_both_numbers_and_its_conditio
         "gpt2": SOLVED, "linear-ema16": [0.10, 0.11, 0.09, 0.10, 0.12],
         "linear-selective_ssm": [0.40, 0.45, 0.38, 0.42, 0.44],
         "linear_attention-sequence": [0.9, 0.92, 0.9, 0.91, 0.9]})
-    assert results["analysis"]["escape"]["16"]["verdict"] == verdicts.MET
+    assert results["analysis"]["escape"]["16"]["verdict"] == words.MET
     block = sweeps_block({"recall_map": str(tmp_path / "recall")})
     rows = evaluate(report_with(block))
     r = row(rows, "selection_escapes_recall")
@@ -135,12 +137,12 @@ def test_neither_escapes_and_a_failed_control(tmp_path: Path) -> None:
     recall_sweep(tmp_path / "a", {"gpt2": SOLVED, "linear-ema16": [0.06, 0.06, 0.07, 0.06, 0.06],
                                   "linear-selective_ssm": [0.08, 0.09, 0.08, 0.09, 0.08]})
     r = row(evaluate(report_with(sweeps_block({"recall_map": str(tmp_path / "a")}))), "selection_escapes_recall")
-    assert r["verdict"] == verdicts.NEITHER_ESCAPES and r["verdict_short"] == "neither escapes"
+    assert r["verdict"] == words.NEITHER_ESCAPES and r["verdict_short"] == "neither escapes"
     assert "selective 0.084, fixed 0.062" in r["detail"]
     recall_sweep(tmp_path / "b", {"gpt2": [0.5] * 5, "linear-ema16": [0.1] * 5,
                                   "linear-selective_ssm": [0.4, 0.41, 0.42, 0.4, 0.43]})
     r = row(evaluate(report_with(sweeps_block({"recall_map": str(tmp_path / "b")}))), "selection_escapes_recall")
-    assert r["verdict"] == verdicts.NOT_TESTABLE
+    assert r["verdict"] == words.NOT_TESTABLE
     assert "control gpt2: accuracy at 16 pairs 0.500 < its bar 0.95" in r["detail"]
 
 
@@ -181,7 +183,7 @@ def test_the_ladder_row_reads_the_deciding_size_and_keeps_the_regime_wording(tmp
     assert "committed ladder" in row(rows, "perplexity_gap")["conditions"]  # this run's row names it too
     ladder_sweep(tmp_path / "under", [3.40, 3.41, 3.42], [3.60, 3.62, 3.61], 3.45)
     r = row(evaluate(report_with(sweeps_block({"ladder": str(tmp_path / "under")}))), "perplexity_gap_ladder")
-    assert r["verdict"] == verdicts.NOT_TESTABLE and r["verdict_short"] == "not testable: baseline under-trained"
+    assert r["verdict"] == words.NOT_TESTABLE and r["verdict_short"] == "not testable: baseline under-trained"
     assert "baseline under-trained at w128: gpt2 3.610 vs the plain reference 3.450 nats" in r["detail"]
 
 
@@ -210,7 +212,7 @@ def test_a_ladder_whose_largest_size_cannot_speak_is_not_testable(tmp_path: Path
                                   "w128": ([3.40, 3.41, 3.42], [3.60, 3.62, 3.61], 3.45)})
     rows = evaluate(report_with(sweeps_block({"ladder": str(tmp_path / "l")})))
     r = row(rows, "perplexity_gap_ladder")
-    assert r["verdict"] == verdicts.NOT_TESTABLE and "w128" in r["detail"] and r["ours"].startswith("w128")
+    assert r["verdict"] == words.NOT_TESTABLE and "w128" in r["detail"] and r["ours"].startswith("w128")
     # The headline row keeps its own gate and says where along the ladder the gap can be read.
     head = row(rows, "perplexity_gap")
     assert f"committed ladder `{tmp_path / 'l'}`" in head["conditions"]
@@ -318,7 +320,7 @@ def test_the_reader_and_trace_rows_read_the_longest_budget(tmp_path: Path) -> No
     ablation_sweep(tmp_path / "weak", "ablation-predictor", {"linear": base, "linear_attention-state": base}, 3.0)
     r = row(evaluate(report_with(sweeps_block({"ablation_predictor": str(tmp_path / "weak")}))),
             "readers_identical_budgets")
-    assert r["verdict"] == verdicts.NOT_TESTABLE and "2,000 steps: linear 4.000 nats not all below" in r["detail"]
+    assert r["verdict"] == words.NOT_TESTABLE and "2,000 steps: linear 4.000 nats not all below" in r["detail"]
 
 
 def depth_sweep(folder: Path, attention_better: bool, gate_holds: bool) -> dict[str, Any]:
@@ -357,7 +359,7 @@ def test_the_depth_rows_read_the_sweep_the_loss_behind_its_gate(tmp_path: Path) 
     # The probe row needs no language-model gate; the loss row is not read behind a failed one.
     assert row(rows, "depth_selection_recovers")["verdict"] == r["verdict"]
     loss = row(rows, "depth_selection_loss")
-    assert loss["verdict"] == verdicts.NOT_TESTABLE and "Kneser-Ney bigram 4.2" in loss["detail"]
+    assert loss["verdict"] == words.NOT_TESTABLE and "Kneser-Ney bigram 4.2" in loss["detail"]
 
 
 def test_without_a_committed_sweep_the_rows_keep_their_older_readers() -> None:
@@ -452,7 +454,7 @@ def test_a_real_tiny_recall_sweep_is_read(tmp_path: Path) -> None:
     read_sweep(out, "recall_map")
     r = row(evaluate(report_with(sweeps_block({"recall_map": str(out)}))), "selection_escapes_recall")
     # A toy budget: the control cannot pass, so no verdict; both arms' numbers are still printed.
-    assert r["verdict"] == verdicts.NOT_TESTABLE and "`linear-ema16`" in r["ours"] and "`linear`" in r["ours"]
+    assert r["verdict"] == words.NOT_TESTABLE and "`linear-ema16`" in r["ours"] and "`linear`" in r["ours"]
 
 
 def test_the_boundary_figure_draws_each_committed_sweep(tmp_path: Path) -> None:
@@ -523,7 +525,7 @@ def test_the_gap_row_reads_the_ladder_where_the_baseline_retrieves(tmp_path: Pat
     rows = evaluate(report_with(sweeps_block({"ladder": str(tmp_path / "blind")})))
     for claim in ("gap_on_recall_ladder", "perplexity_gap_ladder"):
         r = row(rows, claim)
-        assert r["verdict"] == verdicts.NOT_TESTABLE and "gpt2's windowed control" in r["detail"]
+        assert r["verdict"] == words.NOT_TESTABLE and "gpt2's windowed control" in r["detail"]
         assert "no retrieval shown" in r["detail"]
 
 
@@ -600,7 +602,7 @@ def test_the_headline_moves_to_the_longer_cap_once_both_arms_have_their_seeds(tm
     recall_sweep(tmp_path / "one", {"gpt2": SOLVED, "linear-ema16": fixed, "linear-selective_ssm": selective,
                                     "linear-ema16-x2": [0.105], "linear-selective_ssm-x2": [0.6]})
     r = row(evaluate(report_with(sweeps_block({"recall_map": str(tmp_path / "one")}))), "selection_escapes_recall")
-    assert r["verdict"] == verdicts.NEITHER_ESCAPES and "cap 2,000 steps" in r["strength"]
+    assert r["verdict"] == words.NEITHER_ESCAPES and "cap 2,000 steps" in r["strength"]
     assert ("at the longer cap (settings.escape_longer), 4,000 steps (1 of 5 seeds so far): "
             "`linear-selective_ssm-x2` 60.0% vs `linear-ema16-x2` 10.5% at 16 pairs (state per layer 1,216 vs 1,024 "
             "numbers), not resolved at this budget") in r["conditions"]
@@ -609,7 +611,7 @@ def test_the_headline_moves_to_the_longer_cap_once_both_arms_have_their_seeds(tm
                                      "linear-ema16-x2": [0.105, 0.10, 0.11, 0.10, 0.10],
                                      "linear-selective_ssm-x2": [0.6, 0.5, 0.55, 0.62, 0.58]})
     results = json.loads((tmp_path / "five" / RESULTS).read_text())
-    assert results["analysis"]["headline_at"] == "escape_longer" and results["analysis"]["verdict"] == verdicts.MET
+    assert results["analysis"]["headline_at"] == "escape_longer" and results["analysis"]["verdict"] == words.MET
     r = row(evaluate(report_with(sweeps_block({"recall_map": str(tmp_path / "five")}))), "selection_escapes_recall")
     assert r["verdict"] == "met" and "cap 4,000 steps" in r["strength"]
     assert "`linear-selective_ssm-x2` 57.0% vs `linear-ema16-x2` 10.3% at 16 pairs" in r["ours"]

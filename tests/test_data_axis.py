@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from ema_boundary.verdicts import NARROWS, WIDENS
 from eval.sweep import data_axis as da
 from eval.sweep.analyses import ANALYSES
 from eval.sweep.plan import ANALYSES as DECLARED
@@ -29,7 +30,7 @@ def _points(line: Any) -> list[dict[str, Any]]:
 def test_a_narrowing_trend_crosses_zero_beyond_the_data_with_an_interval() -> None:
     # SPEN 0.30 nats better at 1/8, 0.05 nats less per doubling: 0 at 6 doublings above 89,472 tokens (5.7M).
     fit = da.fit_trend(_points(lambda t: -0.30 + 0.05 * math.log2(t / 89_472)))
-    assert fit["reading"] == da.NARROWS and fit["slope"] == pytest.approx(0.05, abs=0.002)
+    assert fit["reading"] == NARROWS and fit["slope"] == pytest.approx(0.05, abs=0.002)
     assert 0 < fit["slope_ci95"][0] < 0.05 < fit["slope_ci95"][1] and fit["df"] == 10
     c = fit["crossing"]
     assert c["where"] == "beyond the data" and c["tokens"] == pytest.approx(89_472 * 64, rel=0.15)
@@ -48,10 +49,10 @@ def test_a_flat_trend_does_not_narrow_and_names_no_crossing() -> None:
     assert fit["slope_ci95"][0] < 0 < fit["slope_ci95"][1]
     assert "the gap does not narrow (slope +0.000 [" in da.trend_text({**fit, "setting": "w128-e6"})
     widening = da.fit_trend(_points(lambda t: -0.10 - 0.05 * math.log2(t / 89_472)))
-    assert widening["reading"] == da.WIDENS and widening["crossing"]["where"] == "before the data"
+    assert widening["reading"] == WIDENS and widening["crossing"]["where"] == "before the data"
     # SPEN's lead at 1/8 gone by 1/2 and reversed at all of the split: it narrows, and crossed within the data.
     crossed = da.fit_trend(_points(lambda t: -0.10 + 0.05 * math.log2(t / 89_472)))
-    assert crossed["reading"] == da.NARROWS and crossed["crossing"]["where"] == "within the data"
+    assert crossed["reading"] == NARROWS and crossed["crossing"]["where"] == "within the data"
     assert crossed["crossing"]["tokens"] == pytest.approx(89_472 * 4, rel=0.05)
 
 
@@ -150,7 +151,7 @@ def test_the_analysis_is_declared_and_fits_only_the_points_whose_gates_hold(tmp_
     assert points["w192-e6/f1_2"]["epochs"] == pytest.approx(999 * 2048 / 337_664)
     assert points["w192-e1/f1"]["gate"] is False and points["w192-e1/f1"]["spen"]["mean"] is None  # not run yet
     fit = out["fits"]["w192-e6"]
-    assert fit["points"] == ["w192-e6/f1_4", "w192-e6/f1_2", "w192-e6/f1"] and fit["reading"] == da.NARROWS
+    assert fit["points"] == ["w192-e6/f1_4", "w192-e6/f1_2", "w192-e6/f1"] and fit["reading"] == NARROWS
     assert [e["name"] for e in fit["excluded"]] == ["w192-e6/f1_8"]
     assert fit["slope"] == pytest.approx(0.05, abs=0.005) and fit["better"]["up_to"] == 675_840
     flat = out["fits"]["w128-e6"]

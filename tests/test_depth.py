@@ -156,7 +156,7 @@ from eval.depth import (  # noqa: E402  (the experiment's API, after the measure
     MIN_SEEDS,
     NOT_TESTABLE,
     claim_verdict,
-    competence_gate,
+    gate_record,
     paired_row,
     run_scalars,
 )
@@ -209,10 +209,10 @@ def test_claim_verdict_follows_the_rule(acc: str, growth: str, loss: str, expect
     assert failed["verdict"] == expected and failed["conclusion"] == NOT_TESTABLE
 
 
-def test_competence_gate_is_the_bigram_line() -> None:
+def test_gate_record_is_the_bigram_line() -> None:
     ngram = {"bigram": math.exp(4.0)}
-    assert competence_gate({"add": 3.9, "attention": 3.95}, ngram)["holds"] is True
-    gate = competence_gate({"add": 3.9, "attention": 4.1}, ngram)
+    assert gate_record({"add": 3.9, "attention": 3.95}, ngram)["holds"] is True
+    gate = gate_record({"add": 3.9, "attention": 4.1}, ngram)
     assert gate["holds"] is False and "4.100 nats" in gate["numbers"] and gate["bigram_loss"] == pytest.approx(4.0)
 
 
@@ -342,7 +342,7 @@ def experiment_result(gain: float = 0.1, loss_gap: float = -0.1, val_loss: float
     ngram = {"unigram": math.exp(6.0), "bigram": math.exp(4.0), "trigram": math.exp(3.8), "train_tokens": 1000,
              "eval_tokens": 100}
     table = paired_table(runs)
-    gate = competence_gate({r: sum(x["val_loss"] for x in runs[r].values()) / seeds for r in RESIDUALS}, ngram)
+    gate = gate_record({r: sum(x["val_loss"] for x in runs[r].values()) / seeds for r in RESIDUALS}, ngram)
     return {"claim": CLAIM, "rule": CLAIM_RULE, "design": DESIGN, "config": "hub_configs/spen-depth8/train.yaml",
             "model_config": "hub_configs/spen-depth8", "num_layers": 4, "hidden_size": 32,
             "residuals": list(RESIDUALS), "reference": "add", "seeds": list(range(seeds)), "max_steps": 100,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from grammar_probe.intervals import Bootstrap, difference, holm_family, interval
+from ema_boundary.stats import Bootstrap, bootstrap_difference, bootstrap_interval, holm_family
 
 
 def _data(p: float, seeds: int = 5, sentences: int = 200, length: int = 10, seed: int = 0):
@@ -18,9 +18,9 @@ def _data(p: float, seeds: int = 5, sentences: int = 200, length: int = 10, seed
 def test_accuracy_interval_stays_inside_0_1_even_at_the_edge():
     boot = Bootstrap(5, {"s": 200}, seed=1, replicates=500)
     correct, sentence = _data(0.995)
-    lo, hi = interval(*boot.replicates_of("s", correct, sentence))["ci95"]
+    lo, hi = bootstrap_interval(*boot.replicates_of("s", correct, sentence))["ci95"]
     assert 0.98 < lo <= hi <= 1.0
-    perfect = interval(*boot.replicates_of("s", np.ones_like(correct), sentence))
+    perfect = bootstrap_interval(*boot.replicates_of("s", np.ones_like(correct), sentence))
     assert perfect["ci95"] == (1.0, 1.0) and perfect["mean"] == 1.0
 
 
@@ -28,7 +28,7 @@ def test_interval_includes_test_sentence_sampling():
     """One seed only: a seed-only t interval has no width at all; the bootstrap still sees the sentences."""
     boot = Bootstrap(1, {"s": 200}, seed=1, replicates=500)
     correct, sentence = _data(0.8, seeds=1)
-    lo, hi = interval(*boot.replicates_of("s", correct, sentence))["ci95"]
+    lo, hi = bootstrap_interval(*boot.replicates_of("s", correct, sentence))["ci95"]
     se = np.sqrt(0.8 * 0.2 / 2000)  # 200 sentences of 10 i.i.d. tokens
     assert 3 * se < hi - lo < 5 * se  # ≈ 3.92 se
 
@@ -37,10 +37,10 @@ def test_paired_difference_zero_variance_and_clear_difference():
     boot = Bootstrap(5, {"s": 200}, seed=2, replicates=500)
     correct, sentence = _data(0.7)
     a = boot.replicates_of("s", correct, sentence)
-    same = difference(*a, *a, margin=0.01)
+    same = bootstrap_difference(*a, *a, margin=0.01)
     assert same["ci95"] == (0.0, 0.0) and same["p_difference"] == 1.0 and same["conclusion"] == "equivalent"
     worse = boot.replicates_of("s", correct & (np.arange(correct.shape[1]) % 4 != 0), sentence)
-    d = difference(*a, *worse, margin=0.01)
+    d = bootstrap_difference(*a, *worse, margin=0.01)
     assert d["conclusion"] == "higher" and d["ci95"][0] > 0.1 and d["p_difference"] < 0.01
 
 
@@ -69,7 +69,7 @@ def test_a_clear_difference_survives_holm_in_a_large_family():
     correct, sentence = _data(0.7)
     a = boot.replicates_of("s", correct, sentence)
     b = boot.replicates_of("s", correct & (np.arange(correct.shape[1]) % 10 != 0), sentence)
-    d = difference(*a, *b, margin=0.01)
+    d = bootstrap_difference(*a, *b, margin=0.01)
     assert d["p_difference"] < 0.05 / 60 and d["p_difference"] < 2 / 501
     family = [dict(d) for _ in range(60)]
     holm_family(family, "big")

@@ -8,13 +8,13 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, MambaConfig, MambaForCausalLM
 
+from ema_boundary.stats import accuracy_interval, wilson
 from eval.recall import (
     IGNORE,
     PAD,
     Curriculum,
     RecallRecipe,
     RecallTask,
-    accuracy_interval,
     default_map_configs,
     describe_arm,
     escape_comparison,
@@ -26,7 +26,6 @@ from eval.recall import (
     state_parts,
     task_config,
     train_recall,
-    wilson,
     write_rule,
 )
 from modeling_spen import SPENConfig, SPENForCausalLM

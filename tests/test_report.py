@@ -440,7 +440,7 @@ def test_progress_is_log_lines_when_the_output_is_a_file() -> None:
 
 @pytest.mark.slow
 def test_render_upgrade_rewrites_the_claims_from_the_table(tmp_path: Path) -> None:
-    from eval.report.claims import evaluate
+    from eval.report.claim_rows import evaluate
 
     folder = tmp_path / "committed"
     folder.mkdir()
@@ -541,7 +541,7 @@ def test_the_depth_stage_is_the_commands_sweep_and_writes_depth_json(tmp_path: P
 
 def test_the_escape_routes_section_shows_both_maps_with_their_verdicts(tmp_path: Path) -> None:
     from eval.report.assemble import depth_block
-    from eval.report.claims import evaluate
+    from eval.report.claim_rows import evaluate
     from eval.report.render import write_index
     from tests.test_depth import experiment_result
 

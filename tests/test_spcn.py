@@ -329,7 +329,7 @@ def test_bootstrap_per_seed_accuracies_equal_the_role_accuracy_metric():
     import evaluate
     import numpy as np
 
-    from grammar_probe.intervals import Bootstrap
+    from ema_boundary.stats import Bootstrap
 
     rng = np.random.default_rng(0)
     gold = rng.integers(0, 20, 500)

@@ -2,16 +2,22 @@
 
 import math
 
+import numpy as np
 import pytest
 
 from ema_boundary.stats import (
     blocked_f_test,
     compare,
     compare_arms,
+    conclusion,
     describe,
     detectable_difference,
+    document_resamples,
     holm,
     mean_ci,
+    percentile_interval,
+    resampled_means,
+    seed_interval,
     tost_p,
 )
 
@@ -129,6 +135,32 @@ def test_holm_by_hand() -> None:
     # Sorted 0.005, 0.01, 0.03, 0.04 -> x4, x3, x2, x1 = 0.02, 0.03, 0.06, 0.04 -> running max.
     assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
     assert holm([0.5, None]) == pytest.approx([0.5, math.nan], nan_ok=True)
+    # The family is the p-values that are numbers: a missing one neither counts nor moves the others.
+    assert holm([0.01, None, 0.04, math.nan]) == pytest.approx([0.02, math.nan, 0.04, math.nan], nan_ok=True)
+    assert holm([0.02, 0.02, 0.9]) == pytest.approx([0.06, 0.06, 0.9])  # ties share the larger factor
+    assert holm([0.6, 0.7]) == [1.0, 1.0] and holm([]) == []
+
+
+def test_conclusion_reads_a_comparison_verdict() -> None:
+    assert conclusion("different", 0.3) == "higher" and conclusion("different", -0.3) == "lower"
+    assert conclusion("equivalent", 0.3) == "equivalent"
+    assert conclusion("not resolved", 0.3) == "not resolved at this budget"
+
+
+def test_seed_interval_is_t_over_seeds_or_the_documents_bootstrap() -> None:
+    per_seed = np.array([0.1, 0.3, 0.2])
+    assert seed_interval(per_seed, None) == pytest.approx(list(mean_ci(per_seed.tolist())["ci95"]))
+    docs = np.repeat(np.arange(20), 10)
+    values = np.tile(np.linspace(0.0, 1.0, 10), 20) + docs * 0.01
+    ids, weights = document_resamples(docs, 300, seed=0)
+    assert weights.shape == (300, 20) and (weights.sum(1) == 20).all()
+    means = resampled_means(ids, values, np.ones(len(docs), bool), weights, min_documents=5)
+    lo, hi = seed_interval(np.array([values.mean()]), means)
+    assert lo < values.mean() < hi and [lo, hi] == percentile_interval(means)
+    # Too few documents for a bootstrap: no interval.
+    few = docs < 3
+    assert resampled_means(ids, values, few, weights, min_documents=5) is None
+    assert all(math.isnan(x) for x in seed_interval(np.array([0.5]), None))
 
 
 def test_compare_arms_uses_holm_adjusted_p_values() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ema_boundary import stats
+from ema_boundary import verdicts as w
 from eval import verdicts as v
 
 PASSED = v.control_gate("gpt2", 0.999, 0.95)
@@ -35,36 +36,36 @@ def test_gates_hold_fail_or_cannot_be_read() -> None:
 
 
 def test_a_failed_gate_makes_any_verdict_not_testable() -> None:
-    assert v.gated(v.MET, [PASSED])[0] == v.MET
-    verdict, why = v.gated(v.MET, [PASSED, FAILED])
-    assert verdict == v.NOT_TESTABLE and "0.400" in why
-    assert v.gated(v.REFUTED, [v.control_gate("gpt2", None, 0.95)])[0] == v.NOT_RUN
+    assert v.gated(w.MET, [PASSED])[0] == w.MET
+    verdict, why = v.gated(w.MET, [PASSED, FAILED])
+    assert verdict == w.NOT_TESTABLE and "0.400" in why
+    assert v.gated(w.REFUTED, [v.control_gate("gpt2", None, 0.95)])[0] == w.NOT_RUN
 
 
 def test_difference_verdict_needs_seeds_and_clips_to_the_range() -> None:
     c = stats.compare(seeds(0.9, 0.92, 0.91, 0.93, 0.9), seeds(0.1, 0.12, 0.11, 0.1, 0.13), 0.05)
     kind, ci, _ = v.difference_verdict(c, 5, (-1.0, 1.0))
     assert kind == "a higher" and -1 <= ci[0] <= ci[1] <= 1
-    assert v.difference_verdict(c, 6)[0] == v.NOT_RESOLVED  # fewer seeds than the rule asks
+    assert v.difference_verdict(c, 6)[0] == w.NOT_RESOLVED  # fewer seeds than the rule asks
     same = stats.compare(seeds(0.5, 0.51, 0.49, 0.5, 0.5), seeds(0.5, 0.5, 0.5, 0.51, 0.49), 0.05)
-    assert v.difference_verdict(same, 5)[0] == v.EQUIVALENT
+    assert v.difference_verdict(same, 5)[0] == w.EQUIVALENT
 
 
 @pytest.mark.parametrize(("selective", "fixed", "control", "verdict"), [
     # selective well above copying level and 5+ points above the bank: it escapes
-    ((0.60, 0.62, 0.58, 0.61, 0.59), (0.10, 0.11, 0.10, 0.12, 0.11), PASSED, v.MET),
+    ((0.60, 0.62, 0.58, 0.61, 0.59), (0.10, 0.11, 0.10, 0.12, 0.11), PASSED, w.MET),
     # a resolved difference, but both at copying level (1/16 + 5 points = 0.1125): neither escapes
-    ((0.105, 0.108, 0.107, 0.106, 0.109), (0.100, 0.101, 0.099, 0.100, 0.102), PASSED, v.NEITHER_ESCAPES),
+    ((0.105, 0.108, 0.107, 0.106, 0.109), (0.100, 0.101, 0.099, 0.100, 0.102), PASSED, w.NEITHER_ESCAPES),
     # the fixed bank escapes just as well: refuted
-    ((0.80, 0.81, 0.79, 0.80, 0.80), (0.80, 0.80, 0.81, 0.79, 0.80), PASSED, v.REFUTED),
+    ((0.80, 0.81, 0.79, 0.80, 0.80), (0.80, 0.80, 0.81, 0.79, 0.80), PASSED, w.REFUTED),
     # equivalent, but only the selective mean above the bar (N = 64 at 2,000 steps): the bank has not escaped
-    ((0.130, 0.111, 0.102, 0.101, 0.178), (0.108, 0.107, 0.105, 0.108, 0.109), PASSED, v.NOT_RESOLVED),
+    ((0.130, 0.111, 0.102, 0.101, 0.178), (0.108, 0.107, 0.105, 0.108, 0.109), PASSED, w.NOT_RESOLVED),
     # the fixed bank higher, above copying level: refuted
-    ((0.10, 0.11, 0.10, 0.12, 0.11), (0.60, 0.62, 0.58, 0.61, 0.59), PASSED, v.REFUTED),
+    ((0.10, 0.11, 0.10, 0.12, 0.11), (0.60, 0.62, 0.58, 0.61, 0.59), PASSED, w.REFUTED),
     # without the positive control nothing is read
-    ((0.60, 0.62, 0.58, 0.61, 0.59), (0.10, 0.11, 0.10, 0.12, 0.11), FAILED, v.NOT_TESTABLE),
+    ((0.60, 0.62, 0.58, 0.61, 0.59), (0.10, 0.11, 0.10, 0.12, 0.11), FAILED, w.NOT_TESTABLE),
     # a difference smaller than the declared effect
-    ((0.52, 0.53, 0.51, 0.52, 0.53), (0.50, 0.50, 0.49, 0.50, 0.51), PASSED, v.NOT_RESOLVED),
+    ((0.52, 0.53, 0.51, 0.52, 0.53), (0.50, 0.50, 0.49, 0.50, 0.51), PASSED, w.NOT_RESOLVED),
 ])
 def test_escape_cannot_be_won_at_copying_level(selective, fixed, control, verdict) -> None:
     out = v.escape_verdict(seeds(*selective), seeds(*fixed), copying=1 / 16, min_effect=0.05, copy_margin=0.05,

@@ -15,7 +15,7 @@ from typing import Any
 from ema_boundary import stats
 from ema_boundary.machine import machine_record
 from ema_boundary.paper import PAPER
-from eval.report.claims import evaluate
+from eval.report.claim_rows import evaluate
 from eval.report.committed import sweeps_block
 from eval.report.paths import portable
 from eval.report.schema import SCHEMA_VERSION

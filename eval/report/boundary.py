@@ -19,13 +19,28 @@ from pathlib import Path
 from typing import Any
 
 from ema_boundary.figures import log_ticks, pyplot, save
-from eval.report.claims import one_screen, short_name, short_verdict
+from ema_boundary.verdicts import (
+    MET,
+    NEITHER_ESCAPES,
+    NOT_REPRODUCED,
+    NOT_RESOLVED,
+    NOT_RUN,
+    NOT_TESTABLE,
+    OPPOSITE,
+    PARTLY_MET,
+    PARTLY_REFUTED,
+    REFUTED,
+    Verdict,
+)
+from eval.report.claim_rows import one_screen, short_name, short_verdict
 
 __all__ = ["VERDICT_COLORS", "boundary_figure", "draw"]
 
-VERDICT_COLORS = {"met": "#1a7f37", "partly met": "#4d9221", "refuted": "#c0392b", "partly refuted": "#d35400",
-                  "opposite direction": "#c0392b", "not reproduced": "#c0392b", "not resolved": "#b7950b",
-                  "neither escapes": "#c0392b", "not testable": "#7f8c8d", "not run": "#7f8c8d"}
+# Keyed by the verdicts' short words (what the one-screen table prints).
+VERDICT_COLORS = {Verdict(v).short: c for v, c in (
+    (MET, "#1a7f37"), (PARTLY_MET, "#4d9221"), (REFUTED, "#c0392b"), (PARTLY_REFUTED, "#d35400"),
+    (OPPOSITE, "#c0392b"), (NOT_REPRODUCED, "#c0392b"), (NOT_RESOLVED, "#b7950b"), (NEITHER_ESCAPES, "#c0392b"),
+    (NOT_TESTABLE, "#7f8c8d"), (NOT_RUN, "#7f8c8d"))}
 SHORTCUTS = {"majority_word": ("majority word", "x", "#7f8c8d"), "window": ("k-token window", "^", "#2e86c1"),
              "plain_ema": ("plain EMA", "s", "#27ae60"), "spcn_frozen": ("frozen SPCN", "D", "#e67e22")}
 ROW_LABELS = {"ratio_within_a": "within A: SPCN/BiGRU (x100)", "transfer_b_accuracy": "transfer to grammar B",

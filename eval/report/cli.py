@@ -106,7 +106,7 @@ def _render(parser: UsageParser, folder: Path, upgrade: bool, command: str = "")
     """index.md from report.json; with ``upgrade`` report.json is first rewritten in the current schema, its claims
     evaluated by today's claims table."""
     from ema_boundary.io import write_json
-    from eval.report.claims import evaluate
+    from eval.report.claim_rows import evaluate
     from eval.report.paths import portable
     from eval.report.render import boundary_figures, write_index
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from ema_boundary.verdicts import MET
+
 PROTOCOL_NAMES = {  # the protocol arms as a reader names them
     "protocol_dropout_unk": "dropout on, <unk>",
     "protocol_dropout_random_codes": "dropout on, random codes",
@@ -83,7 +85,7 @@ def phrase(block: dict[str, Any], row: str) -> str | None:
     if protocol:
         parts.append(f"by unseen-word protocol at {block['protocol_size']:,} sentences: "
                      + ", ".join(cell(PROTOCOL_NAMES.get(name, name), a) for name, a in protocol))
-    met = r["by_verdict"].get("met", [])
+    met = r["by_verdict"].get(MET, [])
     summary = ("met in every arm" if len(met) == len(r["arms"]) else "met in no arm" if not met
                else f"met in {len(met)} of {len(r['arms'])} arms")
     return (f"{summary} ({block['seeds']} seeds per arm, committed arms `{block['source']}`): "

@@ -12,18 +12,12 @@ from pathlib import Path
 from ema_boundary.figures import pyplot, save
 from ema_boundary.format import pct
 from ema_boundary.paper import ARXIV
+from ema_boundary.verdicts import Verdict
 from eval.probes.render import render_content_probes_figures, render_content_probes_markdown
 from eval.recall import WRITE_RULES
-from eval.report.claims import (
-    EXPERIMENTS,
-    INVERTIBILITY,
-    Verdict,
-    one_screen,
-    outside_text,
-    short_name,
-    short_verdict,
-    verdict_text,
-)
+from eval.report.claim_checks import EXPERIMENTS
+from eval.report.claim_rows import one_screen, outside_text, short_name, short_verdict, verdict_text
+from eval.report.claims import INVERTIBILITY
 from eval.report.conditions import structure_conditions
 from eval.report.paths import portable
 from grammar_probe.render import render_structure_figures, render_structure_markdown

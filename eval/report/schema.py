@@ -49,7 +49,7 @@ def migrate(report: dict[str, Any]) -> dict[str, Any]:
     ``probe_command`` moves to ``probes.command``, and ``paper_claims`` is replaced by the claims table evaluated
     on the report's own numbers (so its verdicts follow today's rules and preconditions).
     """
-    from eval.report.claims import evaluate
+    from eval.report.claim_rows import evaluate
 
     if report.get("schema") == SCHEMA_VERSION:
         return report

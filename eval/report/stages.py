@@ -538,8 +538,8 @@ def depth(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any] | None:
         REFERENCE,
         RESIDUALS,
         claim_verdict,
-        competence_gate,
         experiment_plan,
+        gate_record,
         paired_table,
         render_experiment_figure,
         run_scalars,
@@ -583,7 +583,7 @@ def depth(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any] | None:
     tokens = steps * cfg["total_train_batch_size"] * cfg["block_size"]
     lines = ngram_lines(plan_from_dict(declared, str(folder / "sweep.yaml")), folder, tokens)
     ngram = {k: lines[k] for k in ("unigram", "bigram", "trigram", "train_tokens", "eval_tokens")}
-    gate = competence_gate({r: statistics.fmean(x["val_loss"] for x in runs[r].values()) for r in RESIDUALS}, ngram)
+    gate = gate_record({r: statistics.fmean(x["val_loss"] for x in runs[r].values()) for r in RESIDUALS}, ngram)
     table = paired_table(runs, margins)
     result: dict[str, Any] = {
         "claim": CLAIM, "rule": CLAIM_RULE, "design": DESIGN, "config": str(config),

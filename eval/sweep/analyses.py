@@ -28,6 +28,19 @@ from typing import Any
 
 from ema_boundary import stats
 from ema_boundary.cli import UsageError
+from ema_boundary.verdicts import (
+    A_HIGHER,
+    A_LOWER,
+    DOES_NOT_ESCAPE,
+    EQUIVALENT,
+    ESCAPES,
+    LETS_IT_ESCAPE,
+    NOT_NEEDED,
+    NOT_RESOLVED,
+    NOT_RUN,
+    UNRESOLVED,
+    higher,
+)
 from eval import verdicts
 from eval.plans import in_repo
 from eval.sweep.data_axis import data_axis
@@ -376,8 +389,8 @@ def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[s
                 c = stats.compare(sa, sb, s.get("equivalence_margin", 0.05))
                 kind, ci, why = verdicts.difference_verdict(c, s.get("min_seeds", 5), (-1.0, 1.0))
                 verdict, why = verdicts.gated(kind, [control]) if control.holds is not True else (kind, why)
-                kind = {"a higher": f"`{a}` higher", "a lower": f"`{b}` higher"}.get(kind, kind)
-                verdict = {"a higher": f"`{a}` higher", "a lower": f"`{b}` higher"}.get(verdict, verdict)
+                named = {A_HIGHER: higher(f"`{a}`"), A_LOWER: higher(f"`{b}`")}
+                kind, verdict = named.get(kind, kind), named.get(verdict, verdict)
                 rules.append({"a": a, "b": b, "rules": [arms[a]["write_rule_label"], arms[b]["write_rule_label"]],
                               "state_numbers": [arms[a]["state_numbers"], arms[b]["state_numbers"]],
                               "difference": c.difference, "ci95": ci, "seeds": list(c.seeds), "verdict": verdict,
@@ -388,8 +401,8 @@ def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[s
     for arm in arms:
         acc = arms[arm]["accuracy"]
         ci = acc.get("ci95")
-        state = ("not resolved" if not ci or acc.get("n", 0) < s.get("min_seeds", 5) else
-                 "escapes" if ci[0] > copy_bar else "does not escape" if ci[1] < copy_bar else "not resolved")
+        state = (UNRESOLVED if not ci or acc.get("n", 0) < s.get("min_seeds", 5) else
+                 ESCAPES if ci[0] > copy_bar else DOES_NOT_ESCAPE if ci[1] < copy_bar else UNRESOLVED)
         escaped[arm] = {"rule": arms[arm]["write_rule_label"], "state_numbers": arms[arm]["state_numbers"],
                         "accuracy": acc.get("mean"), "ci95": ci, "n": acc.get("n", 0), "escape": state}
     decides = (escapes_longer if read_longer else escapes).get(headline, {})
@@ -406,7 +419,7 @@ def recall_map(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[s
             "control": control.as_dict(), "arms": arms, "escape": escapes,
             "escape_longer": escapes_longer, "headline_at": "escape_longer" if read_longer else "escape",
             "write_rules": rules, "rule_escape": escaped, "budget_check": checks, "copy_bar": copy_bar,
-            "headline": headline, "verdict": decides.get("verdict", verdicts.NOT_RUN),
+            "headline": headline, "verdict": decides.get("verdict", NOT_RUN),
             "reason": decides.get("reason", "the headline comparison has not run")}
 
 
@@ -436,12 +449,12 @@ def _recall_ablation(s: dict[str, Any], arms: dict[str, Any], escaped: dict[str,
         c = stats.compare(_ran(arms[without]), _ran(arms[full]), s.get("equivalence_margin", 0.05))
         kind, ci, why = verdicts.difference_verdict(c, s.get("min_seeds", 5), (-1.0, 1.0))
         esc = escaped[without]["escape"], escaped[full]["escape"]
-        if esc == ("does not escape", "escapes") and kind == "a lower" and -c.difference >= s.get("min_effect", 0.05):
-            reading = "lets it escape"
-        elif esc == ("escapes", "escapes") and kind == verdicts.EQUIVALENT:
-            reading = "not needed"
+        if esc == (DOES_NOT_ESCAPE, ESCAPES) and kind == A_LOWER and -c.difference >= s.get("min_effect", 0.05):
+            reading = LETS_IT_ESCAPE
+        elif esc == (ESCAPES, ESCAPES) and kind == EQUIVALENT:
+            reading = NOT_NEEDED
         else:
-            reading = verdicts.NOT_RESOLVED
+            reading = NOT_RESOLVED
         reading, why = verdicts.gated(reading, [control]) if control.holds is not True else (reading, why)
         rows.append({"part": part, "without": without, "full": full, "difference": c.difference, "ci95": ci,
                      "seeds": list(c.seeds), "escape": list(esc), "reading": reading, "reason": why})
@@ -462,11 +475,11 @@ def depth(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, A
     runs: dict[str, dict[str, dict[str, Any]]] = {}
     for name in (sel, ref):
         if name not in results["arms"]:
-            return {"verdict": verdicts.NOT_RUN, "reason": f"arm {name} has not run"}
+            return {"verdict": NOT_RUN, "reason": f"arm {name} has not run"}
         seeds = results["arms"][name]["budgets"].get(max(results["arms"][name]["budgets"], key=int), {})
         runs[name] = {k: {**run_scalars(r["depth"]), "val_loss": r["score"]} for k, r in seeds.items() if "depth" in r}
     if not runs[sel] or not runs[ref]:
-        return {"verdict": verdicts.NOT_RUN, "reason": "no finished run with depth measures"}
+        return {"verdict": NOT_RUN, "reason": "no finished run with depth measures"}
     table = paired_table({"attention": runs[sel], "add": runs[ref]}, {**MARGINS, **s.get("margins", {})},
                          s.get("min_seeds", 5))
     tokens = _tokens(results, ref, max(results["arms"][ref]["budgets"], key=int))
@@ -495,7 +508,7 @@ def _equal_cpu(results: dict[str, Any], sel: str, other: str | None, s: dict[str
     """``sel`` against ``other`` (the reference trained for about as many CPU-seconds), paired by seed on the loss
     each seed is scored by: the difference sel − other with its reading, and each arm's CPU-seconds per run."""
     if not other or other not in results["arms"] or not _scores(results, other):
-        return None if not other else {"arm": other, "verdict": verdicts.NOT_RUN, "reason": f"{other} has not run"}
+        return None if not other else {"arm": other, "verdict": NOT_RUN, "reason": f"{other} has not run"}
     a, b = _scores(results, sel), _scores(results, other)
     c = stats.compare(a, b, s.get("equivalence_margin", 0.02))
     kind, ci, why = verdicts.difference_verdict(c, s.get("min_seeds", 5))

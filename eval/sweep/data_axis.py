@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 
 from ema_boundary import stats
+from ema_boundary.verdicts import FLAT, NARROWS, WIDENS
 from eval import verdicts
 from eval.sweep.plan import SweepPlan
 
-NARROWS, WIDENS, FLAT = "narrows", "widens", "does not narrow"
 BOOTSTRAP = 2000  # resamples of the seeds for the crossing's interval (settings.bootstrap)
 
 
@@ -150,9 +150,6 @@ def fit_trend(points: list[dict[str, Any]], bootstrap: int = BOOTSTRAP, seed: in
       resamples of each point's seeds (a resample whose line turns the other way never crosses on that side: its
       crossing counts as infinitely far, so the bound reads "none" when more than 2.5% of them do).
     """
-    from scipy.stats import linregress
-    from scipy.stats import t as student_t
-
     pts = [p for p in points if p["gaps"] and p["tokens"]]
     x = np.concatenate([np.full(len(p["gaps"]), math.log2(p["tokens"])) for p in pts]) if pts else np.array([])
     y = np.concatenate([np.asarray(p["gaps"], dtype=float) for p in pts]) if pts else np.array([])
@@ -162,11 +159,7 @@ def fit_trend(points: list[dict[str, Any]], bootstrap: int = BOOTSTRAP, seed: in
         return {**out, "fit": False, "reading": None,
                 "why": f"{len(pts)} point(s) with both gates holding, {len(y)} seed gap(s): a trend needs at least 3 "
                        "points and 4 gaps"}
-    reg = linregress(x, y)
-    df = len(y) - 2
-    half = float(student_t.ppf(0.975, df)) * float(reg.stderr)
-    slope, intercept = float(reg.slope), float(reg.intercept)
-    lo, hi = slope - half, slope + half
+    slope, intercept, (lo, hi), df = stats.slope_interval(x, y)
     at_smallest = intercept + slope * float(x.min())
     toward_zero = -1.0 if at_smallest > 0 else 1.0  # the slope's sign that brings the gap at the least data to 0
     if lo > 0 or hi < 0:
@@ -435,5 +428,5 @@ def _epochs_label(setting: str) -> str:
     return setting.split("-", 1)[1] if "-" in setting else setting
 
 
-__all__ = ["BOOTSTRAP", "FLAT", "NARROWS", "WIDENS", "data_axis", "draw_settings", "figure", "fit_trend", "markdown",
+__all__ = ["BOOTSTRAP", "data_axis", "draw_settings", "figure", "fit_trend", "markdown",
            "overfit_text", "tokens_text", "trend_text"]
