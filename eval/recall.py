@@ -60,15 +60,12 @@ from transformers import PretrainedConfig
 
 from ema_boundary.io import atomic_file
 from ema_boundary.params import parameter_counts
+from ema_boundary.seeding import recall_evaluation_seed, recall_selection_seed, recall_train_seed
 from eval.mamba_scan import fast_mamba_scan
 from modeling_spen.mixer_mamba import mamba_state_numbers
 
 PAD = 0
 IGNORE = -100
-
-# Seeds of the example streams, offset from the model seed so that training, selection and
-# evaluation examples never come from the same stream.
-_TRAIN_STREAM, _SELECT_STREAM, _EVAL_STREAM = 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -323,7 +320,7 @@ def train_recall(
                                              trust_remote_code=trust_remote_code).to(device)
     model.train()
     offsets = recipe.random_offsets and "position_ids" in inspect.signature(model.forward).parameters
-    generator = torch.Generator().manual_seed(_stream(seed, _TRAIN_STREAM))
+    generator = torch.Generator().manual_seed(recall_train_seed(seed))
     curriculum = Curriculum(task, recipe, generator)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=recipe.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, recipe.lr_factor)
@@ -472,7 +469,7 @@ def recall_model(
     for lr in recipe.lrs:
         t0 = time.perf_counter()
         model, steps = train_recall(config, task, recipe, lr, seed, progress, desc, trust_remote_code, device)
-        selection = evaluate_recall(model, task, recipe.select_examples, _stream(seed, _SELECT_STREAM))
+        selection = evaluate_recall(model, task, recipe.select_examples, recall_selection_seed(seed))
         score = sum(selection.values()) / len(selection)
         sweep[f"{lr:g}"] = {"selection_accuracy": {str(n): a for n, a in selection.items()}, "steps": steps,
                             "seconds": time.perf_counter() - t0}
@@ -480,7 +477,7 @@ def recall_model(
             best_lr, best_score, best_model, best_steps = lr, score, model, steps
     # The evaluation stream depends on the task only, not on the model seed: every model and every
     # seed is scored on the same sequences.
-    accuracy = evaluate_recall(best_model, task, recipe.eval_examples, _stream(0, _EVAL_STREAM))
+    accuracy = evaluate_recall(best_model, task, recipe.eval_examples, recall_evaluation_seed())
     counts = parameter_counts(best_model)
     return {
         "pairs": list(task.pairs),
@@ -637,10 +634,6 @@ def _recall_job(job: tuple) -> dict:
     torch.set_num_threads(threads)
     return recall_model(config, task, recipe, seed, progress=False, desc=name, trust_remote_code=trust_remote_code,
                         device=device)
-
-
-def _stream(seed: int, stream: int) -> int:
-    return 1_000_003 * stream + seed
 
 
 # ---------------------------------------------------------------------------------------------

@@ -370,7 +370,8 @@ class RecallTrainer(InProcessTrainer):
 
     def run(self, spec: dict[str, Any], run: str) -> dict[str, Any]:
         from ema_boundary.params import parameter_counts
-        from eval.recall import _EVAL_STREAM, _SELECT_STREAM, _stream, describe_arm, evaluate_recall, train_recall
+        from ema_boundary.seeding import recall_evaluation_seed, recall_selection_seed
+        from eval.recall import describe_arm, evaluate_recall, train_recall
 
         started = time.perf_counter()
         config, task, recipe = self.build(spec)
@@ -379,9 +380,9 @@ class RecallTrainer(InProcessTrainer):
         # (its recorded cpu_seconds then count the part this process trained).
         model, steps = train_recall(config, task, recipe, lr, seed, progress=False, desc=spec["arm"],
                                     checkpoint=Path(run) / CHECKPOINT)
-        selection = evaluate_recall(model, task, recipe.select_examples, _stream(seed, _SELECT_STREAM))
+        selection = evaluate_recall(model, task, recipe.select_examples, recall_selection_seed(seed))
         # Every model and seed is scored on the same evaluation sequences (the stream depends on the task only).
-        accuracy = evaluate_recall(model, task, recipe.eval_examples, _stream(0, _EVAL_STREAM))
+        accuracy = evaluate_recall(model, task, recipe.eval_examples, recall_evaluation_seed())
         counts = parameter_counts(model)
         return {"selection": sum(selection.values()) / len(selection),
                 "selection_accuracy": {str(n): a for n, a in selection.items()},
