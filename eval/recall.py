@@ -58,11 +58,11 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 from transformers import PretrainedConfig
 
-from ema_boundary.io import atomic_file
 from ema_boundary.params import parameter_counts
 from ema_boundary.seeding import recall_evaluation_seed, recall_selection_seed, recall_train_seed
 from eval.mamba_scan import fast_mamba_scan
 from modeling_spen.mixer_mamba import mamba_state_numbers
+from training.checkpoint import load_state_file, save_state_file
 
 PAD = 0
 IGNORE = -100
@@ -360,22 +360,26 @@ def train_recall(
     return model.eval(), step + 1
 
 
+# What a recall checkpoint holds (training.checkpoint.save_state_file): one without all of it is not resumed.
+_STATE_KEYS = ("step", "model", "optimizer", "scheduler", "generator", "torch_rng", "curriculum")
+
+
 def _save_recall(path: str | Path, step: int, model: torch.nn.Module, opt: torch.optim.Optimizer, sched: Any,
                  generator: torch.Generator, curriculum: Curriculum) -> None:
-    """The training state after ``step``, written whole (a temporary file renamed) so a kill leaves the last one."""
-    with atomic_file(path) as tmp:
-        torch.save({"step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
-                    "scheduler": sched.state_dict(), "generator": generator.get_state(),
-                    "torch_rng": torch.get_rng_state(),
-                    "curriculum": {"top": curriculum.top, "running": curriculum.running}}, tmp)
+    """The training state after ``step``, saved whole so a kill leaves the last one."""
+    save_state_file(path, {"step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                           "scheduler": sched.state_dict(), "generator": generator.get_state(),
+                           "torch_rng": torch.get_rng_state(),
+                           "curriculum": {"top": curriculum.top, "running": curriculum.running}})
 
 
 def _resume_recall(path: str | Path | None, model: torch.nn.Module, opt: torch.optim.Optimizer, sched: Any,
                    generator: torch.Generator, curriculum: Curriculum) -> int:
-    """The first step to train: 0, or the step after the one ``path`` holds, its state restored."""
-    if path is None or not Path(path).is_file():
+    """The first step to train: 0, or the step after the one ``path`` holds, its state restored. A state that
+    cannot be read is set aside with a warning, and training starts over (training.checkpoint.load_state_file)."""
+    state = load_state_file(path, _STATE_KEYS)
+    if state is None:
         return 0
-    state = torch.load(path, map_location="cpu", weights_only=True)
     model.load_state_dict(state["model"])
     opt.load_state_dict(state["optimizer"])
     sched.load_state_dict(state["scheduler"])

@@ -233,11 +233,11 @@ class TrainTrainer:
 def _unresumable(out: Path) -> str | None:
     """Why no checkpoint of the train.py run in ``out`` can be resumed, where it has some and none can (else None:
     train.py resumes from the newest sound one, passing over damaged ones with a line in the run's log)."""
-    import train_config
+    from training.checkpoint import checkpoint_problem
 
     found = sorted((d for d in (out / "checkpoints").glob("step_*") if (d / "data_state.json").is_file()),
                    key=lambda d: int(d.name.split("_")[1]))
-    problems = [(d, train_config.checkpoint_problem(d)) for d in found]
+    problems = [(d, checkpoint_problem(d)) for d in found]
     if not found or any(problem is None for _, problem in problems):
         return None
     return "; ".join(f"{d.relative_to(out)}: {problem}" for d, problem in problems)
