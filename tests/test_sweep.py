@@ -484,3 +484,14 @@ def test_every_committed_sweep_resumes_under_its_plan() -> None:
         identity = json.loads(json.dumps(load_plan(ROOT / recorded["plan"]).identity()))
         diff = _first_difference(recorded["identity"], identity)
         assert diff is None or _added(recorded["identity"], identity), f"{path.parent.name}: {diff}"
+
+
+def test_a_runs_paths_come_from_one_place(tmp_path) -> None:
+    from eval.sweep.execute import RunPaths, run_id, run_pattern
+
+    paths = RunPaths.of(tmp_path, "spen", 0.01, 2, 100)
+    assert paths.run == run_id("spen", 0.01, 2, 100) == "runs/spen/lr_0.01/seed_2/steps_100"
+    assert paths.result == tmp_path / "runs/spen/lr_0.01/seed_2/steps_100/result.json"
+    assert (paths.spec.name, paths.log.name, paths.file("train").name) == ("run.json", "log.txt", "train")
+    assert paths.relative("train.yaml") == "runs/spen/lr_0.01/seed_2/steps_100/train.yaml"  # as records name it
+    assert paths.folder.match(run_pattern("spen")) and paths.folder.match(run_pattern())
