@@ -494,4 +494,8 @@ def test_a_runs_paths_come_from_one_place(tmp_path) -> None:
     assert paths.result == tmp_path / "runs/spen/lr_0.01/seed_2/steps_100/result.json"
     assert (paths.spec.name, paths.log.name, paths.file("train").name) == ("run.json", "log.txt", "train")
     assert paths.relative("train.yaml") == "runs/spen/lr_0.01/seed_2/steps_100/train.yaml"  # as records name it
-    assert paths.folder.match(run_pattern("spen")) and paths.folder.match(run_pattern())
+    nested = RunPaths.of(tmp_path, "w128/spen", 0.003, 0, 50)  # the ladder names arms by folders
+    for run in (paths, nested):
+        run.folder.mkdir(parents=True)
+    assert sorted(tmp_path.glob(run_pattern())) == sorted([paths.folder, nested.folder])
+    assert list(tmp_path.glob(run_pattern("spen"))) == [paths.folder]

@@ -48,8 +48,9 @@ def run_id(arm: str, lr: float, seed: int, steps: int) -> str:
     return f"runs/{arm}/lr_{lr:g}/seed_{seed}/steps_{steps}"
 
 
-def run_pattern(arm: str = "*") -> str:
-    """The glob of :func:`run_id`'s folders (of one arm, or of every arm), relative to the sweep folder."""
+def run_pattern(arm: str = "**") -> str:
+    """The glob of :func:`run_id`'s folders (of one arm, or of every arm: an arm's name may hold folders, the
+    ladder's ``w128/spen``), relative to the sweep folder."""
     return f"runs/{arm}/lr_*/seed_*/steps_*"
 
 
