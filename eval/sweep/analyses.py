@@ -230,7 +230,7 @@ def _gap_at(plan: SweepPlan, results: dict[str, Any], folder: Path, size: str, a
     s = plan.settings
     before = Path.cwd()
     os.chdir(folder)  # the command eval.gap records runs from the sweep folder
-    text = _data_paths([st["data"]] if isinstance(st["data"], str) else list(st["data"]), relative=True)[0]
+    text = _data_paths([st["data"]] if isinstance(st["data"], str) else list(st["data"]), relative_to=Path.cwd())[0]
     argv = ["--model_name_or_path", ",".join(finals[b_arm]), ",".join(finals[a_arm]),
             "--labels", s.get("b", "gpt2"), s.get("a", "spen"), "--text", text, "--split", plan.score,
             "--val_every", str(st["val_every"]), "--test_every", str(st["test_every"]),
