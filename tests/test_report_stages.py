@@ -14,7 +14,7 @@ import pytest
 
 from eval.report import stages
 from eval.report.plan import Plan
-from eval.sweep.execute import RunPaths
+from eval.sweep.paths import RunPaths
 from eval.sweep.plan import RateRule, load_plan
 from eval.sweep.trainers import TRAINERS
 

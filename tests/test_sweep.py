@@ -426,7 +426,8 @@ def test_a_run_another_process_trains_is_left_to_it(tmp_path: Path, corpus_file:
     runs go on, and the run is reported as still to run."""
     import filelock
 
-    from eval.sweep.execute import LOCK, RunBusy, execute
+    from eval.sweep.execute import RunBusy, execute
+    from eval.sweep.paths import LOCK
 
     plan = tiny_plan(tmp_path, corpus_file, seeds=[0], rate={"lr_grid": [1.0e-3, 3.0e-3]}, budgets=[2])
     out = tmp_path / "out"
@@ -487,7 +488,7 @@ def test_every_committed_sweep_resumes_under_its_plan() -> None:
 
 
 def test_a_runs_paths_come_from_one_place(tmp_path) -> None:
-    from eval.sweep.execute import RunPaths, run_id, run_pattern
+    from eval.sweep.paths import RunPaths, run_id, run_pattern
 
     paths = RunPaths.of(tmp_path, "spen", 0.01, 2, 100)
     assert paths.run == run_id("spen", 0.01, 2, 100) == "runs/spen/lr_0.01/seed_2/steps_100"

@@ -1,7 +1,7 @@
 """One run of a sweep, from its folder: ``python -m eval.sweep.execute runs/<arm>/lr_<lr>/seed_<s>/steps_<n>``.
 
 Run from the sweep folder (every path a run records is relative to it). Where a run keeps its files:
-:class:`RunPaths`, the one place that names them. The run's ``run.json`` says what to
+:class:`eval.sweep.paths.RunPaths`, the one place that names them. The run's ``run.json`` says what to
 train (the trainer, the arm's settings, the rate, the seed, the steps); its numbers go to ``result.json``,
 written once the run is complete (a run folder without a readable one is unfinished: it continues from its newest
 checkpoint where its trainer keeps them), and its console output to ``log.txt``.
@@ -27,7 +27,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,66 +35,11 @@ import filelock
 from ema_boundary import signals
 from ema_boundary.io import read_json, write_json
 from ema_boundary.signals import STOP_SIGNALS, Stopped, signal_name
+from eval.sweep.paths import RUN_JSON, RunPaths
 
-RUN_JSON, RESULT_JSON, LOG, LOCK = "run.json", "result.json", "log.txt", ".run.lock"
 STOPS = ".stops"  # DIR/.stops/<invocation>: the stop file of one invocation, while it stops
 ORPHAN_GRACE = 5.0  # seconds a worker whose sweep died gives its run to save and stop before it exits
 WATCH_EVERY = 0.2  # seconds between two looks at the stop file and the sweep's process
-
-
-def run_id(arm: str, lr: float, seed: int, steps: int) -> str:
-    """A run's folder, relative to the sweep folder."""
-    return f"runs/{arm}/lr_{lr:g}/seed_{seed}/steps_{steps}"
-
-
-def run_pattern(arm: str = "**") -> str:
-    """The glob of :func:`run_id`'s folders (of one arm, or of every arm: an arm's name may hold folders, the
-    ladder's ``w128/spen``), relative to the sweep folder."""
-    return f"runs/{arm}/lr_*/seed_*/steps_*"
-
-
-@dataclass(frozen=True)
-class RunPaths:
-    """Where one run of a sweep keeps its files: ``sweep / run``. ``run`` (:func:`run_id`) is how results, commands
-    and the run's own files name it (relative to the sweep folder, so a sweep runs from a clone); the paths are the
-    sweep folder's, so no one needs to change the working folder to read or write them."""
-
-    sweep: Path
-    run: str
-
-    @classmethod
-    def of(cls, sweep: str | os.PathLike, arm: str, lr: float, seed: int, steps: int) -> RunPaths:
-        return cls(Path(sweep), run_id(arm, lr, seed, steps))
-
-    @property
-    def folder(self) -> Path:
-        return self.sweep / self.run
-
-    @property
-    def spec(self) -> Path:
-        """run.json: what the run trains (written by the sweep before it runs)."""
-        return self.folder / RUN_JSON
-
-    @property
-    def result(self) -> Path:
-        """result.json: its numbers, once complete (a run without a readable one is unfinished)."""
-        return self.folder / RESULT_JSON
-
-    @property
-    def log(self) -> Path:
-        return self.folder / LOG
-
-    @property
-    def lock(self) -> Path:
-        return self.folder / LOCK
-
-    def file(self, name: str) -> Path:
-        """A file of the run's own (its trainer's), by its name in the run folder."""
-        return self.folder / name
-
-    def relative(self, name: str) -> str:
-        """That file as the run's records name it: relative to the sweep folder."""
-        return f"{self.run}/{name}"
 
 
 class RunBusy(RuntimeError):

@@ -49,18 +49,8 @@ from ema_boundary.io import MARKER, check_output_dir, content_digest, output_own
 from ema_boundary.machine import machine_record
 from ema_boundary.signals import exit_status, signal_name
 from eval.plans import REPO, PlanError
-from eval.sweep.execute import (
-    RESULT_JSON,
-    RUN_JSON,
-    RunBusy,
-    RunPaths,
-    RunStopped,
-    StopFile,
-    diverged,
-    read_result,
-    run_id,
-    run_pattern,
-)
+from eval.sweep.execute import RunBusy, RunStopped, StopFile, diverged, read_result
+from eval.sweep.paths import RESULT_JSON, RUN_JSON, RunPaths, run_id, run_pattern
 from eval.sweep.plan import Arm, SweepPlan, choose, dump, plan_from_text
 from eval.sweep.trainers import TRAINERS
 

@@ -33,7 +33,7 @@ import yaml
 from ema_boundary.cli import UsageError
 from ema_boundary.io import atomic_dir
 from eval.plans import in_repo
-from eval.sweep.execute import RunPaths
+from eval.sweep.paths import RunPaths
 from eval.sweep.plan import SweepPlan
 
 # ---------------------------------------------------------------------------------------------
