@@ -6,9 +6,9 @@
 
 The YAML names the model (a hub_configs/ config folder, trained from scratch; or, as run_clm, a trained folder whose
 weights the run continues from) and the hyperparameters; flags of the same names override it. This file is the loop;
-its pieces are the `training` package (data, loss, optimizer and schedule, the run folder and its checkpoints, the
-model card, the console, stop signals, the hub, the --seeds ensemble), the settings are train_config.py (every YAML
-key, the flags, the output folder's rules, checkpoint discovery) and the corpus is ema_boundary/corpus.py. Output
+its pieces are the `training` package (data, loss, optimizer and schedule, the run folder and its checkpoints with
+their discovery, the model card, the console, stop signals, the hub, the --seeds ensemble), the settings are
+train_config.py (every YAML key, the flags, the output folder's rules) and the corpus is ema_boundary/corpus.py. Output
 folder: final/ (model + tokenizer + model card), checkpoints/step_N/, tokenizer/, metrics.jsonl, train_config.json.
 An earlier run in the output folder resumes from its newest checkpoint; Ctrl-C, SIGTERM and SIGUSR1 save one and
 print the command that resumes. `--push_to_hub [--hub_model_id NAME]` checks the hub before training and uploads
@@ -53,6 +53,7 @@ from training.accelerator import (
 from training.card import local_location, model_card
 from training.checkpoint import (
     check_model_config,
+    find_checkpoint,
     lock_output,
     model_config_record,
     prepare_output,
@@ -112,8 +113,7 @@ def train(interrupt: Interrupt) -> Path:
     lock_output(out, ["train.py", *argv], interrupt, world)  # before anything is read from or written to `out`
 
     # Everything that can fail on bad input, before the first write to `out`.
-    ckpt = train_config.find_checkpoint(out, args.resume_from_checkpoint, earlier, args.overwrite_output_dir,
-                                        warn=log.warning)
+    ckpt = find_checkpoint(out, args.resume_from_checkpoint, earlier, args.overwrite_output_dir, warn=log.warning)
     # Starting over replaces the earlier run, whatever it was trained from: nothing of it is resumed or checked.
     run_dir, saved = (out, None) if args.overwrite_output_dir else train_config.check_resume(ckpt, out, cfg)
     start = json.loads((ckpt / "data_state.json").read_text()) if ckpt else {"step": 0, "pos": [0, 0, 0]}

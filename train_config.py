@@ -4,9 +4,10 @@ Every setting lives in :data:`SETTINGS`, one table: its default, meaning and old
 both the YAML schema (``hub_configs/*/train.yaml``) and the command line (every key is a flag of the same name,
 in transformers' example-script spelling: ``--learning_rate``, ``--per_device_train_batch_size``...);
 ``train.py --help`` prints it. A run's settings are the defaults, then the YAML, then the flags;
-:func:`read_yaml` reads and checks them. :func:`check_output` and :func:`find_checkpoint` decide where a run
-writes and where it continues. Bad settings raise :class:`ConfigError` with one line naming the file (and
-line) or flag; nothing has been written by then.
+:func:`read_yaml` reads and checks them. :func:`check_output` decides where a run writes, and
+:func:`check_resume` which settings a checkpoint binds (training/checkpoint.py finds and checks the checkpoints).
+Bad settings raise :class:`ConfigError` with one line naming the file (and line) or flag; nothing has been written
+by then.
 
 The batch: ``total_train_batch_size`` sequences per optimizer step over all processes is the recipe (it fixes
 the data stream, so a run is the same on 1 or 8 GPUs); ``per_device_train_batch_size`` is how many of them
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import hashlib
 import json
 import re
 import shutil
@@ -31,7 +31,6 @@ from typing import Any
 
 from accelerate.utils import LoggerType
 from huggingface_hub.utils import HFValidationError, validate_repo_id
-from safetensors import safe_open
 
 from ema_boundary import corpus
 from ema_boundary.cli import EXIT_INTERRUPTED, EXIT_UPLOAD_FAILED, EXIT_USAGE, HelpFormatter, UsageError, UsageParser
@@ -174,8 +173,7 @@ BOUNDS: dict[str, tuple[Callable[[Any], bool], str]] = {
 __all__ = ["SETTINGS", "OLD_NAMES", "EXIT_BAD_INPUT", "EXIT_PUSH_FAILED", "EXIT_INTERRUPTED", "ConfigError",
            "parse_args", "overrides", "load_config", "read_yaml", "resolve_model_config", "pretrained_weights",
            "model_label", "resolve_batch",
-           "hub_repo_id", "check_output", "find_checkpoint", "check_resume", "checkpoint_problem", "checkpoint_files",
-           "kept_metrics", "clear_run", "write_marker"]
+           "hub_repo_id", "check_output", "check_resume", "kept_metrics", "clear_run", "write_marker"]
 
 # Exit statuses of train.py (ema_boundary.cli's, as every command of the project).
 EXIT_BAD_INPUT = EXIT_USAGE  # 2: bad command line, settings, data or output folder: nothing written
@@ -528,85 +526,6 @@ def check_output(out: Path, overwrite: bool) -> bool:
     except OutputError as e:
         raise ConfigError(str(e)) from None
     return earlier
-
-
-def checkpoint_problem(ckpt: Path) -> str | None:
-    """Why checkpoint folder ``ckpt`` cannot be resumed from, or None. A checkpoint lists the size and SHA-256
-    of its files in data_state.json (written last, then the folder is renamed into place); one saved before
-    that is checked by opening its safetensors files."""
-    try:
-        state = json.loads((ckpt / "data_state.json").read_text())
-    except FileNotFoundError:
-        return "not a complete checkpoint (no data_state.json)"
-    except (OSError, ValueError) as e:
-        return f"data_state.json is not readable ({e})"
-    files = state.get("files") if isinstance(state, dict) else None
-    if files is None:  # an older checkpoint: at least its weights must be whole
-        for path in sorted(ckpt.glob("*.safetensors")):
-            try:
-                with safe_open(str(path), "pt"):
-                    pass
-            except Exception as e:  # safetensors raises its own error type for every kind of damage
-                return f"{path.name} does not load ({str(e).splitlines()[0]})"
-        return None
-    for name, (size, digest) in files.items():
-        path = ckpt / name
-        if not path.is_file():
-            return f"{name} is missing"
-        if path.stat().st_size != size:
-            return f"{name} has {path.stat().st_size:,} bytes, the checkpoint wrote {size:,}"
-        if file_digest(path) != digest:
-            return f"{name} does not match its SHA-256 checksum"
-    return None
-
-
-def file_digest(path: Path) -> str:
-    """The SHA-256 of a file, read in chunks."""
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
-
-
-def checkpoint_files(folder: Path) -> dict[str, list]:
-    """``{relative path: [size, sha256]}`` of every file in a checkpoint folder but data_state.json, which lists
-    them (checkpoint_problem checks them)."""
-    return {p.relative_to(folder).as_posix(): [p.stat().st_size, file_digest(p)]
-            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != "data_state.json"}
-
-
-def find_checkpoint(out: Path, resume: str | None, earlier: bool, overwrite: bool,
-                    warn: Callable[[str], None] | None = None) -> Path | None:
-    """The checkpoint to resume from (None: a fresh start). Only renamed (complete) `step_N` folders count.
-
-    As transformers' example scripts do, an earlier run in ``out`` resumes from its newest checkpoint unless
-    ``overwrite`` asks to start over; a finished run without checkpoints is not replaced without it. A
-    checkpoint that is damaged (:func:`checkpoint_problem`) is passed over for the one before it, with one line
-    to ``warn``; one passed as ``resume`` is refused.
-    """
-    if overwrite:
-        if resume is not None:
-            raise ConfigError("--overwrite_output_dir starts over and --resume_from_checkpoint continues; pass one")
-        return None
-    if resume is not None and resume != "latest":
-        problem = checkpoint_problem(Path(resume))
-        if problem:
-            raise ConfigError(f"{resume}: cannot resume from this checkpoint: {problem}")
-        return Path(resume)
-    done = [d for d in (out / "checkpoints").glob("step_*") if (d / "data_state.json").is_file()]
-    latest = None
-    for ckpt in sorted(done, key=lambda d: int(d.name.split("_")[1]), reverse=True):
-        problem = checkpoint_problem(ckpt)
-        if problem is None:
-            latest = ckpt
-            break
-        if warn is not None:
-            warn(f"train.py: warning: {ckpt}: cannot resume from it ({problem}); trying the checkpoint before it")
-    if latest is None and done:
-        raise ConfigError(f"{out}: no checkpoint of it can be resumed ({len(done)} damaged); pass "
-                          "--overwrite_output_dir to start over")
-    if latest is None and earlier and (out / "final").exists():
-        raise ConfigError(f"{out}: holds a finished train.py run without checkpoints; pass --overwrite_output_dir "
-                          "to replace it, or choose another --output_dir")
-    return latest
 
 
 def check_resume(ckpt: Path | None, out: Path, cfg: dict[str, Any]) -> tuple[Path, dict[str, Any] | None]:

@@ -225,6 +225,20 @@ def atomic_file(target: str | os.PathLike) -> Iterator[Path]:
     os.replace(tmp, target)
 
 
+@contextlib.contextmanager
+def atomic_files(folder: str | os.PathLike, names: Iterable[str] | None = None) -> Iterator[Path]:
+    """Yield a scratch folder inside ``folder``; on success each file written at its top (or only ``names``: the
+    scratch may hold inputs too) replaces its namesake in ``folder`` in one rename. Files that belong together
+    (a summary and its figure) are all written before any is replaced, so a failure replaces none; the scratch
+    folder is removed either way."""
+    folder = Path(folder)
+    with tempfile.TemporaryDirectory(prefix=".atomic-files-", dir=folder) as tmp:
+        yield Path(tmp)
+        chosen = sorted(p.name for p in Path(tmp).iterdir() if p.is_file()) if names is None else list(names)
+        for name in chosen:
+            os.replace(Path(tmp) / name, folder / name)
+
+
 def write_text(path: str | os.PathLike, text: str) -> None:
     """Write UTF-8 text atomically."""
     with atomic_file(path) as tmp:

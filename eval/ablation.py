@@ -57,12 +57,10 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import re
 import shlex
 import statistics
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -71,7 +69,7 @@ from ema_boundary import stats
 from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, add_output_dir, comma_list, first_line, flatten
 from ema_boundary.cli import positive_int as _positive_int
 from ema_boundary.figures import pyplot, save
-from ema_boundary.io import MARKER, output_owner, read_json, write_json
+from ema_boundary.io import MARKER, atomic_files, output_owner, read_json, write_json
 from ema_boundary.verdicts import DIFFERENT, EQUIVALENT
 from ema_boundary.yamlio import YAMLFileError, read_yaml_file
 from eval import verdicts
@@ -456,17 +454,15 @@ def summarize_budgets(folder: str | Path) -> dict[str, Any]:
                               lr=None if longest["lr_grid"] else (next(iter(lrs.values()))
                                                                   if len(set(lrs.values())) == 1 else lrs),
                               lr_grid=longest["lr_grid"], data=longest["data"], seed=longest["seeds"][0])
-    with tempfile.TemporaryDirectory(prefix=".summarize-", dir=folder) as scratch:
+    with atomic_files(folder, (BUDGETS_JSON, BUDGETS_PNG)) as scratch:  # the scratch holds a rebuilt tokenizer too
         tokenizer = top / "tokenizer"
         if not (tokenizer / "tokenizer_config.json").is_file():  # rebuilt as the runs built it, from the YAML
             model = str(top / "configs" / longest["reference"])
             tokenizer = build_tokenizer({**settings, "model_name_or_path": model}, list(settings["data"]),
-                                        Path(scratch) / "tokenizer")
+                                        scratch / "tokenizer")
         summary = _summary(results, folder, settings, tokenizer, command, total)
-        write_json(Path(scratch) / BUDGETS_JSON, summary)
-        _plot_budgets(summary, Path(scratch) / BUDGETS_PNG)
-        for name in (BUDGETS_JSON, BUDGETS_PNG):  # each replaced in one rename, never half-written
-            os.replace(Path(scratch) / name, folder / name)
+        write_json(scratch / BUDGETS_JSON, summary)
+        _plot_budgets(summary, scratch / BUDGETS_PNG)
     return summary
 
 

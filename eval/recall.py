@@ -58,20 +58,17 @@ from tqdm.auto import tqdm
 from transformers import PretrainedConfig
 
 from ema_boundary import stats
-from ema_boundary.io import atomic_file
 from ema_boundary.params import parameter_counts
+from ema_boundary.seeding import recall_evaluation_seed, recall_selection_seed, recall_train_seed
 from ema_boundary.verdicts import A_HIGHER, A_LOWER, EQUIVALENT, NOT_RESOLVED, UNRESOLVED, higher
 from eval import verdicts
 from eval.mamba_scan import fast_mamba_scan
 from eval.sweep.plan import RateRule, choose
 from modeling_spen.mixer_mamba import mamba_state_numbers
+from training.checkpoint import load_state_file, save_state_file
 
 PAD = 0
 IGNORE = -100
-
-# Seeds of the example streams, offset from the model seed so that training, selection and
-# evaluation examples never come from the same stream.
-_TRAIN_STREAM, _SELECT_STREAM, _EVAL_STREAM = 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -326,7 +323,7 @@ def train_recall(
                                              trust_remote_code=trust_remote_code).to(device)
     model.train()
     offsets = recipe.random_offsets and "position_ids" in inspect.signature(model.forward).parameters
-    generator = torch.Generator().manual_seed(_stream(seed, _TRAIN_STREAM))
+    generator = torch.Generator().manual_seed(recall_train_seed(seed))
     curriculum = Curriculum(task, recipe, generator)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.98), weight_decay=recipe.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, recipe.lr_factor)
@@ -366,22 +363,26 @@ def train_recall(
     return model.eval(), step + 1
 
 
+# What a recall checkpoint holds (training.checkpoint.save_state_file): one without all of it is not resumed.
+_STATE_KEYS = ("step", "model", "optimizer", "scheduler", "generator", "torch_rng", "curriculum")
+
+
 def _save_recall(path: str | Path, step: int, model: torch.nn.Module, opt: torch.optim.Optimizer, sched: Any,
                  generator: torch.Generator, curriculum: Curriculum) -> None:
-    """The training state after ``step``, written whole (a temporary file renamed) so a kill leaves the last one."""
-    with atomic_file(path) as tmp:
-        torch.save({"step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
-                    "scheduler": sched.state_dict(), "generator": generator.get_state(),
-                    "torch_rng": torch.get_rng_state(),
-                    "curriculum": {"top": curriculum.top, "running": curriculum.running}}, tmp)
+    """The training state after ``step``, saved whole so a kill leaves the last one."""
+    save_state_file(path, {"step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
+                           "scheduler": sched.state_dict(), "generator": generator.get_state(),
+                           "torch_rng": torch.get_rng_state(),
+                           "curriculum": {"top": curriculum.top, "running": curriculum.running}})
 
 
 def _resume_recall(path: str | Path | None, model: torch.nn.Module, opt: torch.optim.Optimizer, sched: Any,
                    generator: torch.Generator, curriculum: Curriculum) -> int:
-    """The first step to train: 0, or the step after the one ``path`` holds, its state restored."""
-    if path is None or not Path(path).is_file():
+    """The first step to train: 0, or the step after the one ``path`` holds, its state restored. A state that
+    cannot be read is set aside with a warning, and training starts over (training.checkpoint.load_state_file)."""
+    state = load_state_file(path, _STATE_KEYS)
+    if state is None:
         return 0
-    state = torch.load(path, map_location="cpu", weights_only=True)
     model.load_state_dict(state["model"])
     opt.load_state_dict(state["optimizer"])
     sched.load_state_dict(state["scheduler"])
@@ -480,7 +481,7 @@ def recall_model(
     def selection_score(lr: float) -> float:
         t0 = time.perf_counter()
         model, steps = train_recall(config, task, recipe, lr, seed, progress, desc, trust_remote_code, device)
-        selection = evaluate_recall(model, task, recipe.select_examples, _stream(seed, _SELECT_STREAM))
+        selection = evaluate_recall(model, task, recipe.select_examples, recall_selection_seed(seed))
         sweep[f"{lr:g}"] = {"selection_accuracy": {str(n): a for n, a in selection.items()}, "steps": steps,
                             "seconds": time.perf_counter() - t0}
         trained[lr] = model, steps
@@ -494,7 +495,7 @@ def recall_model(
     best_model, best_steps = trained[best_lr]
     # The evaluation stream depends on the task only, not on the model seed: every model and every
     # seed is scored on the same sequences.
-    accuracy = evaluate_recall(best_model, task, recipe.eval_examples, _stream(0, _EVAL_STREAM))
+    accuracy = evaluate_recall(best_model, task, recipe.eval_examples, recall_evaluation_seed())
     counts = parameter_counts(best_model)
     return {
         "pairs": list(task.pairs),
@@ -635,10 +636,6 @@ def _recall_job(job: tuple) -> dict:
     torch.set_num_threads(threads)
     return recall_model(config, task, recipe, seed, progress=False, desc=name, trust_remote_code=trust_remote_code,
                         device=device, rate=rate)
-
-
-def _stream(seed: int, stream: int) -> int:
-    return 1_000_003 * stream + seed
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,12 +28,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 from ema_boundary import stats
-from ema_boundary.io import read_json, write_json, write_text
+from ema_boundary.io import atomic_files, read_json, write_json, write_text
 from grammar_probe.cli import DEFAULT_SIZES
 from grammar_probe.experiment import SHORTCUTS
 
@@ -148,9 +147,8 @@ def summary_of(record: dict, results: dict[str, tuple[object, dict]]) -> dict:
 
 def write_summary(folder: Path, summary: dict) -> None:
     """Write the figures, ``arms.md`` and ``arms.json`` into ``folder``, each file replaced atomically."""
-    with tempfile.TemporaryDirectory(prefix=".arms-figures-", dir=folder) as tmp:
-        for path in render_arms_figures(summary, Path(tmp)).values():
-            os.replace(path, folder / path.name)
+    with atomic_files(folder) as tmp:
+        render_arms_figures(summary, tmp)
     write_text(folder / "arms.md", render_arms_markdown(summary))
     write_json(folder / "arms.json", summary)
 

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from ema_boundary.seeding import window_tagger_seed
 from grammar_probe.grammar import UNK
 from grammar_probe.protocol import EarlyStopping, Vocab, extended_embeddings
 from grammar_probe.spcn import word_code
@@ -117,12 +118,12 @@ def fit_window_tagger(
     best: tuple[float, WindowTagger | None] = (-1.0, None)
     log: dict = {"validation_accuracy_by_k": {}, "epochs_by_k": {}}
     for k in ks:
-        torch.manual_seed(seed * 7 + k)
+        torch.manual_seed(window_tagger_seed(seed, k))
         model = WindowTagger(vocab, k, n_classes, unseen=unseen, code_seed=seed)
         x = model.windows(train[0])
         val_inputs = model.inputs(validation[0])  # built once: the windows do not change between epochs
         opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-        gen = torch.Generator().manual_seed(seed * 7 + k)
+        gen = torch.Generator().manual_seed(window_tagger_seed(seed, k))
         stop = EarlyStopping(patience)
         for epoch in range(epochs):
             model.train()

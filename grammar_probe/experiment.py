@@ -37,6 +37,7 @@ from datasets import DatasetDict
 from ema_boundary import stats
 from ema_boundary.io import atomic_dir, check_output_dir, write_json
 from ema_boundary.paper import PAPER
+from ema_boundary.seeding import probe_seeds
 from ema_boundary.verdicts import EQUIVALENT, HIGHER, LOWER, NOT_RESOLVED, UNREACHABLE
 from grammar_probe.baselines import MajorityWord, ema_features, fit_window_tagger
 from grammar_probe.bigru import train_bigru
@@ -514,7 +515,7 @@ def run_experiment(
     kind_of = {r: ceilings["roles"][r]["kind"] for r in names}
     size = size or (QUICK if quick else FULL)
     spcn_config = spcn_config or SPCNConfig()
-    seeds = [seed * 1000 + r for r in range(size.seeds)]
+    seeds = probe_seeds(seed, size.seeds)
     subsets, disjoint = _subsets(len(ds["train"]), size.train_sentences, size.seeds, seed)
 
     gold = {s: _flat(_prepare(ds, eval_splits, size)[s]["roles"]) for s in eval_splits}

@@ -202,7 +202,7 @@ def test_the_committed_folder_is_summarized_again_through_the_command(tmp_path):
     assert (copy / "arms.md").read_text() == (COMMITTED / "arms.md").read_text()
     assert {p.name for p in copy.glob("arms_*.png")} == {p.name for p in COMMITTED.glob("arms_*.png")}
     assert (copy / "notes.txt").read_text() == "mine"
-    assert not [p for p in copy.iterdir() if ".tmp-" in p.name or p.name.startswith(".arms-figures-")]
+    assert not [p for p in copy.iterdir() if ".tmp-" in p.name or p.name.startswith(".atomic-files-")]
 
     before = (copy / "arms.json").read_text()
     results = copy / "arms" / "size_250" / "results.json"

@@ -5,7 +5,15 @@ import os
 
 import pytest
 
-from ema_boundary.io import MARKER, OutputError, atomic_dir, check_output_dir, earlier_attempt, output_owner
+from ema_boundary.io import (
+    MARKER,
+    OutputError,
+    atomic_dir,
+    atomic_files,
+    check_output_dir,
+    earlier_attempt,
+    output_owner,
+)
 
 TOOL = "test-tool"
 
@@ -155,3 +163,18 @@ def test_a_folder_lock_admits_one_writer_and_leaves_nothing_when_nothing_was_wri
     again = FolderLock(folder, "train.py")
     assert again.acquire() == {"pid": 1, "host": "gone"}  # the stale record, taken over
     again.release()
+
+
+def test_atomic_files_replace_together_or_not_at_all(tmp_path):
+    (tmp_path / "a.json").write_text("old a")
+    (tmp_path / "b.png").write_text("old b")
+    with atomic_files(tmp_path, ("a.json", "b.png")) as scratch:
+        (scratch / "a.json").write_text("new a")
+        (scratch / "b.png").write_text("new b")
+        (scratch / "input").mkdir()  # not named: not published
+    assert (tmp_path / "a.json").read_text() == "new a" and (tmp_path / "b.png").read_text() == "new b"
+    with pytest.raises(RuntimeError), atomic_files(tmp_path) as scratch:
+        (scratch / "a.json").write_text("newer a")
+        raise RuntimeError("the figure failed")
+    assert (tmp_path / "a.json").read_text() == "new a"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.png"]  # no scratch left, nothing extra

@@ -145,6 +145,28 @@ def test_a_stopped_run_resumes_from_its_checkpoint_to_the_uninterrupted_model(tm
                                                  strict=True))
 
 
+@pytest.mark.parametrize("damage", ["truncated", "not a state"])
+def test_a_damaged_checkpoint_is_set_aside_and_training_starts_over(tmp_path, capsys, damage) -> None:
+    # As train.py passes over a damaged checkpoint: the run is not lost to a file a kill or a full disk broke.
+    task = RecallTask(vocab_size=18, pairs=(2,))
+    recipe = RecallRecipe(steps=6, batch_size=8, lrs=(1e-2,), warmup_steps=2)
+    config = GPT2Config(n_embd=16, n_layer=1, n_head=2, n_positions=8, resid_pdrop=0, embd_pdrop=0, attn_pdrop=0)
+    whole, whole_steps = train_recall(config, task, recipe, lr=1e-2, seed=2, progress=False)
+    ckpt = tmp_path / "recall_checkpoint.pt"
+    if damage == "truncated":
+        torch.save({"step": 3, "model": whole.state_dict()}, ckpt)
+        ckpt.write_bytes(ckpt.read_bytes()[:200])
+    else:
+        torch.save({"step": 3}, ckpt)  # readable, but without the rest of a training state
+    model, steps = train_recall(config, task, recipe, lr=1e-2, seed=2, progress=False, checkpoint=ckpt)
+    assert steps == whole_steps
+    assert all(torch.equal(x, y) for x, y in zip(whole.state_dict().values(), model.state_dict().values(),
+                                                 strict=True))
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["recall_checkpoint.pt.damaged"]
+    err = capsys.readouterr().err
+    assert f"{ckpt}: cannot resume from it" in err and "set aside as recall_checkpoint.pt.damaged" in err
+
+
 def test_recall_map_reports_every_model() -> None:
     task = RecallTask(vocab_size=16, pairs=(1, 2))
     recipe = RecallRecipe(steps=3, batch_size=4, lrs=(1e-3, 3e-3), warmup_steps=1, select_examples=8,

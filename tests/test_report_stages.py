@@ -14,6 +14,7 @@ import pytest
 
 from eval.report import stages
 from eval.report.plan import Plan
+from eval.sweep.paths import RunPaths
 from eval.sweep.plan import RateRule, load_plan
 from eval.sweep.trainers import TRAINERS
 
@@ -42,10 +43,10 @@ def trained(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     returns the runs trained, in order."""
     calls: list[str] = []
 
-    def run(spec: dict, run: str) -> dict:
-        calls.append(run)
+    def run(spec: dict, paths: RunPaths) -> dict:
+        calls.append(paths.run)
         value = loss(spec)
-        out = Path(run) / "train"
+        out = paths.file("train")
         (out / "final").mkdir(parents=True, exist_ok=True)
         rows = [{"step": s, "tokens": 64 * s, "loss": value + 1 / s} for s in range(1, spec["steps"] + 1)]
         rows.append({"step": spec["steps"], "val_loss": value})

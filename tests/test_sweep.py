@@ -467,7 +467,8 @@ def test_a_run_another_process_trains_is_left_to_it(tmp_path: Path, corpus_file:
     runs go on, and the run is reported as still to run."""
     import filelock
 
-    from eval.sweep.execute import LOCK, RunBusy, execute
+    from eval.sweep.execute import RunBusy, execute
+    from eval.sweep.paths import LOCK
 
     plan = tiny_plan(tmp_path, corpus_file, seeds=[0], rate={"lr_grid": [1.0e-3, 3.0e-3]}, budgets=[2])
     out = tmp_path / "out"
@@ -525,3 +526,18 @@ def test_every_committed_sweep_resumes_under_its_plan() -> None:
         identity = json.loads(json.dumps(load_plan(ROOT / recorded["plan"]).identity()))
         diff = _first_difference(recorded["identity"], identity)
         assert diff is None or _added(recorded["identity"], identity), f"{path.parent.name}: {diff}"
+
+
+def test_a_runs_paths_come_from_one_place(tmp_path) -> None:
+    from eval.sweep.paths import RunPaths, run_id, run_pattern
+
+    paths = RunPaths.of(tmp_path, "spen", 0.01, 2, 100)
+    assert paths.run == run_id("spen", 0.01, 2, 100) == "runs/spen/lr_0.01/seed_2/steps_100"
+    assert paths.result == tmp_path / "runs/spen/lr_0.01/seed_2/steps_100/result.json"
+    assert (paths.spec.name, paths.log.name, paths.file("train").name) == ("run.json", "log.txt", "train")
+    assert paths.relative("train.yaml") == "runs/spen/lr_0.01/seed_2/steps_100/train.yaml"  # as records name it
+    nested = RunPaths.of(tmp_path, "w128/spen", 0.003, 0, 50)  # the ladder names arms by folders
+    for run in (paths, nested):
+        run.folder.mkdir(parents=True)
+    assert sorted(tmp_path.glob(run_pattern())) == sorted([paths.folder, nested.folder])
+    assert list(tmp_path.glob(run_pattern("spen"))) == [paths.folder]

@@ -12,6 +12,7 @@ import train_config
 from ema_boundary import corpus
 from ema_boundary.io import MARKER
 from tests.train_testkit import ROOT
+from training.checkpoint import checkpoint_files, checkpoint_problem, find_checkpoint
 
 
 def _yaml(tmp_path, text: str):
@@ -239,26 +240,26 @@ def test_a_damaged_checkpoint_is_named_and_the_one_before_it_used(tmp_path) -> N
         ckpt = _checkpoint(out, step)
         (ckpt / "model.safetensors").write_bytes(b"x" * 100)
         state = json.loads((ckpt / "data_state.json").read_text())
-        (ckpt / "data_state.json").write_text(json.dumps({**state, "files": train_config.checkpoint_files(ckpt)}))
+        (ckpt / "data_state.json").write_text(json.dumps({**state, "files": checkpoint_files(ckpt)}))
     newest = out / "checkpoints/step_6"
-    assert train_config.checkpoint_problem(newest) is None
+    assert checkpoint_problem(newest) is None
     (newest / "model.safetensors").write_bytes(b"x" * 50)  # truncated
     warnings: list[str] = []
-    assert train_config.find_checkpoint(out, "latest", True, False, warn=warnings.append) == out / "checkpoints/step_3"
+    assert find_checkpoint(out, "latest", True, False, warn=warnings.append) == out / "checkpoints/step_3"
     assert warnings == [f"train.py: warning: {newest}: cannot resume from it (model.safetensors has 50 bytes, the "
                         "checkpoint wrote 100); trying the checkpoint before it"]
     with pytest.raises(train_config.ConfigError, match=f"^{newest}: cannot resume from this checkpoint: "
                                                        "model.safetensors has 50 bytes"):
-        train_config.find_checkpoint(out, str(newest), True, False)
+        find_checkpoint(out, str(newest), True, False)
     (newest / "model.safetensors").write_bytes(b"y" * 100)  # the same size, other bytes
-    assert train_config.checkpoint_problem(newest) == "model.safetensors does not match its SHA-256 checksum"
+    assert checkpoint_problem(newest) == "model.safetensors does not match its SHA-256 checksum"
     (out / "checkpoints/step_3/model.safetensors").unlink()
     with pytest.raises(train_config.ConfigError, match=f"^{out}: no checkpoint of it can be resumed"):
-        train_config.find_checkpoint(out, "latest", True, False)
+        find_checkpoint(out, "latest", True, False)
     # A checkpoint saved before checksums: its safetensors files must open.
     old = _checkpoint(tmp_path / "old", 2)
     (old / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{}")
-    assert "model.safetensors does not load" in train_config.checkpoint_problem(old)
+    assert "model.safetensors does not load" in checkpoint_problem(old)
 
 
 def test_a_torn_last_metrics_line_is_dropped_with_a_warning(tmp_path) -> None:
@@ -318,21 +319,21 @@ def test_output_folder_rules(tmp_path, monkeypatch) -> None:
 def test_checkpoint_discovery(tmp_path) -> None:
     own = _run_folder(tmp_path / "own", step=3)
     (own / "checkpoints" / ".tmp_step_6").mkdir()  # a save that did not finish does not count
-    assert train_config.find_checkpoint(own, None, True, False) == own / "checkpoints/step_3"  # resumes by itself
-    assert train_config.find_checkpoint(own, "latest", True, False) == own / "checkpoints/step_3"
-    assert train_config.find_checkpoint(own, None, True, True) is None  # --overwrite_output_dir: starts over
+    assert find_checkpoint(own, None, True, False) == own / "checkpoints/step_3"  # resumes by itself
+    assert find_checkpoint(own, "latest", True, False) == own / "checkpoints/step_3"
+    assert find_checkpoint(own, None, True, True) is None  # --overwrite_output_dir: starts over
     with pytest.raises(train_config.ConfigError, match="--overwrite_output_dir starts over and "
                                                        "--resume_from_checkpoint continues; pass one"):
-        train_config.find_checkpoint(own, "latest", True, True)
+        find_checkpoint(own, "latest", True, True)
     with pytest.raises(train_config.ConfigError, match="not a complete checkpoint"):
-        train_config.find_checkpoint(own, str(own / "checkpoints/.tmp_step_6"), True, False)
+        find_checkpoint(own, str(own / "checkpoints/.tmp_step_6"), True, False)
 
     finished = _run_folder(tmp_path / "finished", step=None)
     (finished / "final").mkdir()
     with pytest.raises(train_config.ConfigError, match="holds a finished train.py run without checkpoints; pass "
                                                        "--overwrite_output_dir"):
-        train_config.find_checkpoint(finished, None, True, False)
-    assert train_config.find_checkpoint(tmp_path / "new", None, False, False) is None
+        find_checkpoint(finished, None, True, False)
+    assert find_checkpoint(tmp_path / "new", None, False, False) is None
 
 
 def test_clear_run_removes_only_what_train_py_writes(tmp_path) -> None:

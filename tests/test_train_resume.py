@@ -16,8 +16,8 @@ import pytest
 import torch
 
 import train
-import train_config
 from tests.train_testkit import ENV, ROOT, metrics, run_cmd, run_python, tokenizer_dir, write_config
+from training.checkpoint import find_checkpoint
 
 # Runs train.main in a real process that kills itself with SIGKILL (no cleanup, like a preempted node):
 # after logging step KILL_AFTER_LOG, or inside the checkpoint save of step KILL_IN_SAVE, after Accelerate
@@ -72,7 +72,7 @@ def test_two_kills_and_resumes_match_an_uninterrupted_run(tmp_path, model):
     assert "resumed from" in second.stdout + second.stderr
     ckpts = sorted(p.name for p in (out / "checkpoints").iterdir())
     assert ckpts == [".tmp_step_12", "step_6", "step_9"]  # the half-saved one does not count
-    assert train_config.find_checkpoint(out, "latest", True, False).name == "step_9"
+    assert find_checkpoint(out, "latest", True, False).name == "step_9"
 
     resumed = metrics(train.main(args))  # resumes at 9 and runs to the end (in-process: no kill needed)
 

@@ -7,8 +7,9 @@
 - :mod:`training.optim`: AdamW (decay on matrices and embeddings only) and the warmup + cosine schedule;
 - :mod:`training.accelerator`: Accelerate for one run (process group, devices, precision, accumulation,
   trackers, metrics.jsonl);
-- :mod:`training.checkpoint`: the run folder while a run writes it (its lock, settings, metrics, checkpoints
-  with their settings and checksums, final/);
+- :mod:`training.checkpoint`: checkpoints, their one home (saved whole, found, checked, passed over when damaged;
+  also eval.recall's one-file state), and the run folder while a run writes it (its lock, settings, metrics,
+  final/);
 - :mod:`training.pretrained`: the weights a run starts from (``--model_name_or_path`` on a trained folder), checked;
 - :mod:`training.card`: the model card;
 - :mod:`training.console`: what train.py prints, at --log_level;

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ema_boundary.io import read_json, write_json
 from eval.plans import REPO, in_repo
-from eval.sweep.execute import RESULT_JSON
+from eval.sweep.paths import RESULT_JSON
 from eval.sweep.plan import load_plan
 from eval.sweep.runner import Sweep, open_folder, relative, summarize
 from grammar_probe.arms import row_values

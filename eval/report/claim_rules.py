@@ -304,10 +304,11 @@ def _against_floor(report: Report, recall: Mapping[str, Any], kinds: Mapping[str
     if not isinstance(settings, Mapping) or not settings.get("task"):
         return ""
     # delayed: eval.recall imports torch; the floor is a few thousand sampled sequences, no model
-    from eval.recall import _EVAL_STREAM, RecallTask, _stream, no_lookup_floor
+    from ema_boundary.seeding import recall_evaluation_seed
+    from eval.recall import RecallTask, no_lookup_floor
 
     task = RecallTask(**{k: tuple(v) if isinstance(v, list) else v for k, v in settings["task"].items()})
-    floor = no_lookup_floor(task, settings["recipe"]["eval_examples"], _stream(0, _EVAL_STREAM))
+    floor = no_lookup_floor(task, settings["recipe"]["eval_examples"], recall_evaluation_seed())
     state = [top_accuracy(r)[1] for n, r in recall.items() if kinds[n] == "state"]
     best = f"; every state-scope reader ≤ {pct(max(state))}" if state else ""
     return f"{best} (the no-lookup floor on these sequences, {floor['best'][str(at)]}: {pct(floor['floor'][str(at)])})"

@@ -221,7 +221,7 @@ def language_model(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any]:
     rate (``plan.workers`` at a time). Every seed's final model is scored on the test blocks of the YAMLs' test
     split when they hold one (``scored_on`` says which blocks the comparison reads: "test", else "validation")."""
     from eval.runs import read_metrics
-    from eval.sweep.runner import run_id
+    from eval.sweep.paths import run_id
 
     lm = plan.language_model
     cfgs = {w: _yaml(plan, w) for w in ARCHITECTURES}

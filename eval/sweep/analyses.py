@@ -243,7 +243,7 @@ def _gap_at(plan: SweepPlan, results: dict[str, Any], folder: Path, size: str, a
     s = plan.settings
     before = Path.cwd()
     os.chdir(folder)  # the command eval.gap records runs from the sweep folder
-    text = _data_paths([st["data"]] if isinstance(st["data"], str) else list(st["data"]), relative=True)[0]
+    text = _data_paths([st["data"]] if isinstance(st["data"], str) else list(st["data"]), relative_to=Path.cwd())[0]
     argv = ["--model_name_or_path", ",".join(finals[b_arm]), ",".join(finals[a_arm]),
             "--labels", s.get("b", "gpt2"), s.get("a", "spen"), "--text", text, "--split", plan.score,
             "--val_every", str(st["val_every"]), "--test_every", str(st["test_every"]),
@@ -271,13 +271,14 @@ def recall_floor(plan: SweepPlan, pairs: str) -> dict[str, Any]:
     the level an arm must pass: that floor (settings ``floor: no_lookup``, the default) or ``1 / pairs`` (``floor:
     copying``, what the recall map read before issue 49)."""
     # delayed: eval.recall imports torch, the other analyses need none
-    from eval.recall import _EVAL_STREAM, _stream, no_lookup_floor
+    from ema_boundary.seeding import recall_evaluation_seed
+    from eval.recall import no_lookup_floor
     from eval.sweep.trainers import RecallTrainer
 
     arm = plan.arms[0]
     _, task, recipe = RecallTrainer.build({"config": plan.config_of(arm), "steps": plan.budgets_of(arm)[-1],
                                            "lr": plan.grid_of(arm)[0], "arm": arm.name})
-    measured = no_lookup_floor(task, recipe.eval_examples, _stream(0, _EVAL_STREAM))
+    measured = no_lookup_floor(task, recipe.eval_examples, recall_evaluation_seed())
     kind = plan.settings.get("floor", "no_lookup")
     level = measured["floor"][pairs] if kind == "no_lookup" else 1 / int(pairs)
     name = f"no-lookup floor ({measured['best'][pairs]})" if kind == "no_lookup" else f"copying level 1/{pairs}"

@@ -1,6 +1,7 @@
 """One run of a sweep, from its folder: ``python -m eval.sweep.execute runs/<arm>/lr_<lr>/seed_<s>/steps_<n>``.
 
-Run from the sweep folder (every path a run records is relative to it). The run's ``run.json`` says what to
+Run from the sweep folder (every path a run records is relative to it). Where a run keeps its files:
+:class:`eval.sweep.paths.RunPaths`, the one place that names them. The run's ``run.json`` says what to
 train (the trainer, the arm's settings, the rate, the seed, the steps); its numbers go to ``result.json``,
 written once the run is complete (a run folder without a readable one is unfinished: it continues from its newest
 checkpoint where its trainer keeps them), and its console output to ``log.txt``.
@@ -34,8 +35,8 @@ import filelock
 from ema_boundary import signals
 from ema_boundary.io import read_json, write_json
 from ema_boundary.signals import STOP_SIGNALS, Stopped, signal_name
+from eval.sweep.paths import RUN_JSON, RunPaths
 
-RUN_JSON, RESULT_JSON, LOG, LOCK = "run.json", "result.json", "log.txt", ".run.lock"
 STOPS = ".stops"  # DIR/.stops/<invocation>: the stop file of one invocation, while it stops
 ORPHAN_GRACE = 5.0  # seconds a worker whose sweep died gives its run to save and stop before it exits
 WATCH_EVERY = 0.2  # seconds between two looks at the stop file and the sweep's process
@@ -228,41 +229,29 @@ def pid_alive(pid: int) -> Callable[[], bool]:
 # ---------------------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _in(folder: Path):
-    before = Path.cwd()
-    os.chdir(folder)
-    try:
-        yield
-    finally:
-        os.chdir(before)
-
-
 def execute(sweep: Path, run: str) -> dict[str, Any]:
     """Train and score the run in ``sweep/run`` (unless it has a readable result.json); return its result. Raises
     :class:`RunBusy` when another process holds the run's lock, :class:`RunStopped` when a stop signal (or the
     sweep's stop file) ended it, or before it started where its sweep is stopping."""
-    sweep = Path(sweep).resolve()
-    folder = sweep / run
-    done = folder / RESULT_JSON
-    result, _ = read_result(done)
+    paths = RunPaths(Path(sweep).resolve(), run)
+    result, _ = read_result(paths.result)
     if result is not None:
         return result
     stop = _Process.stop
     if stop is not None and stop.signum() is not None:  # the sweep stops: this run does not start
         raise RunStopped(run, stop.signum())
     # One writer per run: two invocations on one sweep folder (e.g. --arms in parallel) never train the same run.
-    lock = filelock.FileLock(folder / LOCK)
+    lock = filelock.FileLock(paths.lock)
     try:
         lock.acquire(timeout=0)
     except filelock.Timeout:
         raise RunBusy(f"{run}: another process is training it") from None
     _Process.running, _Process.stopping, _Process.taken = run, False, signals.taken()
     try:
-        result, _ = read_result(done)
+        result, _ = read_result(paths.result)
         if result is not None:  # finished by the other process while this one waited for the lock
             return result
-        return _execute(sweep, run, folder)
+        return _execute(paths)
     except Stopped as e:  # train.py saved a checkpoint after its step and stopped
         raise RunStopped(run, e.signum) from None
     except KeyboardInterrupt as e:  # a run with no handler of its own, stopped where it was
@@ -272,27 +261,26 @@ def execute(sweep: Path, run: str) -> dict[str, Any]:
         lock.release()
 
 
-def _execute(sweep: Path, run: str, folder: Path) -> dict[str, Any]:
+def _execute(paths: RunPaths) -> dict[str, Any]:
     from eval.sweep.trainers import TRAINERS
 
-    spec = read_json(folder / RUN_JSON, "run spec", "the sweep writes it before the run", error=RuntimeError)
+    spec = read_json(paths.spec, "run spec", "the sweep writes it before the run", error=RuntimeError)
     trainer = TRAINERS[spec["trainer"]]
-    with _in(sweep):
-        for name, text in trainer.files(spec, run).items():
-            path = Path(run) / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if not path.is_file() or path.read_text() != text:
-                path.write_text(text)
-        started, cpu = time.time(), time.process_time()
-        with open(Path(run) / LOG, "a") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-            result = trainer.run(spec, run)
-        # CPU seconds of this process (one torch thread per worker): the cost of a run on a shared machine,
-        # where wall time depends on the neighbours.
-        result = {**result, "run": run, "command": trainer.command(run, spec), "finished": time.time(),
-                  "wall_seconds": time.time() - started, "cpu_seconds": time.process_time() - cpu}
-        if diverged(result.get(trainer.objective)):  # NaN or infinite: recorded, never chosen (Sweep.choice)
-            result["diverged"] = True
-        write_json(Path(run) / RESULT_JSON, result)
+    for name, text in trainer.files(spec, paths).items():
+        path = paths.file(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not path.is_file() or path.read_text() != text:
+            path.write_text(text)
+    started, cpu = time.time(), time.process_time()
+    with open(paths.log, "a") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        result = trainer.run(spec, paths)
+    # CPU seconds of this process (one torch thread per worker): the cost of a run on a shared machine,
+    # where wall time depends on the neighbours.
+    result = {**result, "run": paths.run, "command": trainer.command(paths.run, spec), "finished": time.time(),
+              "wall_seconds": time.time() - started, "cpu_seconds": time.process_time() - cpu}
+    if diverged(result.get(trainer.objective)):  # NaN or infinite: recorded, never chosen (Sweep.choice)
+        result["diverged"] = True
+    write_json(paths.result, result)
     return result
 
 
@@ -303,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
               "(from the sweep folder: runs/<arm>/lr_*/seed_*/steps_*)", file=sys.stderr)
         return 2
     run = args[0].rstrip("/")
-    if not (Path(run) / RUN_JSON).is_file():
+    if not RunPaths(Path.cwd(), run).spec.is_file():
         print(f"eval.sweep.execute: {run}/{RUN_JSON}: no such file (run from the sweep folder)", file=sys.stderr)
         return 2
     install_stop_handlers(None)  # SIGTERM and SIGUSR1 stop the run as Ctrl-C does (train.py saves a checkpoint)

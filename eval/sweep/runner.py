@@ -50,7 +50,8 @@ from ema_boundary.machine import machine_record
 from ema_boundary.signals import exit_status, signal_name
 from ema_boundary.yamlio import YAMLFileError
 from eval.plans import REPO
-from eval.sweep.execute import LOG, RESULT_JSON, RUN_JSON, RunBusy, RunStopped, StopFile, diverged, read_result
+from eval.sweep.execute import RunBusy, RunStopped, StopFile, diverged, read_result
+from eval.sweep.paths import RESULT_JSON, RUN_JSON, RunPaths, run_id, run_pattern
 from eval.sweep.plan import Arm, SweepPlan, dump, plan_from_text
 from eval.sweep.trainers import TRAINERS
 
@@ -87,11 +88,6 @@ class SweepStopped(KeyboardInterrupt):
 def say(line: str) -> None:
     """The sweep's progress lines, on stdout as they happen (flushed: a sweep piped to a file is watched too)."""
     print(line, flush=True)
-
-
-def run_id(arm: str, lr: float, seed: int, steps: int) -> str:
-    """A run's folder, relative to the sweep folder."""
-    return f"runs/{arm}/lr_{lr:g}/seed_{seed}/steps_{steps}"
 
 
 def relative(path: str | Path) -> str:
@@ -285,7 +281,7 @@ class Sweep:
 
     def result(self, arm: Arm, lr: float, seed: int, steps: int) -> dict[str, Any] | None:
         """The run's result, or None while it has none, or none that can be read (noted in ``broken``)."""
-        path = self.folder / run_id(arm.name, lr, seed, steps) / RESULT_JSON
+        path = RunPaths.of(self.folder, arm.name, lr, seed, steps).result
         result, why = read_result(path)
         if why:
             self._unreadable(path, why)
@@ -293,9 +289,10 @@ class Sweep:
 
     def read_spec(self, rid: str) -> dict[str, Any] | None:
         """A run's recorded run.json, or None where it has none or none that can be read (noted in ``broken``)."""
-        spec, why = read_result(self.folder / rid / RUN_JSON)
+        path = RunPaths(self.folder, rid).spec
+        spec, why = read_result(path)
         if why:
-            self._unreadable(self.folder / rid / RUN_JSON, why)
+            self._unreadable(path, why)
         return spec
 
     def check_declared(self, arms: Sequence[Arm]) -> dict[Path, dict[str, Any]]:
@@ -305,7 +302,7 @@ class Sweep:
         folder names the rate, seed and steps."""
         rewrite = {}
         for arm in arms:
-            for path in sorted((self.folder / "runs").glob(f"{arm.name}/lr_*/seed_*/steps_*/{RUN_JSON}")):
+            for path in sorted(self.folder.glob(f"{run_pattern(arm.name)}/{RUN_JSON}")):
                 rid = str(path.parent.relative_to(self.folder))
                 spec = self.read_spec(rid)
                 if spec is not None and spec.get("arm") == arm.name:
@@ -328,9 +325,10 @@ class Sweep:
     def declare(self, arm: Arm, lr: float, seed: int, steps: int) -> str:
         """The run's folder with its run.json (a recorded spec must be the same: else the plan changed; one that
         cannot be read is written again from the plan)."""
-        rid = run_id(arm.name, lr, seed, steps)
+        paths = RunPaths.of(self.folder, arm.name, lr, seed, steps)
+        rid = paths.run
         spec = json.loads(json.dumps(self.spec(arm, lr, seed, steps)))
-        path = self.folder / rid / RUN_JSON
+        path = paths.spec
         if (self.folder / "runs").resolve() not in path.resolve().parents:  # arm names are checked with the plan
             raise SweepError(f"arms.{arm.name}: its runs would be written outside {self.folder / 'runs'}")
         recorded = self.read_spec(rid)
@@ -403,7 +401,7 @@ class Sweep:
         """Every finished run's result (with its spec's arm, rate, seed and steps); unreadable ones are noted in
         ``broken`` and left out."""
         out = []
-        for path in sorted((self.folder / "runs").glob(f"**/{RESULT_JSON}")):
+        for path in sorted(self.folder.glob(f"{run_pattern()}/{RESULT_JSON}")):
             rid = str(path.parent.relative_to(self.folder))
             result, why = read_result(path)
             if why:
@@ -424,7 +422,7 @@ class Sweep:
 
     def finished(self, arms: Sequence[Arm]) -> int:
         """How many runs of ``arms`` have a result.json."""
-        return sum(len(list((self.folder / "runs").glob(f"{arm.name}/lr_*/seed_*/steps_*/{RESULT_JSON}")))
+        return sum(len(list(self.folder.glob(f"{run_pattern(arm.name)}/{RESULT_JSON}")))
                    for arm in arms)
 
 
@@ -509,7 +507,7 @@ def run_sweep(plan: SweepPlan, folder: Path, launcher: Any, command: str, *, res
                 what = f"stopped by {signal_name(error.signum)} (resumable)"
             elif error is not None:
                 failures.append((rid, error))
-                what = f"failed ({type(error).__name__}); its log: {folder / rid / LOG}"
+                what = f"failed ({type(error).__name__}); its log: {RunPaths(folder, rid).log}"
             else:
                 done += 1
                 what = _finished(sweep, rid)
@@ -530,7 +528,7 @@ def run_sweep(plan: SweepPlan, folder: Path, launcher: Any, command: str, *, res
     if failures:
         rid, error = failures[0]
         raise RunFailed(f"{rid} failed ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
-                        f"its log: {folder / rid / LOG}; {len(failures)} run(s) failed, finished runs are kept; "
+                        f"its log: {RunPaths(folder, rid).log}; {len(failures)} run(s) failed, finished runs are kept; "
                         f"continue with: ema-boundary sweep --resume_from {folder}")
     missing = results["missing"]
     if busy:
@@ -543,7 +541,7 @@ def run_sweep(plan: SweepPlan, folder: Path, launcher: Any, command: str, *, res
 
 def _finished(sweep: Sweep, rid: str) -> str:
     """A finished run in words: its objective (or that it diverged) and its time."""
-    result, _ = read_result(sweep.folder / rid / RESULT_JSON)
+    result, _ = read_result(RunPaths(sweep.folder, rid).result)
     if result is None:
         return "finished"
     objective, value = sweep.trainer.objective, result.get(sweep.trainer.objective)
@@ -661,5 +659,5 @@ def summarize(folder: Path, plan: SweepPlan | None = None, seconds: float | None
     return results
 
 
-__all__ = ["RunFailed", "Sweep", "SweepError", "TOOL", "open_folder", "read_folder", "relative", "run_id",
+__all__ = ["RunFailed", "Sweep", "SweepError", "TOOL", "open_folder", "read_folder", "relative",
            "run_in_process", "run_sweep", "summarize"]

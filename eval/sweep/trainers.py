@@ -5,8 +5,10 @@ A trainer has three parts:
 
 - ``prepare(plan, folder)``: what every run of the sweep shares, built once in the sweep folder before any run
   (the tokenizer); returns paths relative to the sweep folder;
-- ``run(spec, shared)``: one run, executed with the sweep folder as the working folder (so that every path
-  the run records is relative to it): it trains, scores and returns the run's numbers (JSON-ready);
+- ``files(spec, paths)``: the files the run reads, written into its folder first (every path in them relative to
+  the sweep folder, so that a sweep runs from a clone);
+- ``run(spec, paths)``: one run, its files at ``paths`` (:class:`eval.sweep.execute.RunPaths`): it trains, scores
+  and returns the run's numbers (JSON-ready), every path it records relative to the sweep folder;
 - ``objective``: the validation number the rate rule reads, and whether lower is better.
 
 A run's spec is data (``run.json`` in its folder): the trainer, the arm, the rate, the seed, the steps and the
@@ -15,8 +17,10 @@ arm's merged settings. ``python -m eval.sweep.execute runs/<id>`` (from the swee
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import shlex
 import sys
 import time
@@ -29,6 +33,7 @@ import yaml
 from ema_boundary.cli import UsageError
 from ema_boundary.io import atomic_dir
 from eval.plans import in_repo
+from eval.sweep.paths import RunPaths
 from eval.sweep.plan import SweepPlan
 
 # ---------------------------------------------------------------------------------------------
@@ -167,21 +172,21 @@ class TrainTrainer:
         python = [f"python {sys.version.split()[0]}"] if any(d in corpus.EMBEDDED_SOURCES for d in named) else []
         return content_digest([d for d in data if d not in named], names=named + python)
 
-    def _yaml(self, spec: dict[str, Any], run: str) -> dict[str, Any]:
+    def _yaml(self, spec: dict[str, Any], paths: RunPaths) -> dict[str, Any]:
         """The run's train.yaml settings, every path relative to the sweep folder."""
-        settings = {**_settings(spec), "model_name_or_path": f"{run}/model",
-                    "tokenizer_name": spec["shared"]["tokenizer"], "output_dir": f"{run}/train",
+        settings = {**_settings(spec), "model_name_or_path": paths.relative("model"),
+                    "tokenizer_name": spec["shared"]["tokenizer"], "output_dir": paths.relative("train"),
                     "max_steps": spec["steps"], "learning_rate": spec["lr"], "seed": spec["seed"]}
         settings.pop("data", None)
         data = _defaults(_settings(spec))["data"]
-        settings["data"] = _data_paths([data] if isinstance(data, str) else list(data), relative=True)
+        settings["data"] = _data_paths([data] if isinstance(data, str) else list(data), relative_to=paths.sweep)
         return settings
 
-    def files(self, spec: dict[str, Any], run: str) -> dict[str, str]:
+    def files(self, spec: dict[str, Any], paths: RunPaths) -> dict[str, str]:
         """The run's model config and train.yaml (written into its folder before it trains)."""
         config = model_config(spec["config"]["model"], f"arms.{spec['arm']}")
-        settings = self._yaml(spec, run)
-        header = f"# run {run} of a sweep; from the sweep folder: {self.command(run, spec)}\n"
+        settings = self._yaml(spec, paths)
+        header = f"# run {paths.run} of a sweep; from the sweep folder: {self.command(paths.run, spec)}\n"
         return {"model/config.json": json.dumps(config, indent=2) + "\n",
                 "train.yaml": header + yaml.safe_dump(settings, sort_keys=False)}
 
@@ -190,7 +195,7 @@ class TrainTrainer:
         program = "train" if loop == "train" else "eval.reference"
         return shlex.join(["python", "-m", program, "--config", f"{run}/train.yaml"])
 
-    def run(self, spec: dict[str, Any], run: str) -> dict[str, Any]:
+    def run(self, spec: dict[str, Any], paths: RunPaths) -> dict[str, Any]:
         import train
         from eval.runs import read_metrics, read_seen, read_test
 
@@ -198,31 +203,33 @@ class TrainTrainer:
         if spec["config"].get("loop", "train") == "reference":
             from eval.reference import train_reference
 
-            train_reference(_defaults(self._yaml(spec, run)))
+            with _working_folder(paths.sweep):
+                train_reference(_defaults(self._yaml(spec, paths)))
         else:
-            argv = ["--config", f"{run}/train.yaml", "--log_level", "warning"]
-            damaged = _unresumable(Path(run) / "train")
+            argv = ["--config", paths.relative("train.yaml"), "--log_level", "warning"]
+            damaged = _unresumable(paths.file("train"))
             if damaged:  # the sweep's own run folder: it starts over (train.py alone would ask for the flag)
-                print(f"{run}: no checkpoint can be resumed ({damaged}); the run starts over", file=sys.stderr)
+                print(f"{paths.run}: no checkpoint can be resumed ({damaged}); the run starts over", file=sys.stderr)
                 argv.append("--overwrite_output_dir")
-            train.main(argv)  # raises on bad input
-        metrics = read_metrics(Path(run) / "train" / "metrics.jsonl")
+            with _working_folder(paths.sweep):
+                train.main(argv)  # raises on bad input
+        metrics = read_metrics(paths.file("train") / "metrics.jsonl")
         result: dict[str, Any] = {
             "val_loss": metrics["val_loss"][-1] if metrics["val_loss"] else math.nan,
             "steps": metrics["step"][-1] if metrics["step"] else 0,
             "tokens": metrics["tokens"][-1] if metrics["tokens"] else 0,
             "curve": {"val_step": metrics["val_step"], "val_loss": metrics["val_loss"]},
-            "parameters": _parameter_counts(Path(run) / "train" / "final"),
+            "parameters": _parameter_counts(paths.file("train") / "final"),
             "seconds": time.perf_counter() - started,
         }
         if spec["config"].get("loop", "train") == "train" and damaged:
             result["started_over"] = damaged  # said in the sweep's line for the run, and kept with its numbers
-        test = read_test(Path(run) / "train" / "metrics.jsonl")
+        test = read_test(paths.file("train") / "metrics.jsonl")
         if test is not None:
             result.update(test)
-        result.update(read_seen(Path(run) / "train" / "metrics.jsonl"))  # distinct training tokens (train_fraction)
+        result.update(read_seen(paths.file("train") / "metrics.jsonl"))  # distinct training tokens (train_fraction)
         if "depth" in spec["config"].get("measure", ()):
-            result["depth"] = _measure_depth(Path(run) / "train" / "final", spec, _defaults(self._yaml(spec, run)))
+            result["depth"] = _measure_depth(paths.file("train") / "final", spec, paths.sweep)
         return result
 
     def score(self, result: dict[str, Any], split: str) -> float:
@@ -233,11 +240,11 @@ class TrainTrainer:
 def _unresumable(out: Path) -> str | None:
     """Why no checkpoint of the train.py run in ``out`` can be resumed, where it has some and none can (else None:
     train.py resumes from the newest sound one, passing over damaged ones with a line in the run's log)."""
-    import train_config
+    from training.checkpoint import checkpoint_problem
 
     found = sorted((d for d in (out / "checkpoints").glob("step_*") if (d / "data_state.json").is_file()),
                    key=lambda d: int(d.name.split("_")[1]))
-    problems = [(d, train_config.checkpoint_problem(d)) for d in found]
+    problems = [(d, checkpoint_problem(d)) for d in found]
     if not found or any(problem is None for _, problem in problems):
         return None
     return "; ".join(f"{d.relative_to(out)}: {problem}" for d, problem in problems)
@@ -250,11 +257,22 @@ def _defaults(settings: dict[str, Any]) -> dict[str, Any]:
     return {**{k: s.default for k, s in train_config.SETTINGS.items()}, **settings}
 
 
-def _data_paths(data: list[str], relative: bool = False) -> list[str]:
-    """Named corpora as they are; files repository-relative (as plans name them). With ``relative``: as seen
-    from the sweep folder (the working folder of a run), so that the run's train.yaml runs from a clone."""
-    import os
+@contextlib.contextmanager
+def _working_folder(folder: Path) -> Iterator[None]:
+    """``folder`` as the working folder for the block: train.py (and eval.reference) run in this process and resolve
+    the relative paths of a run's train.yaml against the working folder; the recorded settings stay relative, so
+    a checkpoint resumes from a clone. The one place a run changes the working folder."""
+    before = Path.cwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(before)
 
+
+def _data_paths(data: list[str], relative_to: Path | None = None) -> list[str]:
+    """Named corpora as they are; files repository-relative (as plans name them). With ``relative_to`` (the sweep
+    folder): relative to it, so that the run's train.yaml runs from a clone."""
     from ema_boundary import corpus
 
     named = (corpus.C4, corpus.EMBEDDED, corpus.EMBEDDED_PYDOC, corpus.EMBEDDED_STDLIB)
@@ -264,7 +282,7 @@ def _data_paths(data: list[str], relative: bool = False) -> list[str]:
             out.append(d)
         else:
             path = in_repo(d)
-            out.append(os.path.relpath(path, Path.cwd()) if relative else str(path))
+            out.append(os.path.relpath(path, relative_to) if relative_to is not None else str(path))
     return out
 
 
@@ -277,7 +295,7 @@ def _parameter_counts(final: Path) -> dict[str, int]:
     return parameter_counts(build_on_meta(AutoConfig.from_pretrained(final), str(final))).as_dict()
 
 
-def _measure_depth(final: Path, spec: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any]:
+def _measure_depth(final: Path, spec: dict[str, Any], sweep: Path) -> dict[str, Any]:
     """eval.depth's measures of one trained model on the first validation blocks (held-out text; settings
     ``depth: {num_sequences: 64, seq_len: 128, ridge: 1e-3}``), which need no language-model gate: token identity
     and every earlier block recovered at the last layer by a linear probe, the stream norm against depth."""
@@ -288,8 +306,10 @@ def _measure_depth(final: Path, spec: dict[str, Any], settings: dict[str, Any]) 
 
     opts = {"num_sequences": 64, "seq_len": 128, "ridge": 1e-3, **spec["config"].get("depth", {})}
     model = AutoModelForCausalLM.from_pretrained(final).eval()
-    tok = AutoTokenizer.from_pretrained(spec["shared"]["tokenizer"])
-    data = corpus.parse_data(settings["data"])
+    settings = _defaults(_settings(spec))  # the run's data design (its train.yaml's), its files found from here
+    tok = AutoTokenizer.from_pretrained(sweep / spec["shared"]["tokenizer"])
+    data = corpus.parse_data(_data_paths([settings["data"]] if isinstance(settings["data"], str)
+                                         else list(settings["data"])))
     blocks = corpus.validation_blocks(data, settings["val_every"], tok, opts["seq_len"] - 1, opts["num_sequences"])
     return {**depth_dilution(model, blocks, opts["ridge"]), "probe": opts}
 
@@ -323,7 +343,7 @@ class InProcessTrainer:
     def prepare(self, plan: SweepPlan, folder: Path) -> dict[str, str]:
         return {}
 
-    def files(self, spec: dict[str, Any], run: str) -> dict[str, str]:
+    def files(self, spec: dict[str, Any], paths: RunPaths) -> dict[str, str]:
         return {}
 
     def command(self, run: str, spec: dict[str, Any] | None = None) -> str:
@@ -368,9 +388,10 @@ class RecallTrainer(InProcessTrainer):
         recipe = RecallRecipe(**recipe_kw, steps=spec["steps"], lrs=(spec["lr"],))
         return config, task, recipe
 
-    def run(self, spec: dict[str, Any], run: str) -> dict[str, Any]:
+    def run(self, spec: dict[str, Any], paths: RunPaths) -> dict[str, Any]:
         from ema_boundary.params import parameter_counts
-        from eval.recall import _EVAL_STREAM, _SELECT_STREAM, _stream, describe_arm, evaluate_recall, train_recall
+        from ema_boundary.seeding import recall_evaluation_seed, recall_selection_seed
+        from eval.recall import describe_arm, evaluate_recall, train_recall
 
         started = time.perf_counter()
         config, task, recipe = self.build(spec)
@@ -378,10 +399,10 @@ class RecallTrainer(InProcessTrainer):
         # A run stopped part-way (a sweep run in parts) continues from its last checkpoint, in the run's folder
         # (its recorded cpu_seconds then count the part this process trained).
         model, steps = train_recall(config, task, recipe, lr, seed, progress=False, desc=spec["arm"],
-                                    checkpoint=Path(run) / CHECKPOINT)
-        selection = evaluate_recall(model, task, recipe.select_examples, _stream(seed, _SELECT_STREAM))
+                                    checkpoint=paths.file(CHECKPOINT))
+        selection = evaluate_recall(model, task, recipe.select_examples, recall_selection_seed(seed))
         # Every model and seed is scored on the same evaluation sequences (the stream depends on the task only).
-        accuracy = evaluate_recall(model, task, recipe.eval_examples, _stream(0, _EVAL_STREAM))
+        accuracy = evaluate_recall(model, task, recipe.eval_examples, recall_evaluation_seed())
         counts = parameter_counts(model)
         return {"selection": sum(selection.values()) / len(selection),
                 "selection_accuracy": {str(n): a for n, a in selection.items()},
@@ -452,21 +473,22 @@ class ArmsTrainer(InProcessTrainer):
         spcn = {k: tuple(v) if isinstance(v, list) else v for k, v in (cfg.get("spcn") or {}).items()}
         return size, protocol, SPCNConfig(**spcn)
 
-    def run(self, spec: dict[str, Any], run: str) -> dict[str, Any]:
+    def run(self, spec: dict[str, Any], paths: RunPaths) -> dict[str, Any]:
         from grammar_probe.arms import row_values
         from grammar_probe.experiment import run_experiment
 
         started = time.perf_counter()
         cfg = spec["config"]
         size, protocol, spcn = self.build(spec)
-        out = Path(run) / "experiment"
+        out = paths.file("experiment")
         # overwrite: a run that wrote its experiment but not its result.json trains again into its own folder
         results = run_experiment(in_repo(cfg["dataset"]), out, seed=spec["seed"], splits=cfg.get("splits"),
                                  spcn_config=spcn, threads=cfg.get("threads", 1), progress=False, size=size,
                                  workers=cfg.get("workers", 1), overwrite=True, protocol=protocol)
         return {"rows": row_values(results), "seeds": results["seeds"], "train_sentences": size.train_sentences,
                 "protocol": results["protocol"], "size": results["size"],
-                "train_subsets_disjoint": results["train_subsets_disjoint"], "experiment": str(out),
+                "train_subsets_disjoint": results["train_subsets_disjoint"],
+                "experiment": paths.relative("experiment"),
                 "seconds": time.perf_counter() - started}
 
     def score(self, result: dict[str, Any], split: str) -> dict[str, float]:
