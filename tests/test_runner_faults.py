@@ -493,3 +493,27 @@ def test_a_sweep_without_an_analysis_draws_its_scores(tmp_path: Path, corpus_fil
     assert sweep_main([str(plan), "--output_dir", str(tmp_path / "out")]) == 0
     assert json.loads((tmp_path / "out" / "results.json").read_text())["figures"] == ["none.png"]
     assert (tmp_path / "out" / "none.png").is_file()
+
+
+def test_a_log_handler_made_during_one_run_writes_to_the_next_runs_log(tmp_path: Path) -> None:
+    """transformers makes its stderr handler at its first warning, inside a run's redirect; the worker's next run
+    gets its warnings in its own log (it used to print "--- Logging error ---": I/O on the first run's closed log)."""
+    import contextlib
+    import logging
+
+    from eval.sweep.execute import _log_records_to
+
+    logger = logging.getLogger("test_runner_faults.library")
+    logger.propagate = False
+    try:
+        for run in ("first", "second"):
+            with (open(tmp_path / f"{run}.txt", "a") as log, contextlib.redirect_stderr(log),
+                  _log_records_to(log)):
+                if not logger.handlers:  # made once per process, with the stderr of that moment
+                    logger.addHandler(logging.StreamHandler())
+                logger.warning("warned in the %s run", run)
+        assert (tmp_path / "first.txt").read_text() == "warned in the first run\n"
+        assert (tmp_path / "second.txt").read_text() == "warned in the second run\n"
+        assert logger.handlers[0].stream is sys.__stderr__  # between runs: the worker's own stderr
+    finally:
+        logger.handlers.clear()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import signal
@@ -261,6 +262,30 @@ def execute(sweep: Path, run: str) -> dict[str, Any]:
         lock.release()
 
 
+@contextlib.contextmanager
+def _log_records_to(log: Any) -> Iterator[None]:
+    """The logging module's stderr handlers write to the run's log while it runs, and to the worker's stderr after.
+
+    A handler keeps the stream it was made with: transformers' is made at its first warning, inside some run's
+    redirect, and a worker's next run would write to that run's closed log ("--- Logging error ---", the warning
+    lost)."""
+    def stream_handlers() -> list[logging.StreamHandler]:
+        loggers = [logging.getLogger()] + [x for x in logging.root.manager.loggerDict.values()
+                                           if isinstance(x, logging.Logger)]
+        # a handler whose stream is a property (logging's last resort) reads sys.stderr at each record already
+        return [h for x in loggers for h in x.handlers
+                if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+                and not isinstance(getattr(type(h), "stream", None), property)]
+
+    before = {h: h.setStream(log) for h in stream_handlers()}
+    try:
+        yield
+    finally:
+        for h in stream_handlers():
+            if h.stream is log:
+                h.setStream(before.get(h) or sys.__stderr__)
+
+
 def _execute(paths: RunPaths) -> dict[str, Any]:
     from eval.sweep.trainers import TRAINERS
 
@@ -272,7 +297,8 @@ def _execute(paths: RunPaths) -> dict[str, Any]:
         if not path.is_file() or path.read_text() != text:
             path.write_text(text)
     started, cpu = time.time(), time.process_time()
-    with open(paths.log, "a") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+    with (open(paths.log, "a") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log),
+          _log_records_to(log)):
         result = trainer.run(spec, paths)
     # CPU seconds of this process (one torch thread per worker): the cost of a run on a shared machine,
     # where wall time depends on the neighbours.
