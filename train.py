@@ -37,9 +37,9 @@ from transformers import AutoConfig, AutoModelForCausalLM
 import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
 import train_config
 from ema_boundary import corpus
-from ema_boundary.cli import first_line
 from ema_boundary.corpus import DataError
 from ema_boundary.params import parameter_counts
+from ema_boundary.usage import first_line
 from train_config import EXIT_BAD_INPUT, EXIT_PUSH_FAILED, ConfigError
 from training.accelerator import JSONLTracker as JSONLTracker  # tests reach the tracker through train
 from training.accelerator import (

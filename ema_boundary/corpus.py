@@ -72,8 +72,8 @@ import torch
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
-from ema_boundary.cli import first_line
 from ema_boundary.io import write_text
+from ema_boundary.usage import first_line
 
 SPLITS = ("train", "validation", "test")
 # With val_every 10, every 3rd of the other documents is a test document: of the embedded corpus's 444 documents

@@ -66,10 +66,10 @@ from pathlib import Path
 from typing import Any
 
 from ema_boundary import stats
-from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, add_output_dir, comma_list, first_line, flatten
-from ema_boundary.cli import positive_int as _positive_int
 from ema_boundary.figures import pyplot, save
 from ema_boundary.io import MARKER, atomic_files, output_owner, read_json, write_json
+from ema_boundary.usage import EXIT_USAGE, UsageError, UsageParser, add_output_dir, comma_list, first_line, flatten
+from ema_boundary.usage import positive_int as _positive_int
 from ema_boundary.verdicts import DIFFERENT, EQUIVALENT
 from ema_boundary.yamlio import YAMLFileError, read_yaml_file
 from eval import verdicts

@@ -59,7 +59,9 @@ import torch
 import torch.nn.functional as F
 
 from ema_boundary import stats
-from ema_boundary.cli import (
+from ema_boundary.figures import pyplot, save
+from ema_boundary.io import atomic_dir, check_output_dir, write_json
+from ema_boundary.usage import (
     EXIT_USAGE,
     UsageError,
     UsageParser,
@@ -70,8 +72,6 @@ from ema_boundary.cli import (
     non_negative_int,
     positive_int,
 )
-from ema_boundary.figures import pyplot, save
-from ema_boundary.io import atomic_dir, check_output_dir, write_json
 from ema_boundary.verdicts import (
     A_HIGHER,
     A_LOWER,

@@ -54,9 +54,9 @@ import torch
 import torch.nn.functional as F
 
 from ema_boundary import stats
-from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, first_line, non_negative_int, positive_int
 from ema_boundary.figures import pyplot, save
 from ema_boundary.io import atomic_dir, check_output_dir, write_json
+from ema_boundary.usage import EXIT_USAGE, UsageError, UsageParser, first_line, non_negative_int, positive_int
 from eval.recall import POSITION_FIELDS
 
 PROG = "python -m eval.gap"

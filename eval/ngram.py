@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, add_output_dir, first_line, positive_int
+from ema_boundary.usage import EXIT_USAGE, UsageError, UsageParser, add_output_dir, first_line, positive_int
 
 TOOL = "eval.ngram"  # whose output folder this is (ema_boundary.io's marker)
 DISCOUNT = 0.75

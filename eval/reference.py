@@ -29,7 +29,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes: the reference can train it too)
 import train_config
 from ema_boundary import corpus
-from ema_boundary.cli import UsageParser
+from ema_boundary.usage import UsageParser
 
 
 def lr_at(step: int, peak: float, warmup: int, total: int, min_ratio: float) -> float:

@@ -12,7 +12,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ema_boundary.cli import UsageError
+from ema_boundary.usage import UsageError
 
 
 def read_spen_yaml(config: Path, swaps: str) -> dict[str, Any]:

@@ -138,7 +138,7 @@ def run(parser: Any, args: Any, command: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     import shlex
 
-    from ema_boundary.cli import UsageParser
+    from ema_boundary.usage import UsageParser
 
     parser = UsageParser(prog=PROG, description=__doc__.split("\n\n")[0])
     add_arguments(parser)

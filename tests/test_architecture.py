@@ -2,7 +2,9 @@
 
 - ``modeling_spen`` imports nothing of the project (it is copied beside checkpoints for ``trust_remote_code``),
   and only relatively within itself;
-- ``ema_boundary`` imports nothing of the project but itself;
+- ``ema_boundary`` imports nothing of the project but itself, except its one entry point at the top,
+  ``ema_boundary/cli.py`` (the ``ema-boundary`` command), which may import ``eval`` and which nothing of the project
+  imports but ``eval/report/__main__.py`` (``python -m eval.report``, a script);
 - ``eval`` reaches training only through ``train_config`` (settings), ``train.main`` (a run) and
   ``training.checkpoint`` (checkpoints' one home: a sweep checks a run's checkpoints, eval.recall saves its state);
 - ``grammar_probe`` does not import ``eval`` (nor training);
@@ -36,6 +38,9 @@ LAYERS: dict[str, set[str]] = {
     "benchmarks": {"benchmarks", "ema_boundary", "modeling_spen", "grammar_probe", "train", "train_config", "training",
                    "eval"},
 }
+# The one file allowed above its layer: the `ema-boundary` command runs the report and the runner.
+ENTRY_POINT = "ema_boundary/cli.py"
+ENTRY_POINT_IMPORTS = {"ema_boundary", "eval"}
 SCRIPTS = {"train"}  # modules that are run as scripts; so is every __main__ module
 PUBLIC_OF_A_SCRIPT = {"main"}
 # Layers that may use train.py's names: the benchmarks time the loop's pieces (training's own layer holds them).
@@ -78,9 +83,10 @@ def layer_violations(layer: str, root: Path = ROOT) -> list[str]:
     for owner, path in project_files(root):
         if owner != layer:
             continue
+        allowed = ENTRY_POINT_IMPORTS if path == root / ENTRY_POINT else LAYERS[layer]
         for line, module, _, level in imports(path):
             top = module.split(".")[0]
-            if level == 0 and top in LAYERS and not _allowed(module, LAYERS[layer]):
+            if level == 0 and top in LAYERS and not _allowed(module, allowed):
                 bad.append(f"{_where(path, line)} imports {module}")
     return bad
 
@@ -118,6 +124,15 @@ def test_a_layer_imports_only_the_layers_below_it(layer: str) -> None:
     assert not bad, f"{layer} may import only {sorted(LAYERS[layer]) or 'nothing of the project'}: {bad}"
 
 
+def test_only_a_script_imports_the_entry_point() -> None:
+    # ema_boundary/cli.py is the top: `python -m eval.report` (a __main__ script) is its one importer.
+    entry = ENTRY_POINT.removesuffix(".py").replace("/", ".")
+    bad = [_where(path, line) for _, path in project_files() if path.name != "__main__.py"
+           for line, module, names, level in imports(path)
+           if level == 0 and (module == entry or (module == "ema_boundary" and "cli" in names))]
+    assert not bad, f"{entry} is the entry point at the top; imported by {bad}"
+
+
 def test_modeling_spen_imports_itself_only_relatively() -> None:
     # Its files are copied beside a checkpoint, where no package named modeling_spen exists.
     bad = [f"{_where(path, line)} imports {module}" for layer, path in project_files() if layer == "modeling_spen"
@@ -133,7 +148,8 @@ def test_nothing_imports_a_scripts_internals() -> None:
 def test_the_rules_are_the_documented_ones() -> None:
     doc = " ".join((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").split())
     assert "`modeling_spen/` imports nothing of the project's" in doc
-    assert "`ema_boundary/` imports nothing of the project's either" in doc
+    assert ("`ema_boundary/` imports nothing of the project's either, but for its one entry point at the top, "
+            "`ema_boundary/cli.py` (the `ema-boundary` command), which may import `eval`") in doc
     assert ("`eval/` reaches training only through `train_config` (settings), `train.main(argv)` (a run) and "
             "`training/checkpoint.py` (checkpoints' one home)") in doc
 
@@ -150,7 +166,11 @@ def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
     (tmp_path / "eval" / "ok.py").write_text("import train\nfrom eval.probes.__main__ import main\ntrain.main([])\n"
                                              "from training.checkpoint import load_state_file\n")
     (tmp_path / "eval" / "bad.py").write_text("from training.loss import lm_loss\n")
+    (tmp_path / "ema_boundary").mkdir()
+    (tmp_path / "ema_boundary" / "cli.py").write_text("from eval.report.plan import Plan\n")  # the entry point
+    (tmp_path / "ema_boundary" / "io.py").write_text("from eval.runs import read_metrics\n")
     assert layer_violations("grammar_probe", tmp_path) == ["bad.py:2 imports eval.probes", "bad.py:3 imports train"]
     assert layer_violations("modeling_spen", tmp_path) == ["bad.py:2 imports ema_boundary"]
     assert layer_violations("eval", tmp_path) == ["bad.py:1 imports training.loss"]
+    assert layer_violations("ema_boundary", tmp_path) == ["io.py:1 imports eval.runs"]
     assert script_violations(tmp_path) == ["bad.py:4 uses train.lm_loss"]

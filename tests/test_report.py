@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from eval.report import main
+from ema_boundary.cli import main
 from eval.report.plan import REPO, Plan
 from eval.report.schema import SCHEMA_VERSION, migrate, validate
 

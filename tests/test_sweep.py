@@ -502,7 +502,7 @@ def test_an_alias_names_itself_in_the_runners_errors(tmp_path: Path, capsys) -> 
 def test_the_recall_trainer_refuses_an_arm_it_cannot_read(tmp_path: Path) -> None:
     """One line naming the plan and the arm: a key the recall trainer does not read, an arm without its model,
     a recipe field the sweep sets itself."""
-    from ema_boundary.cli import UsageError
+    from ema_boundary.usage import UsageError
     from eval.sweep.trainers import TRAINERS
 
     raw = yaml.safe_load((ROOT / "hub_configs/sweeps/recall-map.yaml").read_text())

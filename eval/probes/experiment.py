@@ -25,8 +25,8 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from ema_boundary.cli import UsageError, first_line
 from ema_boundary.io import atomic_dir, check_output_dir, write_json, write_text
+from ema_boundary.usage import UsageError, first_line
 from eval import recall as mqar
 from eval.probes.identity import identity_at_lag
 from eval.probes.models import TOKENIZER_FILES, ModelError, ModelSpec, load_causal_lm, make_spec, resolve_model

@@ -1,5 +1,5 @@
 import sys
 
-from eval.report.cli import main
+from ema_boundary.cli import main  # `python -m eval.report`: the ema-boundary command, as documented commands run it
 
 sys.exit(main())

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ema_boundary.cli import UsageError
+from ema_boundary.usage import UsageError
 from ema_boundary.yamlio import read_yaml_file
 from eval.plans import Checker, PlanError, Rule, in_repo
 from eval.plans import non_negative as _non_negative

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ema_boundary.cli import UsageError
+from ema_boundary.usage import UsageError
 from ema_boundary.yamlio import read_yaml_file
 from eval.report.plan import CORPORA, REPO, Plan, in_repo
 

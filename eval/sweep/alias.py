@@ -15,7 +15,7 @@ from typing import Any
 
 import yaml
 
-from ema_boundary.cli import UsageError
+from ema_boundary.usage import UsageError
 from eval.plans import REPO
 from eval.sweep.plan import SweepPlan, plan_from_text
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ema_boundary import stats
-from ema_boundary.cli import UsageError
+from ema_boundary.usage import UsageError
 from ema_boundary.verdicts import (
     A_HIGHER,
     A_LOWER,

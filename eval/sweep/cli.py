@@ -13,7 +13,7 @@ import signal
 import sys
 from pathlib import Path
 
-from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, comma_list, first_line, positive_int
+from ema_boundary.usage import EXIT_USAGE, UsageError, UsageParser, comma_list, first_line, positive_int
 from eval.sweep.launch import LAUNCHERS
 
 PROG = "ema-boundary sweep"

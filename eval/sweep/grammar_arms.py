@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, first_line
+from ema_boundary.usage import EXIT_USAGE, UsageError, UsageParser, first_line
 
 PROG = "python -m grammar_probe arms"
 PLAN = "hub_configs/sweeps/arms.yaml"

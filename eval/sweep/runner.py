@@ -44,10 +44,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ema_boundary.cli import UsageError
 from ema_boundary.io import MARKER, check_output_dir, content_digest, output_owner, write_json, write_text
 from ema_boundary.machine import machine_record
 from ema_boundary.signals import exit_status, signal_name
+from ema_boundary.usage import UsageError
 from ema_boundary.yamlio import YAMLFileError
 from eval.plans import REPO
 from eval.sweep.execute import RunBusy, RunStopped, StopFile, diverged, read_result

@@ -30,8 +30,8 @@ from typing import Any
 
 import yaml
 
-from ema_boundary.cli import UsageError
 from ema_boundary.io import atomic_dir
+from ema_boundary.usage import UsageError
 from eval.plans import in_repo
 from eval.sweep.paths import RunPaths
 from eval.sweep.plan import SweepPlan
