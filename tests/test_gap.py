@@ -14,21 +14,16 @@ from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
 from ema_boundary import corpus
 from eval.gap import (
-    AR0,
-    FIRST,
-    REPEAT,
     GapInputError,
     class_masks,
-    class_name,
     contrast,
-    gap_classes,
     group_masks,
     main,
     make_tokens,
     read_documents,
     summarize,
-    token_losses,
 )
+from eval.token_classes import AR0, FIRST, REPEAT, class_name, gap_classes, token_losses
 from tests.test_generation import _tiny_tokenizer
 from tests.test_modeling import tiny_model
 
