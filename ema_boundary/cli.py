@@ -26,6 +26,7 @@ from ema_boundary.yamlio import YAMLFileError
 from eval.report.plan import CORPORA, PLANS, SCALES, Plan
 from eval.sweep.cli import add_arguments as add_sweep_arguments
 from eval.sweep.cli import run as run_sweep
+from eval.sweep.cli import scale_arguments, scale_run
 
 TOOL = "ema-boundary report"  # eval.report.build.TOOL, without importing torch to parse a command line
 EXIT_FAILED = 1
@@ -166,12 +167,11 @@ def parser() -> tuple[UsageParser, dict[str, UsageParser]]:
                             description="Rewrite the results block of README.md from a report's report.json.")
     readme.add_argument("--report", default="docs/report/report.json", help="the report.json to read")
     readme.add_argument("--readme", default="README.md", help="the README whose results block is rewritten")
-    from eval.scale import add_arguments as add_scale_arguments  # here: eval.scale imports eval.report.plan
 
     scale = sub.add_parser("scale", help="the scale ladder: SPEN vs GPT-2 at several sizes (python -m eval.scale)",
                            description="Train SPEN and the GPT-2 architecture at every size of a ladder plan and "
                                        "write report.json, index.md and gap.png.")
-    add_scale_arguments(scale)
+    scale_arguments(scale)
     sweep = sub.add_parser("sweep", help="run, continue or summarise a sweep plan (python -m eval.sweep)",
                            description="Run a sweep plan (arms x rates x seeds x budgets) into one folder with one "
                                        "results.json; continue it (--resume_from), or summarise it again "
@@ -192,9 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "sweep":
             return run_sweep(subs["sweep"], args, shlex.join(["ema-boundary", *(argv or sys.argv[1:])]))
         if args.command == "scale":
-            from eval.scale import run as run_scale
-
-            return run_scale(subs["scale"], args, shlex.join(["ema-boundary", *(argv or sys.argv[1:])]))
+            return scale_run(subs["scale"], args, shlex.join(["ema-boundary", *(argv or sys.argv[1:])]))
         rep = subs["report"]
         _check_corpus(rep, args.corpus)
         try:

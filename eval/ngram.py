@@ -157,6 +157,20 @@ def ngram_references(data: list[str], val_every: int, tokenizer: Any, block_size
     return result
 
 
+def kneser_ney(settings: dict[str, Any], tokenizer: str | Path, train_tokens: int, split: str) -> dict[str, Any]:
+    """eval.ngram's Kneser-Ney perplexities on the blocks the runs are scored on (``split``: the first
+    ``max_test_samples`` or ``max_eval_samples`` blocks), counted on the training stream the runs read (at most
+    ``train_tokens`` of it, of its ``train_fraction``): ``settings`` are train.py's (``data`` a list of sources, the
+    split settings of :data:`eval.runs.DATA_SETTINGS`), ``tokenizer`` the folder every run read."""
+    from transformers import AutoTokenizer  # delayed: transformers is slow to import, eval.ngram's CLI parses first
+
+    tok = AutoTokenizer.from_pretrained(tokenizer)
+    n_blocks = settings["max_test_samples"] if split == "test" else settings["max_eval_samples"]
+    return ngram_references(list(settings["data"]), settings["val_every"], tok, settings["block_size"], n_blocks,
+                            train_tokens, split, settings["test_every"],
+                            train_fraction=settings.get("train_fraction", 1.0))
+
+
 def _tokenizer(args: Any, data: list[str]) -> tuple[Any, str]:
     """The tokenizer named by ``--tokenizer``, or a BPE of ``--vocab_size`` tokens trained on the training split."""
     from transformers import AutoTokenizer

@@ -490,7 +490,7 @@ def test_a_run_another_process_trains_is_left_to_it(tmp_path: Path, corpus_file:
 
 def test_an_alias_names_itself_in_the_runners_errors(tmp_path: Path, capsys) -> None:
     """The runner's errors carry the command the user typed (an alias of the runner says its own name)."""
-    from eval.scale import main as scale_main
+    from eval.sweep.cli import scale_main
 
     assert scale_main(["--resume_from", str(tmp_path)]) == 2
     err = capsys.readouterr().err

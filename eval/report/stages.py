@@ -545,8 +545,8 @@ def depth(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any] | None:
         run_scalars,
     )
     from eval.runs import param_count, read_spen_yaml
-    from eval.sweep.analyses import ngram_lines
     from eval.sweep.plan import plan_from_dict
+    from eval.sweep.trainers import ngram_lines
 
     d = plan.depth
     if d is None:

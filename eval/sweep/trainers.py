@@ -30,20 +30,18 @@ from typing import Any
 
 import yaml
 
-from ema_boundary.io import atomic_dir
+from ema_boundary.io import atomic_dir, write_json
 from ema_boundary.usage import UsageError
+from eval.ngram import kneser_ney
 from eval.plans import in_repo
+from eval.runs import DATA_SETTINGS
 from eval.sweep.paths import RunPaths
-from eval.sweep.plan import SweepPlan
+from eval.sweep.plan import Arm, SweepPlan
 
 # ---------------------------------------------------------------------------------------------
 # train: train.py, one run per (arm, rate, seed, steps)
 # ---------------------------------------------------------------------------------------------
 
-# The settings that decide the blocks every run is trained, chosen and scored on: one for the whole sweep
-# (its tokenizer and its n-gram lines read them).
-DATA_SETTINGS = ("data", "val_every", "test_every", "block_size", "max_eval_samples", "max_test_samples",
-                 "tokenizer_name", "bpe_train_docs")
 SWEEP_OWNED = ("output_dir", "max_steps", "learning_rate", "seed", "model_name_or_path")  # set per run
 # An arm's keys that are the sweep's, not train.py's: the model, what to measure after training, and which loop
 # trains it (``train``: train.py; ``reference``: the plain loop of eval.reference that checks a baseline).
@@ -319,6 +317,28 @@ def _measure_depth(final: Path, spec: dict[str, Any], sweep: Path) -> dict[str, 
 # ---------------------------------------------------------------------------------------------
 
 
+def ngram_lines(plan: SweepPlan, folder: Path, train_tokens: int, arm: Arm | None = None) -> dict[str, Any] | None:
+    """Kneser-Ney lines on the blocks the sweep scores (train sweeps; None before the tokenizer exists), counted
+    on what a run of ``train_tokens`` of ``arm`` (default: the first) read, its ``train_fraction`` included, with
+    each line's ``loss`` (nats); cached in ``shared/ngram_<split>_<tokens>[_f<fraction>].json``."""
+
+    tok_dir = folder / "shared" / "tokenizer"
+    if plan.trainer != "train" or not tok_dir.is_dir():
+        return None
+    # Kneser-Ney in pure Python: a streamed corpus is counted on at most settings.ngram_tokens (declared).
+    train_tokens = min(train_tokens, plan.settings.get("ngram_tokens") or train_tokens)
+    s = _defaults(_settings({"config": plan.config_of(arm or plan.arms[0])}))
+    fraction = f"_f{s['train_fraction']:g}" if s["train_fraction"] < 1 else ""  # earlier caches keep their names
+    cache = folder / "shared" / f"ngram_{plan.score}_{train_tokens}{fraction}.json"
+    if cache.is_file():
+        return json.loads(cache.read_text())
+    s["data"] = _data_paths([s["data"]] if isinstance(s["data"], str) else list(s["data"]))
+    lines = kneser_ney(s, tok_dir, train_tokens, plan.score)
+    lines["loss"] = {k: math.log(lines[k]) for k in ("unigram", "bigram", "trigram")}
+    write_json(cache, lines)
+    return lines
+
+
 class InProcessTrainer:
     """What the trainers that run in the worker itself (no train.py, no files to write) share: nothing to prepare,
     the run's command is ``python -m eval.sweep.execute RUN``, and an arm's settings are checked against ``KEYS``."""
@@ -498,4 +518,4 @@ class ArmsTrainer(InProcessTrainer):
 
 TRAINERS: dict[str, Any] = {"train": TrainTrainer(), "recall": RecallTrainer(), "arms": ArmsTrainer()}
 
-__all__ = ["ArmsTrainer", "DATA_SETTINGS", "RecallTrainer", "TRAINERS", "TrainTrainer", "model_config"]
+__all__ = ["ArmsTrainer", "RecallTrainer", "TRAINERS", "TrainTrainer", "model_config", "ngram_lines"]
