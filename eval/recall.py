@@ -63,7 +63,7 @@ from ema_boundary.seeding import recall_evaluation_seed, recall_selection_seed, 
 from ema_boundary.verdicts import A_HIGHER, A_LOWER, EQUIVALENT, NOT_RESOLVED, UNRESOLVED, higher
 from eval import verdicts
 from eval.mamba_scan import fast_mamba_scan
-from eval.sweep.plan import RateRule, choose
+from eval.rates import RateRule, choose
 from modeling_spen.mixer_mamba import mamba_state_numbers
 from training.checkpoint import load_state_file, save_state_file
 
@@ -470,7 +470,7 @@ def recall_model(
     rate: RateRule | None = None,
 ) -> dict:
     """One model under the recipe: the learning rate chosen by ``rate`` (the project's one rule,
-    :class:`~eval.sweep.plan.RateRule`) on the selection examples (mean accuracy over pair counts, higher is better),
+    :class:`~eval.rates.RateRule`) on the selection examples (mean accuracy over pair counts, higher is better),
     that model scored on the evaluation examples. ``rate`` None: the map's rule, :func:`map_rule`."""
     started = time.perf_counter()
     rate = rate or map_rule(recipe)
@@ -513,7 +513,7 @@ def recall_model(
 
 def map_rule(recipe: RecallRecipe) -> RateRule:
     """The recall map's rate rule: each seed chooses its own rate from ``recipe.lrs`` on its own selection sequences;
-    the grid is not extended (a tie keeps the smaller rate, :func:`eval.sweep.plan.choose`)."""
+    the grid is not extended (a tie keeps the smaller rate, :func:`eval.rates.choose`)."""
     return RateRule(lr_grid=recipe.lrs, choose="each_seed", extend=False, max_extensions=0)
 
 

@@ -8,7 +8,11 @@
 - ``eval`` reaches training only through ``train_config`` (settings), ``train.main`` (a run) and
   ``training.checkpoint`` (checkpoints' one home: a sweep checks a run's checkpoints, eval.recall saves its state);
 - ``grammar_probe`` does not import ``eval`` (nor training);
-- nothing imports a script's internals: of ``train`` and of a ``__main__`` module only ``main`` is used.
+- nothing imports a script's internals: of ``train`` and of a ``__main__`` module only ``main`` is used;
+- inside ``eval`` the arrows run one way, report -> runner -> experiments: an experiment (any ``eval`` module outside
+  ``eval/report/`` and ``eval/sweep/``, a ``__main__`` script aside) imports neither the runner nor the report;
+- no import circle among the project's files (issue 50: a circle held together by an import inside a function is
+  one too).
 
 Imports inside functions count as much as those at the top. Tests and the research notes under docs/ are not
 project layers (tests read internals on purpose).
@@ -145,6 +149,81 @@ def test_nothing_imports_a_scripts_internals() -> None:
     assert not bad, bad
 
 
+def module_name(path: Path, root: Path = ROOT) -> str:
+    return ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the project modules it imports (a package's ``from P import m`` is module ``P.m``), every import
+    counted wherever it stands."""
+    files = {module_name(path, root): path for _, path in project_files(root)}
+    graph: dict[str, set[str]] = {m: set() for m in files}
+    for m, path in files.items():
+        package = m if path.name == "__init__.py" else m.rpartition(".")[0]
+        for _, module, names, level in imports(path):
+            if level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - level + 1])
+                module = f"{base}.{module}" if module else base
+            for target in [f"{module}.{n}" for n in names] or [module]:
+                while target and target not in files:
+                    target = target.rpartition(".")[0]
+                if target and target != m:
+                    graph[m].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while (w := stack.pop()) != v:
+                group.append(w)
+            if group:
+                found.append(sorted([v, *group]))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circle() -> None:
+    found = cycles(import_graph())
+    assert not found, f"import circles (file level, imports inside functions included): {found}"
+
+
+RUNNER_AND_REPORT = ("eval.sweep", "eval.report")
+
+
+def experiment_violations(root: Path = ROOT) -> list[str]:
+    """Imports of the runner or the report by an experiment (an eval module outside them; scripts aside)."""
+    bad = []
+    for m, targets in sorted(import_graph(root).items()):
+        if m.split(".")[0] != "eval" or m.endswith("__main__") or _allowed(m, set(RUNNER_AND_REPORT)) or m == "eval":
+            continue
+        bad += [f"{m} imports {t}" for t in sorted(targets) if _allowed(t, set(RUNNER_AND_REPORT))]
+    return bad
+
+
+def test_experiments_import_neither_the_runner_nor_the_report() -> None:
+    bad = experiment_violations()
+    assert not bad, bad
+
+
 def test_the_rules_are_the_documented_ones() -> None:
     doc = " ".join((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").split())
     assert "`modeling_spen/` imports nothing of the project's" in doc
@@ -174,3 +253,18 @@ def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
     assert layer_violations("eval", tmp_path) == ["bad.py:1 imports training.loss"]
     assert layer_violations("ema_boundary", tmp_path) == ["io.py:1 imports eval.runs"]
     assert script_violations(tmp_path) == ["bad.py:4 uses train.lm_loss"]
+
+
+def test_a_circle_and_an_experiment_that_imports_the_runner_are_seen(tmp_path: Path) -> None:
+    # A circle closed by an import inside a function (eval.depth -> the runner's alias -> eval.depth, as before
+    # issue 50), and the experiment's import of the runner, are both found; the script that joins them is not.
+    (tmp_path / "eval" / "sweep").mkdir(parents=True)
+    (tmp_path / "eval" / "__init__.py").write_text("")
+    (tmp_path / "eval" / "sweep" / "__init__.py").write_text("")
+    (tmp_path / "eval" / "sweep" / "alias.py").write_text("from eval import depth\n")
+    (tmp_path / "eval" / "depth.py").write_text("def main():\n    from eval.sweep.alias import run\n")
+    assert cycles(import_graph(tmp_path)) == [["eval.depth", "eval.sweep.alias"]]
+    assert experiment_violations(tmp_path) == ["eval.depth imports eval.sweep.alias"]
+    (tmp_path / "eval" / "depth.py").write_text("")
+    (tmp_path / "eval" / "__main__.py").write_text("from eval.sweep.alias import main\n")
+    assert cycles(import_graph(tmp_path)) == [] and experiment_violations(tmp_path) == []

@@ -180,9 +180,10 @@ def test_the_depth_section_is_optional_checked_and_capped(tmp_path: Path) -> Non
 
 
 def test_the_grid_extends_beyond_an_edge_until_interior_or_the_cap(tmp_path: Path) -> None:
-    # The section is the runner's one rate rule (eval.sweep.plan.RateRule), read by the sweep plans' own reader;
+    # The section is the runner's one rate rule (eval.rates.RateRule), read by the sweep plans' own reader;
     # the rates the report's plans add keep three digits (they name run folders; docs/report's 0.0333 above 1e-2).
-    from eval.sweep.plan import RateRule, load_plan
+    from eval.rates import RateRule
+    from eval.sweep.plan import load_plan
 
     path = tmp_path / "plan.yaml"
     path.write_text("language_model:\n  rate: {lr_grid: [1.0e-3, 3.0e-3, 1.0e-2], extend: true, max_extensions: 2, "
