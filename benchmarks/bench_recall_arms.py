@@ -28,7 +28,8 @@ from ema_boundary.io import write_text
 from ema_boundary.params import parameter_counts
 from ema_boundary.usage import UsageParser, positive_int
 from eval.mamba_scan import fast_mamba_scan
-from eval.recall import IGNORE, RecallTask, default_map_configs, describe_arm, task_config
+from eval.recall import IGNORE, RecallTask, default_map_configs, task_config
+from eval.recall_arms import describe_arm
 
 from .common import machine, table
 

@@ -16,18 +16,14 @@ from eval.recall import (
     RecallRecipe,
     RecallTask,
     default_map_configs,
-    describe_arm,
-    escape_comparison,
     evaluate_recall,
     map_rule,
     recall_map,
     recall_model,
-    state_numbers,
-    state_parts,
     task_config,
     train_recall,
-    write_rule,
 )
+from eval.recall_arms import describe_arm, escape_comparison, state_numbers, state_parts, write_rule
 from modeling_spen import SPENConfig, SPENForCausalLM
 
 

@@ -245,9 +245,9 @@ def recall_floor(plan: SweepPlan, pairs: str) -> dict[str, Any]:
 
 
 def _rule_label(plan: SweepPlan, arm: str, recorded: dict[str, Any]) -> str:
-    """Today's label of an arm's write rule (eval.recall.describe_arm of the arm's config; a run records the label
+    """Today's label of an arm's write rule (eval.recall_arms.describe_arm of the arm's config; a run records the label
     of its day), or the recorded one for an arm today's code no longer builds."""
-    from eval.recall import describe_arm  # delayed: torch
+    from eval.recall_arms import describe_arm  # delayed: torch
     from eval.sweep.trainers import RecallTrainer
 
     a = plan.arm(arm)

@@ -411,7 +411,8 @@ class RecallTrainer(InProcessTrainer):
     def run(self, spec: dict[str, Any], paths: RunPaths) -> dict[str, Any]:
         from ema_boundary.params import parameter_counts
         from ema_boundary.seeding import recall_evaluation_seed, recall_selection_seed
-        from eval.recall import describe_arm, evaluate_recall, train_recall
+        from eval.recall import evaluate_recall, train_recall
+        from eval.recall_arms import describe_arm
 
         started = time.perf_counter()
         config, task, recipe = self.build(spec)
