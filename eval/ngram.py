@@ -135,21 +135,21 @@ def ngram_references(data: list[str], val_every: int, tokenizer: Any, block_size
     (the targets scored, ``n_blocks * block_size``) and ``train_split_tokens`` (the training split's size;
     None for a streamed corpus read only as far as ``train_tokens``).
     """
-    from ema_boundary import corpus
+    from ema_boundary import corpus, packing
 
     stream: list[int] = []
     exhausted = True  # a streamed corpus (c4) is read only as far as the runs read it; a finite one to its end
     texts = (d["text"] for d in corpus.train_documents(data, val_every, test_every, train_fraction))
-    for batch in corpus.batched(texts, 64):
+    for batch in packing.batched(texts, 64):
         for ids in tokenizer(batch, add_special_tokens=False, verbose=False)["input_ids"]:
             stream.extend([*ids, tokenizer.eos_token_id])
         if data == [corpus.C4] and train_tokens is not None and len(stream) >= train_tokens:
             exhausted = False
             break
     if split == "validation":
-        blocks = corpus.validation_blocks(data, val_every, tokenizer, block_size, n_blocks, test_every)
+        blocks = packing.validation_blocks(data, val_every, tokenizer, block_size, n_blocks, test_every)
     else:
-        blocks = corpus.test_blocks(data, val_every, tokenizer, block_size, n_blocks, test_every)
+        blocks = packing.test_blocks(data, val_every, tokenizer, block_size, n_blocks, test_every)
     result = ngram_perplexities(stream[:train_tokens], blocks, len(tokenizer), discount)
     result["split"] = split
     result["eval_tokens"] = int(blocks.shape[0] * (blocks.shape[1] - 1))

@@ -253,8 +253,8 @@ def test_the_shipped_headline_pairs_are_fair_and_hold_out_a_test_split(path: str
 
 @pytest.mark.slow
 def test_the_embedded_test_split_has_50k_tokens_of_the_reports_tokenizer() -> None:
-    from ema_boundary import corpus
+    from ema_boundary import corpus, packing
 
     tok, _ = corpus.load_tokenizer(None, ["embedded"], 10, 1024, 100_000, "test", test_every=3)
-    blocks, documents = corpus.split_blocks(["embedded"], "test", 10, tok, 128, None, test_every=3)
+    blocks, documents = packing.split_blocks(["embedded"], "test", 10, tok, 128, None, test_every=3)
     assert blocks.shape[0] * 128 >= 50_000 and documents >= 100

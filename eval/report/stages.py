@@ -284,7 +284,7 @@ def ngram_reference(plan: Plan, tokenizer: Path, train_tokens: int, split: str =
     read (at most the ``train_tokens`` they saw); also the split's size, for the epochs."""
     from transformers import AutoTokenizer
 
-    from ema_boundary import corpus
+    from ema_boundary import packing
     from eval.ngram import ngram_references
 
     cfg = _yaml(plan, "spen")
@@ -292,7 +292,7 @@ def ngram_reference(plan: Plan, tokenizer: Path, train_tokens: int, split: str =
     n_blocks = cfg["max_test_samples"] if split == "test" else cfg["max_eval_samples"]
     result = ngram_references(plan.data, cfg["val_every"], tok, cfg["block_size"], n_blocks, train_tokens, split,
                               cfg["test_every"])
-    val = corpus.validation_blocks(plan.data, cfg["val_every"], tok, cfg["block_size"], cfg["max_eval_samples"])
+    val = packing.validation_blocks(plan.data, cfg["val_every"], tok, cfg["block_size"], cfg["max_eval_samples"])
     result["val_tokens"] = int(val.shape[0] * (val.shape[1] - 1))
     return result
 

@@ -299,7 +299,7 @@ def _measure_depth(final: Path, spec: dict[str, Any], sweep: Path) -> dict[str, 
     and every earlier block recovered at the last layer by a linear probe, the stream norm against depth."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ema_boundary import corpus
+    from ema_boundary import corpus, packing
     from eval.depth import depth_dilution
 
     opts = {"num_sequences": 64, "seq_len": 128, "ridge": 1e-3, **spec["config"].get("depth", {})}
@@ -308,7 +308,7 @@ def _measure_depth(final: Path, spec: dict[str, Any], sweep: Path) -> dict[str, 
     tok = AutoTokenizer.from_pretrained(sweep / spec["shared"]["tokenizer"])
     data = corpus.parse_data(_data_paths([settings["data"]] if isinstance(settings["data"], str)
                                          else list(settings["data"])))
-    blocks = corpus.validation_blocks(data, settings["val_every"], tok, opts["seq_len"] - 1, opts["num_sequences"])
+    blocks = packing.validation_blocks(data, settings["val_every"], tok, opts["seq_len"] - 1, opts["num_sequences"])
     return {**depth_dilution(model, blocks, opts["ridge"]), "probe": opts}
 
 
