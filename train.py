@@ -36,10 +36,10 @@ from transformers import AutoConfig, AutoModelForCausalLM
 
 import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
 import train_config
-from ema_boundary import corpus
-from ema_boundary.cli import first_line
+from ema_boundary import corpus, packing
 from ema_boundary.corpus import DataError
 from ema_boundary.params import parameter_counts
+from ema_boundary.usage import first_line
 from train_config import EXIT_BAD_INPUT, EXIT_PUSH_FAILED, ConfigError
 from training.accelerator import JSONLTracker as JSONLTracker  # tests reach the tracker through train
 from training.accelerator import (
@@ -132,7 +132,7 @@ def train(interrupt: Interrupt) -> Path:
     if weights is not None and not ckpt:  # a resumed run's weights are its checkpoint's
         initial = load_pretrained(weights)
     tokenizer, tokenizer_name = tokenizer_for_run(cfg, model_cfg.vocab_size, run_dir, saved)
-    val = corpus.validation_blocks(cfg["data"], cfg["val_every"], tokenizer, cfg["block_size"],
+    val = packing.validation_blocks(cfg["data"], cfg["val_every"], tokenizer, cfg["block_size"],
                                        cfg["max_eval_samples"])
     test = held_out_test(cfg, tokenizer)  # None without a test split
     extra_trackers = trackers(cfg)  # report_to: a tracker that is not installed is refused here
@@ -162,7 +162,7 @@ def train(interrupt: Interrupt) -> Path:
 
     optimizer = build_optimizer(model, cfg, fused=accelerator.device.type == "cuda")
     scheduler = build_scheduler(optimizer, cfg)
-    # The data position is ours (corpus.training_blocks), not the DataLoader's: each block carries the
+    # The data position is ours (packing.training_blocks), not the DataLoader's: each block carries the
     # position after it, and a resumed stream starts exactly there (the shuffled order is a function of the
     # seed, the epoch and the position). Accelerate dispatches the batches from process 0, so the stream is
     # read and tokenized once and every process gets its own rows of each global batch.

@@ -32,9 +32,9 @@ from typing import Any
 from accelerate.utils import LoggerType
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 
-from ema_boundary import corpus
-from ema_boundary.cli import EXIT_INTERRUPTED, EXIT_UPLOAD_FAILED, EXIT_USAGE, HelpFormatter, UsageError, UsageParser
+from ema_boundary import corpus, packing
 from ema_boundary.io import MARKER, OutputError, check_output_dir, output_owner, write_json
+from ema_boundary.usage import EXIT_INTERRUPTED, EXIT_UPLOAD_FAILED, EXIT_USAGE, HelpFormatter, UsageError, UsageParser
 from ema_boundary.yamlio import Lines, YAMLFileError, read_yaml_file
 
 # Accelerate's trackers (accelerate.utils.LoggerType), by the names report_to takes.
@@ -117,7 +117,7 @@ SETTINGS: dict[str, Setting] = {
     "shuffle": Setting(True, "shuffle the training data: local/embedded data as blocks in a new order each epoch, "
                              "streamed C4 through a shuffle buffer; the order follows the seed (false: documents "
                              "in corpus order, every epoch the same)"),
-    "shuffle_buffer": Setting(corpus.DEFAULT_SHUFFLE_BUFFER, "streamed data (C4): documents in the shuffle buffer "
+    "shuffle_buffer": Setting(packing.DEFAULT_SHUFFLE_BUFFER, "streamed data (C4): documents in the shuffle buffer "
                                                              "(local/embedded data are shuffled whole)"),
     "seed": Setting(1337, "seed for initialisation and the order of the shuffled training data"),
     "report_to": Setting("none", "trackers besides metrics.jsonl (always written), as transformers' report_to: "
@@ -175,7 +175,7 @@ __all__ = ["SETTINGS", "OLD_NAMES", "EXIT_BAD_INPUT", "EXIT_PUSH_FAILED", "EXIT_
            "model_label", "resolve_batch",
            "hub_repo_id", "check_output", "check_resume", "kept_metrics", "clear_run", "write_marker"]
 
-# Exit statuses of train.py (ema_boundary.cli's, as every command of the project).
+# Exit statuses of train.py (ema_boundary.usage's, as every command of the project).
 EXIT_BAD_INPUT = EXIT_USAGE  # 2: bad command line, settings, data or output folder: nothing written
 EXIT_PUSH_FAILED = EXIT_UPLOAD_FAILED  # 3: trained, final/ complete on disk, but the push to the hub failed
 

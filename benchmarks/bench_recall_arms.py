@@ -24,11 +24,12 @@ import torch.nn.functional as F
 from transformers import AutoModelForCausalLM
 
 import modeling_spen  # noqa: F401  registers SPEN with the Auto classes
-from ema_boundary.cli import UsageParser, positive_int
 from ema_boundary.io import write_text
 from ema_boundary.params import parameter_counts
+from ema_boundary.usage import UsageParser, positive_int
 from eval.mamba_scan import fast_mamba_scan
-from eval.recall import IGNORE, RecallTask, default_map_configs, describe_arm, task_config
+from eval.recall import IGNORE, RecallTask, default_map_configs, task_config
+from eval.recall_arms import describe_arm
 
 from .common import machine, table
 

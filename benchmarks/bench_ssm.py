@@ -25,8 +25,8 @@ from unittest import mock
 
 import torch
 
-from ema_boundary.cli import UsageParser, positive_int
 from ema_boundary.io import write_text
+from ema_boundary.usage import UsageParser, positive_int
 from modeling_spen import traces_ssm
 
 from .common import machine, table

@@ -139,11 +139,11 @@ def data_pipeline(arch: str, steps: int, tokenizer: str) -> dict[str, Any]:
     """Seconds per step spent drawing train.py's batches (embedded corpus, packed blocks, the DataLoader)."""
     from transformers import AutoTokenizer
 
-    from ema_boundary import corpus
+    from ema_boundary import packing
 
     cfg = _settings(arch)
     tok = AutoTokenizer.from_pretrained(tokenizer)
-    blocks = corpus.PackedBlocks(cfg["data"], "train", cfg["val_every"], tok, cfg["block_size"])
+    blocks = packing.PackedBlocks(cfg["data"], "train", cfg["val_every"], tok, cfg["block_size"])
     loader = iter(torch.utils.data.DataLoader(blocks, batch_size=cfg["per_device_train_batch_size"]))
     next(loader)  # the first batch opens the corpus
     t0 = time.process_time()

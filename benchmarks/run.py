@@ -23,8 +23,8 @@ from typing import Any
 
 import torch
 
-from ema_boundary.cli import UsageParser, positive_int
 from ema_boundary.io import write_text
+from ema_boundary.usage import UsageParser, positive_int
 
 from . import bench_decode, bench_ffn, bench_spcn, bench_throughput, bench_traces, bench_train, tables
 from .common import machine

@@ -1,112 +1,236 @@
-"""Command-line conventions shared by every entry point.
+"""``ema-boundary``: the command line of the main job (``report``) and of its re-rendering tools.
 
-- Flags use transformers' example-script spellings with underscores (``--output_dir``, ``--max_steps``,
-  ``--learning_rate``, ``--seed``, ``--model_name_or_path``, ``--overwrite_output_dir``); older spellings
-  stay as aliases.
-- ``--help`` shows every default (:class:`UsageParser` uses ``ArgumentDefaultsHelpFormatter``).
-- Exit status: 0 success; 1 a long job failed after it started (one line naming the kept partial output
-  and its logs); 2 bad command line, settings or input files (one line on stderr, nothing written); 3 the
-  work is done but a final upload failed; 130 interrupted (Ctrl-C).
+Exit status: 0 done; 2 a bad command line, plan, corpus or output folder (one line, nothing written) or a
+stage that refused its input; 1 a stage that failed (one line naming the folder kept with its logs).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import shlex
 import sys
-from collections.abc import Iterable, Sequence
+from pathlib import Path
 
-__all__ = ["EXIT_INTERRUPTED", "EXIT_UPLOAD_FAILED", "EXIT_USAGE", "UsageError", "UsageParser", "add_output_dir",
-           "comma_list", "first_line", "flatten", "looks_like_path", "non_negative_int", "positive_int"]
+from ema_boundary.io import OutputError, atomic_file, check_output_dir
+from ema_boundary.usage import (
+    EXIT_USAGE,
+    UsageError,
+    UsageParser,
+    add_output_dir,
+    first_line,
+    non_negative_int,
+    positive_int,
+)
+from ema_boundary.yamlio import YAMLFileError
+from eval.report.plan import CORPORA, PLANS, SCALES, Plan
+from eval.sweep.cli import add_arguments as add_sweep_arguments
+from eval.sweep.cli import run as run_sweep
+from eval.sweep.cli import scale_arguments, scale_run
 
-EXIT_USAGE = 2
-EXIT_UPLOAD_FAILED = 3
-EXIT_INTERRUPTED = 130
-
-
-class UsageError(Exception):
-    """Bad input: the message is one line naming the flag, field or file; nothing has been written."""
-
-
-class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
-    """Defaults shown after every help text; descriptions keep their line breaks.
-
-    An unset default (None) and an off switch (False) say nothing, so they are not printed.
-    """
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.default is None or action.default is False:
-            return action.help
-        return super()._get_help_string(action)
+TOOL = "ema-boundary report"  # eval.report.build.TOOL, without importing torch to parse a command line
+EXIT_FAILED = 1
 
 
-class UsageParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line on stderr and exit status 2 (no usage dump), and whose
-    ``--help`` shows every default."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        kwargs.setdefault("formatter_class", HelpFormatter)
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> None:
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE)
-
-
-def first_line(err: BaseException, limit: int = 300) -> str:
-    """One line for an error message: the exception's first line (or its class name), and where a failed
-    long job's partial output was kept (``err.kept_at``, set by ``ema_boundary.io.atomic_dir``)."""
-    text = str(err).strip()
-    line = (text.splitlines()[0] if text else type(err).__name__)[:limit]
-    kept = getattr(err, "kept_at", None)
-    return f"{line} (partial output and logs kept in {kept})" if kept else line
-
-
-def _int_at_least(value: str, low: int, what: str) -> int:
+def _check_corpus(parser: UsageParser, corpus: str) -> None:
+    """A corpus file must exist and be text: checked before minutes of training, in one line."""
+    if corpus in CORPORA:
+        return
+    path = Path(corpus)
+    if not path.is_file():
+        parser.error(f"--corpus {corpus}: not 'embedded', 'c4' or an existing text file")
     try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be a {what} integer, got {value!r}") from None
-    if n < low:
-        raise argparse.ArgumentTypeError(f"must be a {what} integer, got {value!r}")
-    return n
+        with open(path, encoding="utf-8") as f:
+            head = f.read(1 << 16)
+    except UnicodeDecodeError:
+        parser.error(f"--corpus {corpus}: not UTF-8 text")
+    except OSError as e:
+        parser.error(f"--corpus {corpus}: cannot read ({e.strerror})")
+    if "\x00" in head:
+        parser.error(f"--corpus {corpus}: a binary file, not text")
+    if not head.strip():
+        parser.error(f"--corpus {corpus}: empty")
 
 
-def positive_int(value: str) -> int:
-    """An argparse ``type``: a positive integer (argparse prefixes the message with "argument --flag: ")."""
-    return _int_at_least(value, 1, "positive")
+def _read_report(parser: UsageParser, path: Path) -> dict:
+    """A report.json in the current schema (an older one is upgraded in memory, numbers unchanged)."""
+    from eval.report.schema import ReportSchemaError, migrate
+
+    try:
+        return migrate(json.loads(path.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        parser.error(f"{path}: no such file")
+    except ValueError as e:  # not JSON, or an unknown schema version
+        parser.error(f"{path}: {first_line(e)}" if isinstance(e, ReportSchemaError) else f"{path}: not JSON ({e})")
+    raise AssertionError("unreachable")
 
 
-def non_negative_int(value: str) -> int:
-    """An argparse ``type``: an integer >= 0 (a seed)."""
-    return _int_at_least(value, 0, "non-negative")
+def _readme(parser: UsageParser, report: Path, readme: Path) -> int:
+    from eval.report.render import update_readme
+
+    data = _read_report(parser, report)
+    try:
+        changed = update_readme(data, readme)
+    except FileNotFoundError as e:
+        parser.error(f"{e.filename}: no such file")
+    except (ValueError, KeyError) as e:
+        parser.error(f"{readme}: {first_line(e)}")
+    print(f"{readme}: results block {'rewritten' if changed else 'already up to date'}")
+    return 0
 
 
-def comma_list(value: str) -> list[str]:
-    """An argparse ``type``: ``"a,b"`` -> ``["a", "b"]`` (lm-eval's ``--tasks a,b``); empty items refused."""
-    items = [v.strip() for v in value.split(",")]
-    if not all(items):
-        raise argparse.ArgumentTypeError(f"empty item in the comma list {value!r}")
-    return items
+def _attach_sweeps(parser: UsageParser, report: dict, command: str) -> None:
+    """report.json's ``sweeps`` re-read from the committed sweeps that its plan (the file in the repository, as it
+    is now) names in ``committed:``; a plan that names none leaves the report without them."""
+    from eval.plans import in_repo
+    from eval.report.committed import sweeps_block
+
+    path = (report.get("plan") or {}).get("path")
+    if not path or not in_repo(path).is_file():
+        if report.get("sweeps"):
+            print(f"report.json's plan {path}: no such file; its committed sweeps are kept as they were read")
+        return
+    try:
+        plan = Plan.load(in_repo(path), scale=report["plan"].get("scale", "tiny"))
+        block = sweeps_block(plan.committed)
+    except UsageError as e:
+        parser.error(first_line(e))
+    if block:
+        report["sweeps"] = {k: {**v, "attached_by": command} for k, v in block.items()}
+    else:
+        report.pop("sweeps", None)
+    if "arms" in (report.get("sweeps") or {}):  # the structure conditions are read from the arms sweep now
+        report.pop("structure_conditions", None)
 
 
-def flatten(values: Iterable[Sequence[str]] | None) -> list[str] | None:
-    """Join ``nargs="+"`` lists of :func:`comma_list` items: ``--tasks a,b c`` -> ``["a", "b", "c"]``."""
-    if values is None:
-        return None
-    return [v for group in values for v in group]
+def _render(parser: UsageParser, folder: Path, upgrade: bool, command: str = "") -> int:
+    """index.md from report.json; with ``upgrade`` report.json is first rewritten in the current schema, its claims
+    evaluated by today's claims table."""
+    from ema_boundary.io import write_json
+    from eval.report.claim_rows import evaluate
+    from eval.report.paths import portable
+    from eval.report.render import boundary_figures, write_index
+
+    if not (folder / "report.json").is_file():
+        parser.error(f"{folder}: no report.json")
+    report = _read_report(parser, folder / "report.json")
+    if upgrade:
+        # The old unshuffled scale ladder (docs/scale, `scale_ladder`) and the old ablation reader (docs/ablation,
+        # `ablation_budgets`) are retired: the plan's committed sweeps (`committed: ladder:`, `ablation_predictor:`,
+        # `ablation_trace:`, re-read below) carry their rows, so an older report's blocks and figures go.
+        report.pop("scale_ladder", None)
+        report.pop("ablation_budgets", None)
+        report["figures"] = {k: v for k, v in report.get("figures", {}).items()
+                             if not k.startswith("ablation_budgets_")}
+        _attach_sweeps(parser, report, command)
+    report = portable(report)  # recorded paths relative to the repository or the output folder
+    if upgrade:
+        report["claims"] = evaluate(report)
+    # The picture of the boundary is drawn from report.json (its claims included), like index.md.
+    report["figures"] = {**report.get("figures", {}), **boundary_figures(report, folder / "figures")}
+    if upgrade:
+        write_json(folder / "report.json", report)
+    with atomic_file(folder / "index.md") as tmp:
+        write_index(report, report.get("figures", {}), Path(tmp))
+    print(f"wrote {folder / 'index.md'}" + (f" and upgraded {folder / 'report.json'}" if upgrade else ""))
+    return 0
 
 
-def add_output_dir(parser: argparse.ArgumentParser, help: str, *, aliases: Sequence[str] = ("--out",),
-                   required: bool = True, default: str | None = None) -> None:
-    """``--output_dir`` (older spellings in ``aliases``) and ``--overwrite_output_dir``, as every tool has them."""
-    parser.add_argument("--output_dir", *aliases, dest="output_dir", required=required, default=default,
-                        metavar="DIR", help=help)
-    parser.add_argument("--overwrite_output_dir", action="store_true",
-                        help="replace this tool's own earlier output in --output_dir (a folder that is not "
-                             "this tool's output is never replaced)")
+def parser() -> tuple[UsageParser, dict[str, UsageParser]]:
+    p = UsageParser(prog="ema-boundary", description="Map what fixed-decay EMA context can and cannot represent.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=UsageParser)
+    rep = sub.add_parser("report", help="run every experiment and write the boundary report",
+                         description="Run every experiment and write the boundary report (index.md, report.json, "
+                                     "figures). What runs is declared in a plan YAML: "
+                                     + ", ".join(sorted(set(PLANS.values()))) + ".")
+    rep.add_argument("--quick", action="store_true", help=f"the quick plan ({PLANS['tiny', True]}): a smoke test")
+    rep.add_argument("--plan", metavar="YAML", help="another plan YAML (overrides --quick and --scale's choice)")
+    add_output_dir(rep, "the report folder (an earlier report is replaced only with --overwrite_output_dir)",
+                   required=False, default="outputs/report")
+    rep.add_argument("--corpus", default="embedded",
+                     help="'embedded' (Python's help topics and standard-library docstrings, offline), 'c4' "
+                          "(streamed from the hub) or a text file")
+    rep.add_argument("--scale", choices=SCALES, default="tiny",
+                     help="tiny CPU models, or the paper's 130M SPEN vs GPT-2 small (GPU)")
+    rep.add_argument("--seed", type=non_negative_int, default=0, help="seed of the grammar corpus, SPCN and probes")
+    rep.add_argument("--max_steps", "--max-steps", dest="max_steps", type=positive_int,
+                     help="cap on every training run's optimizer steps (a smoke test)")
+    render = sub.add_parser("render", help="re-render a report's index.md from its report.json",
+                            description="Re-render FOLDER/index.md from FOLDER/report.json (the figures are kept); "
+                                        "a report.json of an older schema is read in today's.")
+    render.add_argument("folder", help="a report folder (index.md, report.json, figures/)")
+    render.add_argument("--upgrade", action="store_true",
+                        help="also rewrite report.json in the current schema, its claims evaluated by today's "
+                             "claims table on the committed sweeps its plan names now (committed:, re-read) and every "
+                             "recorded path relative to the repository or the output folder (numbers unchanged)")
+    readme = sub.add_parser("readme", help="rewrite the README's results block from a report.json",
+                            description="Rewrite the results block of README.md from a report's report.json.")
+    readme.add_argument("--report", default="docs/report/report.json", help="the report.json to read")
+    readme.add_argument("--readme", default="README.md", help="the README whose results block is rewritten")
+
+    scale = sub.add_parser("scale", help="the scale ladder: SPEN vs GPT-2 at several sizes (python -m eval.scale)",
+                           description="Train SPEN and the GPT-2 architecture at every size of a ladder plan and "
+                                       "write report.json, index.md and gap.png.")
+    scale_arguments(scale)
+    sweep = sub.add_parser("sweep", help="run, continue or summarise a sweep plan (python -m eval.sweep)",
+                           description="Run a sweep plan (arms x rates x seeds x budgets) into one folder with one "
+                                       "results.json; continue it (--resume_from), or summarise it again "
+                                       "(--summarize).")
+    add_sweep_arguments(sweep)
+    return p, {"report": rep, "render": render, "readme": readme, "scale": scale, "sweep": sweep}
 
 
-def looks_like_path(name: str) -> bool:
-    """Whether a model name that does not exist was meant as a local path (hub ids are "name" or
-    "owner/name"): such a name is a typo to refuse, not a hub model to look up."""
-    return name.startswith(("/", ".", "~")) or name.endswith(".json") or name.count("/") > 1
+def main(argv: list[str] | None = None) -> int:
+    p, subs = parser()
+    try:
+        args = p.parse_args(argv)
+        if args.command == "render":
+            return _render(subs["render"], Path(args.folder), args.upgrade,
+                           shlex.join(["ema-boundary", *(argv if argv is not None else sys.argv[1:])]))
+        if args.command == "readme":
+            return _readme(subs["readme"], Path(args.report), Path(args.readme))
+        if args.command == "sweep":
+            return run_sweep(subs["sweep"], args, shlex.join(["ema-boundary", *(argv or sys.argv[1:])]))
+        if args.command == "scale":
+            return scale_run(subs["scale"], args, shlex.join(["ema-boundary", *(argv or sys.argv[1:])]))
+        rep = subs["report"]
+        _check_corpus(rep, args.corpus)
+        try:
+            check_output_dir(args.output_dir, tool=TOOL, overwrite=args.overwrite_output_dir)
+        except OutputError as e:
+            rep.error(f"--output_dir {e}")
+        try:
+            plan = Plan.make(args.scale, args.quick, args.corpus, args.seed, args.max_steps, args.plan)
+        except YAMLFileError as e:  # a plan error, or a file that cannot be read as YAML
+            from eval.sweep.plan import sweep_hint
+
+            rep.error(sweep_hint(args.plan) or str(e))
+    except SystemExit as e:  # a usage error (printed in one line) or --help
+        return int(e.code or 0)
+    return _report(rep, args, plan, argv)
+
+
+def _report(rep: UsageParser, args: argparse.Namespace, plan: Plan, argv: list[str] | None) -> int:
+    from eval.report import stages
+
+    try:
+        stages.probe_settings(plan)  # the probes' own rules on the plan's recall section, before any work
+    except UsageError as e:
+        return _error(rep, first_line(e), EXIT_USAGE)
+    command = shlex.join(["ema-boundary", *(argv if argv is not None else sys.argv[1:])])
+    from eval.report.build import build_report
+
+    try:
+        report = build_report(Path(args.output_dir), plan, command, overwrite=args.overwrite_output_dir)
+    except UsageError as err:
+        return _error(rep, first_line(err), EXIT_USAGE)
+    except Exception as err:  # a stage failed: one line; the traceback is in the kept folder's logs/error.log
+        return _error(rep, f"{type(err).__name__}: {first_line(err)}", EXIT_FAILED)
+    print(f"wrote {Path(args.output_dir) / 'index.md'} and report.json "
+          f"({report['environment']['seconds'] / 60:.1f} min)")
+    return 0
+
+
+def _error(parser: UsageParser, message: str, status: int) -> int:
+    print(f"{parser.prog}: error: {message}", file=sys.stderr)
+    return status

@@ -33,7 +33,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from ema_boundary.cli import UsageError
+from ema_boundary.usage import UsageError
 
 __all__ = ["LOCK", "LOCK_INFO", "MARKER", "FolderLock", "OutputError", "atomic_dir", "atomic_file", "check_output_dir",
            "content_digest", "earlier_attempt", "output_owner", "publish_dir", "read_json", "write_json", "write_jsonl",

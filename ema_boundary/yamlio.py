@@ -10,7 +10,7 @@ a file the same way::
     data, lines = read_yaml_file("plan.yaml")
     raise UsageError(f"plan.yaml:{lines[('seeds',)]}: seeds must be a list")
 
-Every error is a :class:`YAMLFileError` (a :class:`~ema_boundary.cli.UsageError`) in one line, ``"PATH:LINE:
+Every error is a :class:`YAMLFileError` (a :class:`~ema_boundary.usage.UsageError`) in one line, ``"PATH:LINE:
 what"``: a missing or unreadable file, text that is not YAML, a key written twice (``"plan.yaml:9: arms.spen.lr is
 written twice (lines 3 and 9); keep one"``). What the data must hold is each reader's own check (train_config's
 settings, eval.plans' dialect of plans).
@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from ema_boundary.cli import UsageError
+from ema_boundary.usage import UsageError
 
 __all__ = ["DuplicateKeyError", "Lines", "YAMLFileError", "read_yaml_file", "read_yaml_text"]
 

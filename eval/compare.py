@@ -38,7 +38,9 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from ema_boundary.cli import (
+from ema_boundary.figures import pyplot
+from ema_boundary.io import atomic_dir, check_output_dir, write_json, write_jsonl
+from ema_boundary.usage import (
     EXIT_USAGE,
     UsageError,
     UsageParser,
@@ -50,8 +52,6 @@ from ema_boundary.cli import (
     non_negative_int,
     positive_int,
 )
-from ema_boundary.figures import pyplot
-from ema_boundary.io import atomic_dir, check_output_dir, write_json, write_jsonl
 from eval.probes.models import ModelError, resolve_model, split_name
 
 TOOL = "eval.compare"  # whose output folder this is (ema_boundary.io's marker)

@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from ema_boundary import stats
-from eval.gap import FIRST, MIN_DOCUMENTS, gap_classes, token_losses
+from eval.token_classes import FIRST, MIN_DOCUMENTS, gap_classes, token_losses
 
 DEFINITION = ("windowed loss: the target's loss when the model sees only its last W tokens (a fresh sequence); "
               "cost: windowed - full loss; control: mean cost on AR hits whose most recent earlier bigram lies "

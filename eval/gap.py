@@ -51,21 +51,18 @@ from typing import Any
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from ema_boundary import stats
-from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, first_line, non_negative_int, positive_int
 from ema_boundary.figures import pyplot, save
 from ema_boundary.io import atomic_dir, check_output_dir, write_json
+from ema_boundary.usage import EXIT_USAGE, UsageError, UsageParser, first_line, non_negative_int, positive_int
+from eval.context_use import cut_targets, model_losses, pair_from_losses, render_control
 from eval.recall import POSITION_FIELDS
+from eval.token_classes import AR0, FIRST, MIN_DOCUMENTS, REPEAT, class_name, gap_classes, token_losses
 
 PROG = "python -m eval.gap"
-FIRST, REPEAT = 0, 1  # class codes; an AR hit at distance d is AR0 + floor(log2(d))
-AR0 = 2
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json", "tokenizer.model", "spiece.model")
 SPLITS = ("validation", "test", "train", "all")
-# A bootstrap over fewer documents than this gives an interval that only looks narrow: none is reported.
-MIN_DOCUMENTS = 5
 
 
 class GapInputError(UsageError):
@@ -73,41 +70,8 @@ class GapInputError(UsageError):
 
 
 # ---------------------------------------------------------------------------------------------
-# Classes
+# Bins (the token classes themselves: eval.token_classes)
 # ---------------------------------------------------------------------------------------------
-
-
-def gap_classes(ids: Sequence[int] | np.ndarray | torch.Tensor) -> np.ndarray:
-    """The class code of every position of one context ``ids`` (module docstring): ``FIRST`` (0),
-    ``REPEAT`` (1), or ``AR0 + floor(log2(d))`` for an AR hit at distance ``d``. Position 0 has no context
-    and is ``FIRST``. Linear time: the last position of each token and of each bigram, kept as we go."""
-    ids = np.asarray(ids.tolist() if isinstance(ids, torch.Tensor) else ids, dtype=np.int64)
-    if ids.ndim != 1:
-        raise ValueError(f"ids must be one sequence (1-D), got shape {ids.shape}")
-    out = np.empty(len(ids), dtype=np.int64)
-    seen: set[int] = set()
-    bigram_end: dict[tuple[int, int], int] = {}
-    tokens = ids.tolist()
-    for t, tok in enumerate(tokens):
-        bigram = (tokens[t - 1], tok) if t >= 1 else None
-        if (s := bigram_end.get(bigram)) is not None:
-            out[t] = AR0 + (t - s).bit_length() - 1  # floor(log2(t - s))
-        else:
-            out[t] = REPEAT if tok in seen else FIRST
-        if bigram is not None:
-            bigram_end[bigram] = t
-        seen.add(tok)
-    return out
-
-
-def class_name(code: int) -> str:
-    """``first``, ``repeat``, or ``ar_1``, ``ar_2-3``, ``ar_4-7``, ... (the distances of the bin)."""
-    if code == FIRST:
-        return "first"
-    if code == REPEAT:
-        return "repeat"
-    lo = 2 ** (code - AR0)
-    return f"ar_{lo}" if lo == 1 else f"ar_{lo}-{2 * lo - 1}"
 
 
 def log_bin(values: np.ndarray) -> np.ndarray:
@@ -308,26 +272,6 @@ def load_model(spec: Any, seed: int, trust_remote_code: bool = False) -> torch.n
         raise GapInputError(f"--model_name_or_path {e}") from None
 
 
-@torch.no_grad()
-def token_losses(model: torch.nn.Module, blocks: Sequence[torch.Tensor], batch_size: int = 16,
-                 device: str | torch.device = "cpu") -> np.ndarray:
-    """Next-token loss (nats) of every target of ``blocks``, flat, in order (float64)."""
-    model.eval().to(device)
-    out: list[np.ndarray] = []
-    i = 0
-    while i < len(blocks):
-        length = len(blocks[i])  # blocks of one length go together; only the last can be shorter
-        j = i
-        while j < len(blocks) and j - i < batch_size and len(blocks[j]) == length:
-            j += 1
-        batch = torch.stack(list(blocks[i:j])).to(device)
-        logits = model(input_ids=batch[:, :-1], use_cache=False).logits.float()
-        loss = F.cross_entropy(logits.flatten(0, 1), batch[:, 1:].flatten(), reduction="none")
-        out.append(loss.double().cpu().numpy())
-        i = j
-    return np.concatenate(out)
-
-
 def summarize(masks: dict[str, np.ndarray], loss_a: np.ndarray, loss_b: np.ndarray, docs: np.ndarray,
               bootstrap: int = 1000, seed: int = 0) -> list[dict[str, Any]]:
     """One row per mask: tokens, each model's mean loss, B - A with its 95% interval, the share of the gap.
@@ -404,8 +348,6 @@ def run_gap(sides: Sequence[Side], tokens: Tokens, tokenizer_vocab: int, block_s
     """Score both sides on ``tokens`` and build gap.json's content (classes sum to the token count); with
     ``window``, also the windowed context-use control (:mod:`eval.context_use`) on the first ``window_max_tokens``
     targets (default all), from the same document resamples."""
-    from eval.context_use import cut_targets, model_losses, pair_from_losses
-
     cut = cut_targets(tokens.blocks, tokens.doc, window, window_max_tokens, bootstrap, seed) if window else None
     losses, windowed, cut_full = [], [], []
     for side in sides:
@@ -614,14 +556,12 @@ def render_table(result: dict[str, Any]) -> str:
         interval = f"[{fmt(ci[0])}, {fmt(ci[1])}]" if ci else "-"
         lines.append(f"- contrast {name}: {c['means']} = {fmt(c['value'])}, 95% interval {interval}")
     if "context_use" in result:
-        from eval.context_use import render_control
-
         lines += ["", *render_control(result["context_use"])]
     return "\n".join(lines)
 
 
-__all__ = ["gap_classes", "class_name", "class_masks", "group_masks", "position_masks", "make_tokens", "read_documents",
-           "token_losses", "summarize", "contrast", "run_gap", "render_figure", "render_table", "main", "GapInputError"]
+__all__ = ["class_masks", "group_masks", "position_masks", "make_tokens", "read_documents",
+           "summarize", "contrast", "run_gap", "render_figure", "render_table", "main", "GapInputError"]
 
 
 if __name__ == "__main__":

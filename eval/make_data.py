@@ -28,8 +28,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, add_output_dir, first_line
 from ema_boundary.io import OutputError, atomic_dir, check_output_dir, output_owner, write_jsonl
+from ema_boundary.usage import EXIT_USAGE, UsageError, UsageParser, add_output_dir, first_line
 from grammar_probe.grammar import ROLES
 
 TOOL = "eval.make_data"  # whose output folder this is (ema_boundary.io's marker)

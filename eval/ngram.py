@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, add_output_dir, first_line, positive_int
+from ema_boundary.usage import EXIT_USAGE, UsageError, UsageParser, add_output_dir, first_line, positive_int
 
 TOOL = "eval.ngram"  # whose output folder this is (ema_boundary.io's marker)
 DISCOUNT = 0.75
@@ -135,26 +135,40 @@ def ngram_references(data: list[str], val_every: int, tokenizer: Any, block_size
     (the targets scored, ``n_blocks * block_size``) and ``train_split_tokens`` (the training split's size;
     None for a streamed corpus read only as far as ``train_tokens``).
     """
-    from ema_boundary import corpus
+    from ema_boundary import corpus, packing
 
     stream: list[int] = []
     exhausted = True  # a streamed corpus (c4) is read only as far as the runs read it; a finite one to its end
     texts = (d["text"] for d in corpus.train_documents(data, val_every, test_every, train_fraction))
-    for batch in corpus.batched(texts, 64):
+    for batch in packing.batched(texts, 64):
         for ids in tokenizer(batch, add_special_tokens=False, verbose=False)["input_ids"]:
             stream.extend([*ids, tokenizer.eos_token_id])
         if data == [corpus.C4] and train_tokens is not None and len(stream) >= train_tokens:
             exhausted = False
             break
     if split == "validation":
-        blocks = corpus.validation_blocks(data, val_every, tokenizer, block_size, n_blocks, test_every)
+        blocks = packing.validation_blocks(data, val_every, tokenizer, block_size, n_blocks, test_every)
     else:
-        blocks = corpus.test_blocks(data, val_every, tokenizer, block_size, n_blocks, test_every)
+        blocks = packing.test_blocks(data, val_every, tokenizer, block_size, n_blocks, test_every)
     result = ngram_perplexities(stream[:train_tokens], blocks, len(tokenizer), discount)
     result["split"] = split
     result["eval_tokens"] = int(blocks.shape[0] * (blocks.shape[1] - 1))
     result["train_split_tokens"] = len(stream) if exhausted else None
     return result
+
+
+def kneser_ney(settings: dict[str, Any], tokenizer: str | Path, train_tokens: int, split: str) -> dict[str, Any]:
+    """eval.ngram's Kneser-Ney perplexities on the blocks the runs are scored on (``split``: the first
+    ``max_test_samples`` or ``max_eval_samples`` blocks), counted on the training stream the runs read (at most
+    ``train_tokens`` of it, of its ``train_fraction``): ``settings`` are train.py's (``data`` a list of sources, the
+    split settings of :data:`eval.runs.DATA_SETTINGS`), ``tokenizer`` the folder every run read."""
+    from transformers import AutoTokenizer  # delayed: transformers is slow to import, eval.ngram's CLI parses first
+
+    tok = AutoTokenizer.from_pretrained(tokenizer)
+    n_blocks = settings["max_test_samples"] if split == "test" else settings["max_eval_samples"]
+    return ngram_references(list(settings["data"]), settings["val_every"], tok, settings["block_size"], n_blocks,
+                            train_tokens, split, settings["test_every"],
+                            train_fraction=settings.get("train_fraction", 1.0))
 
 
 def _tokenizer(args: Any, data: list[str]) -> tuple[Any, str]:

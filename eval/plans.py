@@ -166,5 +166,20 @@ class Checker:
         return value
 
 
-__all__ = ["Checker", "PlanError", "REPO", "Rule", "factor", "find_plan", "in_repo", "margin",
-           "non_negative", "one_of", "positive", "rate", "rule"]
+def repo_path(path: str | Path) -> str:
+    """A path as a plan names it: repository-relative when inside the repository, else absolute (a plan's paths are
+    read from the repository, whatever the working folder)."""
+    path = Path(path).resolve()
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
+def data_sources(data: list[str]) -> list[str]:
+    """train.py's data sources as a plan names them: named corpora as they are, files by :func:`repo_path`."""
+    from ema_boundary import corpus  # delayed: it imports datasets and torch (seconds); reading a plan needs neither
+
+    named = (corpus.C4, corpus.EMBEDDED, corpus.EMBEDDED_PYDOC, corpus.EMBEDDED_STDLIB)
+    return [d if d in named else repo_path(d) for d in data]
+
+
+__all__ = ["Checker", "PlanError", "REPO", "Rule", "factor", "data_sources", "find_plan", "in_repo", "margin",
+           "non_negative", "one_of", "positive", "rate", "repo_path", "rule"]

@@ -28,8 +28,8 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
 import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes: the reference can train it too)
 import train_config
-from ema_boundary import corpus
-from ema_boundary.cli import UsageParser
+from ema_boundary import corpus, packing
+from ema_boundary.usage import UsageParser
 
 
 def lr_at(step: int, peak: float, warmup: int, total: int, min_ratio: float) -> float:
@@ -64,10 +64,10 @@ def train_reference(cfg: dict[str, Any]) -> dict[str, Any]:
     # A finite corpus: every training block, reshuffled each epoch. A streamed one (C4): the first blocks the run
     # needs (steps x batch), shuffled once (int32: 672M tokens of the GPU ladder's largest size fit in 2.7 GB).
     streamed = data == [corpus.C4]
-    train, _ = corpus.split_blocks(data, "train", val_every, tok, B, steps * batch if streamed else None, test_every,
+    train, _ = packing.split_blocks(data, "train", val_every, tok, B, steps * batch if streamed else None, test_every,
                                    cfg["train_fraction"])  # train.py's nested subset of the documents
     train = train.to(torch.int32)
-    val = corpus.validation_blocks(data, val_every, tok, B, cfg["max_eval_samples"], test_every)
+    val = packing.validation_blocks(data, val_every, tok, B, cfg["max_eval_samples"], test_every)
     device = "cuda" if torch.cuda.is_available() else "cpu"
     autocast = torch.autocast("cuda", torch.bfloat16, enabled=device == "cuda" and cfg["mixed_precision"] == "bf16")
     torch.manual_seed(cfg["seed"])
@@ -105,7 +105,7 @@ def train_reference(cfg: dict[str, Any]) -> dict[str, Any]:
     if not streamed:  # the distinct text trained on, as train.py records it (training.data.seen_tokens)
         final |= {"train_split_tokens": len(train) * B, "distinct_train_tokens": min(seen, len(train) * B)}
     if test_every:
-        test, docs = corpus.split_blocks(data, "test", val_every, tok, B, cfg["max_test_samples"], test_every)
+        test, docs = packing.split_blocks(data, "test", val_every, tok, B, cfg["max_test_samples"], test_every)
         test_loss = mean_loss(model, test.to(device))
         final.update({"test_loss": test_loss, "test_ppl": math.exp(test_loss),
                       "test_tokens": int(test.shape[0] * (test.shape[1] - 1)), "test_documents": docs})

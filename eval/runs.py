@@ -12,7 +12,12 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ema_boundary.cli import UsageError
+from ema_boundary.usage import UsageError
+
+# The settings that decide the blocks every run is trained, chosen and scored on: one for the whole sweep
+# (its tokenizer and its n-gram lines read them).
+DATA_SETTINGS = ("data", "val_every", "test_every", "block_size", "max_eval_samples", "max_test_samples",
+                 "tokenizer_name", "bpe_train_docs")
 
 
 def read_spen_yaml(config: Path, swaps: str) -> dict[str, Any]:

@@ -15,7 +15,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ema_boundary.cli import (
+from ema_boundary.usage import (
     EXIT_USAGE,
     UsageError,
     UsageParser,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from ema_boundary.cli import UsageError, add_output_dir, non_negative_int, positive_int
+from ema_boundary.usage import UsageError, add_output_dir, non_negative_int, positive_int
 from grammar_probe.protocol import FULL, PROTOCOL, QUICK, Protocol, RunSize
 
 __all__ = ["DEFAULT_SIZES", "add_run_options", "option", "protocol_of", "run_size"]

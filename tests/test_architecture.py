@@ -2,11 +2,17 @@
 
 - ``modeling_spen`` imports nothing of the project (it is copied beside checkpoints for ``trust_remote_code``),
   and only relatively within itself;
-- ``ema_boundary`` imports nothing of the project but itself;
+- ``ema_boundary`` imports nothing of the project but itself, except its one entry point at the top,
+  ``ema_boundary/cli.py`` (the ``ema-boundary`` command), which may import ``eval`` and which nothing of the project
+  imports but ``eval/report/__main__.py`` (``python -m eval.report``, a script);
 - ``eval`` reaches training only through ``train_config`` (settings), ``train.main`` (a run) and
   ``training.checkpoint`` (checkpoints' one home: a sweep checks a run's checkpoints, eval.recall saves its state);
 - ``grammar_probe`` does not import ``eval`` (nor training);
-- nothing imports a script's internals: of ``train`` and of a ``__main__`` module only ``main`` is used.
+- nothing imports a script's internals: of ``train`` and of a ``__main__`` module only ``main`` is used;
+- inside ``eval`` the arrows run one way, report -> runner -> experiments: an experiment (any ``eval`` module outside
+  ``eval/report/`` and ``eval/sweep/``, a ``__main__`` script aside) imports neither the runner nor the report;
+- no import circle among the project's files (issue 50: a circle held together by an import inside a function is
+  one too).
 
 Imports inside functions count as much as those at the top. Tests and the research notes under docs/ are not
 project layers (tests read internals on purpose).
@@ -36,6 +42,9 @@ LAYERS: dict[str, set[str]] = {
     "benchmarks": {"benchmarks", "ema_boundary", "modeling_spen", "grammar_probe", "train", "train_config", "training",
                    "eval"},
 }
+# The one file allowed above its layer: the `ema-boundary` command runs the report and the runner.
+ENTRY_POINT = "ema_boundary/cli.py"
+ENTRY_POINT_IMPORTS = {"ema_boundary", "eval"}
 SCRIPTS = {"train"}  # modules that are run as scripts; so is every __main__ module
 PUBLIC_OF_A_SCRIPT = {"main"}
 # Layers that may use train.py's names: the benchmarks time the loop's pieces (training's own layer holds them).
@@ -78,9 +87,10 @@ def layer_violations(layer: str, root: Path = ROOT) -> list[str]:
     for owner, path in project_files(root):
         if owner != layer:
             continue
+        allowed = ENTRY_POINT_IMPORTS if path == root / ENTRY_POINT else LAYERS[layer]
         for line, module, _, level in imports(path):
             top = module.split(".")[0]
-            if level == 0 and top in LAYERS and not _allowed(module, LAYERS[layer]):
+            if level == 0 and top in LAYERS and not _allowed(module, allowed):
                 bad.append(f"{_where(path, line)} imports {module}")
     return bad
 
@@ -118,6 +128,15 @@ def test_a_layer_imports_only_the_layers_below_it(layer: str) -> None:
     assert not bad, f"{layer} may import only {sorted(LAYERS[layer]) or 'nothing of the project'}: {bad}"
 
 
+def test_only_a_script_imports_the_entry_point() -> None:
+    # ema_boundary/cli.py is the top: `python -m eval.report` (a __main__ script) is its one importer.
+    entry = ENTRY_POINT.removesuffix(".py").replace("/", ".")
+    bad = [_where(path, line) for _, path in project_files() if path.name != "__main__.py"
+           for line, module, names, level in imports(path)
+           if level == 0 and (module == entry or (module == "ema_boundary" and "cli" in names))]
+    assert not bad, f"{entry} is the entry point at the top; imported by {bad}"
+
+
 def test_modeling_spen_imports_itself_only_relatively() -> None:
     # Its files are copied beside a checkpoint, where no package named modeling_spen exists.
     bad = [f"{_where(path, line)} imports {module}" for layer, path in project_files() if layer == "modeling_spen"
@@ -130,10 +149,86 @@ def test_nothing_imports_a_scripts_internals() -> None:
     assert not bad, bad
 
 
+def module_name(path: Path, root: Path = ROOT) -> str:
+    return ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the project modules it imports (a package's ``from P import m`` is module ``P.m``), every import
+    counted wherever it stands."""
+    files = {module_name(path, root): path for _, path in project_files(root)}
+    graph: dict[str, set[str]] = {m: set() for m in files}
+    for m, path in files.items():
+        package = m if path.name == "__init__.py" else m.rpartition(".")[0]
+        for _, module, names, level in imports(path):
+            if level:
+                base = ".".join(package.split(".")[: len(package.split(".")) - level + 1])
+                module = f"{base}.{module}" if module else base
+            for target in [f"{module}.{n}" for n in names] or [module]:
+                while target and target not in files:
+                    target = target.rpartition(".")[0]
+                if target and target != m:
+                    graph[m].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected groups of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while (w := stack.pop()) != v:
+                group.append(w)
+            if group:
+                found.append(sorted([v, *group]))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circle() -> None:
+    found = cycles(import_graph())
+    assert not found, f"import circles (file level, imports inside functions included): {found}"
+
+
+RUNNER_AND_REPORT = ("eval.sweep", "eval.report")
+
+
+def experiment_violations(root: Path = ROOT) -> list[str]:
+    """Imports of the runner or the report by an experiment (an eval module outside them; scripts aside)."""
+    bad = []
+    for m, targets in sorted(import_graph(root).items()):
+        if m.split(".")[0] != "eval" or m.endswith("__main__") or _allowed(m, set(RUNNER_AND_REPORT)) or m == "eval":
+            continue
+        bad += [f"{m} imports {t}" for t in sorted(targets) if _allowed(t, set(RUNNER_AND_REPORT))]
+    return bad
+
+
+def test_experiments_import_neither_the_runner_nor_the_report() -> None:
+    bad = experiment_violations()
+    assert not bad, bad
+
+
 def test_the_rules_are_the_documented_ones() -> None:
     doc = " ".join((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8").split())
     assert "`modeling_spen/` imports nothing of the project's" in doc
-    assert "`ema_boundary/` imports nothing of the project's either" in doc
+    assert ("`ema_boundary/` imports nothing of the project's either, but for its one entry point at the top, "
+            "`ema_boundary/cli.py` (the `ema-boundary` command), which may import `eval`") in doc
     assert ("`eval/` reaches training only through `train_config` (settings), `train.main(argv)` (a run) and "
             "`training/checkpoint.py` (checkpoints' one home)") in doc
 
@@ -150,7 +245,26 @@ def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
     (tmp_path / "eval" / "ok.py").write_text("import train\nfrom eval.probes.__main__ import main\ntrain.main([])\n"
                                              "from training.checkpoint import load_state_file\n")
     (tmp_path / "eval" / "bad.py").write_text("from training.loss import lm_loss\n")
+    (tmp_path / "ema_boundary").mkdir()
+    (tmp_path / "ema_boundary" / "cli.py").write_text("from eval.report.plan import Plan\n")  # the entry point
+    (tmp_path / "ema_boundary" / "io.py").write_text("from eval.runs import read_metrics\n")
     assert layer_violations("grammar_probe", tmp_path) == ["bad.py:2 imports eval.probes", "bad.py:3 imports train"]
     assert layer_violations("modeling_spen", tmp_path) == ["bad.py:2 imports ema_boundary"]
     assert layer_violations("eval", tmp_path) == ["bad.py:1 imports training.loss"]
+    assert layer_violations("ema_boundary", tmp_path) == ["io.py:1 imports eval.runs"]
     assert script_violations(tmp_path) == ["bad.py:4 uses train.lm_loss"]
+
+
+def test_a_circle_and_an_experiment_that_imports_the_runner_are_seen(tmp_path: Path) -> None:
+    # A circle closed by an import inside a function (eval.depth -> the runner's alias -> eval.depth, as before
+    # issue 50), and the experiment's import of the runner, are both found; the script that joins them is not.
+    (tmp_path / "eval" / "sweep").mkdir(parents=True)
+    (tmp_path / "eval" / "__init__.py").write_text("")
+    (tmp_path / "eval" / "sweep" / "__init__.py").write_text("")
+    (tmp_path / "eval" / "sweep" / "alias.py").write_text("from eval import depth\n")
+    (tmp_path / "eval" / "depth.py").write_text("def main():\n    from eval.sweep.alias import run\n")
+    assert cycles(import_graph(tmp_path)) == [["eval.depth", "eval.sweep.alias"]]
+    assert experiment_violations(tmp_path) == ["eval.depth imports eval.sweep.alias"]
+    (tmp_path / "eval" / "depth.py").write_text("")
+    (tmp_path / "eval" / "__main__.py").write_text("from eval.sweep.alias import main\n")
+    assert cycles(import_graph(tmp_path)) == [] and experiment_violations(tmp_path) == []

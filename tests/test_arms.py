@@ -124,7 +124,7 @@ def test_arms_fill_the_causal_gru_column_from_each_runs_results(arms_dir):
 
 
 def _parse(argv: list[str]):
-    from ema_boundary.cli import UsageParser
+    from ema_boundary.usage import UsageParser
     from grammar_probe.cli import add_run_options
 
     p = UsageParser(prog="arms")
@@ -165,7 +165,7 @@ def test_bad_command_lines_are_one_line_and_write_nothing(corpus, tmp_path, caps
 
 
 def test_the_trainer_refuses_what_the_experiment_does_not_read(corpus, tmp_path):
-    from ema_boundary.cli import UsageError
+    from ema_boundary.usage import UsageError
     from eval.sweep.plan import load_plan
     from eval.sweep.trainers import TRAINERS
 

@@ -133,7 +133,8 @@ def _module(module: str, *argv: str) -> int:
     """``python -m MODULE ARGV`` in-process (its ``main``)."""
     import importlib
 
-    return importlib.import_module(module).main(list(argv))
+    mod = importlib.import_module(module)  # a package's command is its __main__'s main (eval.depth, eval.ablation)
+    return (mod if hasattr(mod, "main") else importlib.import_module(f"{module}.__main__")).main(list(argv))
 
 
 def _truncated_checkpoint(tmp: Path) -> Path:

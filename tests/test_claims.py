@@ -227,7 +227,7 @@ def test_readme_block_is_rendered_from_the_claims(committed: dict) -> None:
 
 
 def test_the_escape_rule_reads_the_recall_maps_verdicts():
-    from eval.recall import ESCAPE_VERDICTS
+    from eval.recall_arms import ESCAPE_VERDICTS
     from eval.report.claims import CLAIMS
 
     claim = next(c for c in CLAIMS if c.id == "selection_escapes_recall")

@@ -411,7 +411,7 @@ def test_a_bad_folder_is_refused_in_one_line_with_the_yaml_line(tmp_path: Path, 
 
 
 def test_render_upgrade_rereads_the_plans_committed_sweeps(tmp_path: Path) -> None:
-    from eval.report.cli import main
+    from ema_boundary.cli import main
 
     recall_sweep(tmp_path / "recall", {"gpt2": SOLVED, "linear-ema16": [0.10, 0.11, 0.09, 0.10, 0.12],
                                        "linear-selective_ssm": [0.40, 0.45, 0.38, 0.42, 0.44]})
@@ -623,7 +623,7 @@ def test_the_headline_moves_to_the_longer_cap_once_both_arms_have_their_seeds(tm
 def test_render_upgrade_drops_the_retired_scale_ladder(tmp_path: Path, capsys: Any) -> None:
     """An older report's ``scale_ladder`` (the retired docs/scale reader) goes on ``render --upgrade``; the plan's
     committed ladder sweep carries the row and nothing else moves. ``render --ladder`` is gone."""
-    from eval.report.cli import main as ema_boundary
+    from ema_boundary.cli import main as ema_boundary
     from eval.report.schema import validate
 
     folder = tmp_path / "report"

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import tests.train_testkit  # noqa: F401  (puts the repository root on sys.path)
-from ema_boundary import corpus
+from ema_boundary import corpus, packing
 
 DOCS = [f"Document number {i} says {'word ' * (i % 7)}and ends." for i in range(23)]
 
@@ -47,7 +47,7 @@ def test_local_files_give_the_documents_and_hold_out_every_nth(tmp_path, kind):
 
 def test_blocks_are_the_documents_joined_with_eos(tmp_path, tokenizer):
     path = _write(tmp_path, "jsonl")
-    blocks = list(corpus.PackedBlocks([path], "train", 5, tokenizer, block_size=16, repeat=False))
+    blocks = list(packing.PackedBlocks([path], "train", 5, tokenizer, block_size=16, repeat=False))
     stream = [t for b in blocks for t in b["input_ids"][:-1].tolist()] + blocks[-1]["input_ids"][-1:].tolist()
     expected = [t for i, d in enumerate(DOCS) if i % 5
                 for t in tokenizer(d, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]]
@@ -57,12 +57,12 @@ def test_blocks_are_the_documents_joined_with_eos(tmp_path, tokenizer):
 
 def test_resuming_from_any_position_continues_exactly_across_epochs(tmp_path, tokenizer):
     path = _write(tmp_path, "txt")
-    stream = iter(corpus.PackedBlocks([path], "train", 5, tokenizer, block_size=16))
+    stream = iter(packing.PackedBlocks([path], "train", 5, tokenizer, block_size=16))
     blocks = [next(stream) for _ in range(60)]  # about 3 epochs of this tiny corpus
     assert blocks[-1]["pos"][0] >= 2
     for k in range(1, 59):
         start = blocks[k - 1]["pos"].tolist()
-        resumed = iter(corpus.PackedBlocks([path], "train", 5, tokenizer, 16, start=start))
+        resumed = iter(packing.PackedBlocks([path], "train", 5, tokenizer, 16, start=start))
         for j in range(k, min(k + 4, 60)):
             block = next(resumed)
             assert block["input_ids"].tolist() == blocks[j]["input_ids"].tolist(), (k, j)
@@ -79,28 +79,28 @@ def test_shuffled_blocks_are_every_block_once_per_epoch_in_a_new_order(tmp_path,
     ids = _token_stream(path, tokenizer)
     n = (len(ids) - 1) // 16
     blocks = {tuple(ids[i * 16: i * 16 + 17]): i for i in range(n)}  # block contents -> its place in the corpus
-    stream = iter(corpus.training_blocks([path], 5, tokenizer, 16, seed=7))
+    stream = iter(packing.training_blocks([path], 5, tokenizer, 16, seed=7))
     epochs = [[blocks[tuple(next(stream)["input_ids"].tolist())] for _ in range(n)] for _ in range(3)]
     for order in epochs:  # each epoch: every block of the corpus exactly once
         assert sorted(order) == list(range(n))
     assert epochs[0] != epochs[1] != epochs[2]  # a new order each epoch
     assert epochs[0][:2] != [epochs[0][0], epochs[0][0] + 1]  # the first two blocks are not neighbours
     assert epochs[0] != list(range(n))
-    other = iter(corpus.training_blocks([path], 5, tokenizer, 16, seed=8))
+    other = iter(packing.training_blocks([path], 5, tokenizer, 16, seed=8))
     assert [blocks[tuple(next(other)["input_ids"].tolist())] for _ in range(n)] != epochs[0]  # follows the seed
-    unshuffled = iter(corpus.training_blocks([path], 5, tokenizer, 16, seed=7, shuffle=False))
+    unshuffled = iter(packing.training_blocks([path], 5, tokenizer, 16, seed=7, shuffle=False))
     assert [blocks[tuple(next(unshuffled)["input_ids"].tolist())] for _ in range(n)] == list(range(n))
 
 
 def test_shuffled_blocks_resume_from_any_position_across_epochs(tmp_path, tokenizer):
     path = _write(tmp_path, "jsonl")
-    tokens = corpus.SplitTokens([path], "train", 5, tokenizer)  # shared: tokenized once
-    stream = iter(corpus.training_blocks([path], 5, tokenizer, 16, seed=3, tokens=tokens))
+    tokens = packing.SplitTokens([path], "train", 5, tokenizer)  # shared: tokenized once
+    stream = iter(packing.training_blocks([path], 5, tokenizer, 16, seed=3, tokens=tokens))
     blocks = [next(stream) for _ in range(60)]  # about 3 epochs
     assert blocks[-1]["pos"][0] >= 2 and all(b["pos"][2] == 0 for b in blocks)
     for k in range(1, 59):
         start = blocks[k - 1]["pos"].tolist()
-        resumed = iter(corpus.training_blocks([path], 5, tokenizer, 16, seed=3, start=start, tokens=tokens))
+        resumed = iter(packing.training_blocks([path], 5, tokenizer, 16, seed=3, start=start, tokens=tokens))
         for j in range(k, min(k + 3, 60)):
             block = next(resumed)
             assert block["input_ids"].tolist() == blocks[j]["input_ids"].tolist(), (k, j)
@@ -183,19 +183,19 @@ def test_c4_goes_through_the_same_pipeline(tmp_path, tokenizer, monkeypatch):
     assert [ex["text"] for ex in corpus.documents(["c4"], "validation", 5, test_every=3)] == DOCS[:5:2]
     assert [ex["text"] for ex in corpus.documents(["c4"], "test", 5, test_every=3)] == DOCS[1:5:2]
     assert [ex["text"] for ex in corpus.documents(["c4"], "train", 5, test_every=3)] == DOCS
-    blocks = iter(corpus.PackedBlocks(["c4"], "train", 5, tokenizer, 16))
+    blocks = iter(packing.PackedBlocks(["c4"], "train", 5, tokenizer, 16))
     first = [next(blocks) for _ in range(5)]
     start = first[3]["pos"].tolist()
-    resumed = next(iter(corpus.PackedBlocks(["c4"], "train", 5, tokenizer, 16, start=start)))
+    resumed = next(iter(packing.PackedBlocks(["c4"], "train", 5, tokenizer, 16, start=start)))
     assert resumed["input_ids"].tolist() == first[4]["input_ids"].tolist()
 
     # Shuffled (the training default): the documents pass through a shuffle buffer drawn from (seed, epoch); the
     # position counts shuffled documents, so a resume continues exactly.
     def shuffled(seed, start=(0, 0, 0)):
-        return iter(corpus.training_blocks(["c4"], 5, tokenizer, 16, seed=seed, shuffle_buffer=8, start=start))
+        return iter(packing.training_blocks(["c4"], 5, tokenizer, 16, seed=seed, shuffle_buffer=8, start=start))
 
     plain = [b["input_ids"].tolist() for b in itertools.islice(
-        corpus.PackedBlocks(["c4"], "train", 5, tokenizer, 16), 30)]
+        packing.PackedBlocks(["c4"], "train", 5, tokenizer, 16), 30)]
     stream = shuffled(1)
     blocks = [next(stream) for _ in range(30)]
     assert [b["input_ids"].tolist() for b in blocks] != plain
@@ -304,11 +304,11 @@ def test_several_files_are_one_stream_held_out_by_document_index(tmp_path):
 def test_resume_is_exact_on_cut_documents(tmp_path, tokenizer):
     path = tmp_path / "line.txt"
     path.write_text(" ".join(DOCS * 60))  # one 30k-character line: 2 documents
-    stream = iter(corpus.PackedBlocks([str(path)], "train", 5, tokenizer, block_size=16))
+    stream = iter(packing.PackedBlocks([str(path)], "train", 5, tokenizer, block_size=16))
     blocks = [next(stream) for _ in range(40)]
     for k in (1, 17, 38):
         start = blocks[k - 1]["pos"].tolist()
-        resumed = next(iter(corpus.PackedBlocks([str(path)], "train", 5, tokenizer, 16, start=start)))
+        resumed = next(iter(packing.PackedBlocks([str(path)], "train", 5, tokenizer, 16, start=start)))
         assert resumed["input_ids"].tolist() == blocks[k]["input_ids"].tolist()
 
 
@@ -422,13 +422,13 @@ def test_a_test_split_leaves_validation_as_it_was_and_takes_from_training(tmp_pa
     assert not set(read["train"]) & set(read["test"]) and len(read["test"]) == 8  # 24 others, every 3rd
     assert read["test"] == [d for i, d in enumerate(docs) if corpus.split_of(i, 5, 3) == "test"]
     assert corpus.check_data([str(path)], 5, test_every=3) == 30
-    blocks = corpus.test_blocks([str(path)], 5, tokenizer, 8, test_every=3)
+    blocks = packing.test_blocks([str(path)], 5, tokenizer, 8, test_every=3)
     stream = [t for text in read["test"] for t in [*tokenizer(text)["input_ids"], tokenizer.eos_token_id]]
     assert blocks.shape[1] == 9 and blocks[:, :-1].flatten().tolist() == stream[: 8 * len(blocks)]
-    assert torch.equal(corpus.validation_blocks([str(path)], 5, tokenizer, 8, 3, test_every=3),
-                       corpus.validation_blocks([str(path)], 5, tokenizer, 8, 3))
+    assert torch.equal(packing.validation_blocks([str(path)], 5, tokenizer, 8, 3, test_every=3),
+                       packing.validation_blocks([str(path)], 5, tokenizer, 8, 3))
     with pytest.raises(corpus.DataError, match="test_every: 0 holds out no test documents"):
-        corpus.test_blocks([str(path)], 5, tokenizer, 8, test_every=0)
+        packing.test_blocks([str(path)], 5, tokenizer, 8, test_every=0)
     with pytest.raises(corpus.DataError, match="do not give a train, a validation and a test document"):
         corpus.check_data([str(path)], 2, test_every=1)  # every other document is test: none left to train on
 
@@ -446,11 +446,11 @@ def test_split_blocks_count_the_documents_their_targets_come_from(tmp_path, toke
     path.write_text("\n\n".join(docs))
     test_docs = [ex["text"] for ex in corpus.documents([str(path)], "test", 5, test_every=3)]
     lengths = [len(tokenizer(d)["input_ids"]) + 1 for d in test_docs]  # with EOS
-    blocks, n_docs = corpus.split_blocks([str(path)], "test", 5, tokenizer, 8, None, test_every=3)
-    assert torch.equal(blocks, corpus.test_blocks([str(path)], 5, tokenizer, 8, test_every=3))
+    blocks, n_docs = packing.split_blocks([str(path)], "test", 5, tokenizer, 8, None, test_every=3)
+    assert torch.equal(blocks, packing.test_blocks([str(path)], 5, tokenizer, 8, test_every=3))
     covered = len(blocks) * 8 + 1  # tokens read: every target and the first block's first input
     assert n_docs == next(i + 1 for i in range(len(lengths)) if sum(lengths[: i + 1]) >= covered)
-    two, n_two = corpus.split_blocks([str(path)], "test", 5, tokenizer, 8, 2, test_every=3)
+    two, n_two = packing.split_blocks([str(path)], "test", 5, tokenizer, 8, 2, test_every=3)
     assert len(two) == 2 and n_two == next(i + 1 for i in range(len(lengths)) if sum(lengths[: i + 1]) >= 17)
 
 
@@ -474,17 +474,17 @@ def test_a_training_fraction_is_a_nested_subset_of_whole_documents(tmp_path, tok
         assert docs == [d for d in every if d in docs] and set(docs) == set(by_hash[: len(docs)])
         assert sum(map(len, docs)) >= f * total > sum(map(len, by_hash[: len(docs) - 1]))
     # The training stream reads the subset's tokens only; the held-out splits' blocks are the same at any fraction.
-    tokens = corpus.SplitTokens(data, "train", 5, tokenizer, 3, 0.25)
+    tokens = packing.SplitTokens(data, "train", 5, tokenizer, 3, 0.25)
     expected = [t for d in kept[0.25] for t in [*tokenizer(d)["input_ids"], tokenizer.eos_token_id]]
     assert tokens.ids.tolist() == expected
-    stream = iter(corpus.training_blocks(data, 5, tokenizer, 8, seed=1, test_every=3, train_fraction=0.25))
+    stream = iter(packing.training_blocks(data, 5, tokenizer, 8, seed=1, test_every=3, train_fraction=0.25))
     n = (len(expected) - 1) // 8
     assert sorted(tuple(next(stream)["input_ids"].tolist()) for _ in range(n)) == sorted(
         tuple(expected[i * 8: i * 8 + 9]) for i in range(n))
     for split in ("validation", "test"):
-        assert torch.equal(corpus.split_blocks(data, split, 5, tokenizer, 8, None, 3, train_fraction=0.25)[0],
-                           corpus.split_blocks(data, split, 5, tokenizer, 8, None, 3)[0])
-    plain = corpus.split_blocks(data, "train", 5, tokenizer, 8, None, 3, train_fraction=0.25)[0]
+        assert torch.equal(packing.split_blocks(data, split, 5, tokenizer, 8, None, 3, train_fraction=0.25)[0],
+                           packing.split_blocks(data, split, 5, tokenizer, 8, None, 3)[0])
+    plain = packing.split_blocks(data, "train", 5, tokenizer, 8, None, 3, train_fraction=0.25)[0]
     assert plain[:, :-1].flatten().tolist() == expected[: 8 * len(plain)]
 
 

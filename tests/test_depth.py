@@ -8,7 +8,8 @@ import pytest
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from eval.depth import depth_dilution, main, ridge_r2, token_accuracy
+from eval.depth import depth_dilution, ridge_r2, token_accuracy
+from eval.sweep.alias import depth_main as main
 from modeling_spen import SPENForCausalLM
 from modeling_spen.modeling_spen import ResidualProjection
 from tests.test_modeling import tiny_config

@@ -14,7 +14,8 @@ import yaml
 
 import train_config
 from ema_boundary.io import MARKER
-from eval.ablation import analyse, main
+from eval.ablation import analyse
+from eval.sweep.alias import ablation_main as main
 from modeling_spen.variants import SPEN_VARIANTS
 from tests.eval_testkit import REPO, write_micro_config
 

@@ -52,7 +52,8 @@ BROKEN: dict[str, tuple[Callable[[Path], Path], str, str]] = {
 
 
 def _module(module: str, *argv: str) -> int:
-    return importlib.import_module(module).main(list(argv))
+    mod = importlib.import_module(module)  # a package's command is its __main__'s main (eval.depth, eval.ablation)
+    return (mod if hasattr(mod, "main") else importlib.import_module(f"{module}.__main__")).main(list(argv))
 
 
 # tool -> argv given (the broken folder, a sound folder, the work folder); each writes into work/out

@@ -12,23 +12,18 @@ import yaml
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-from ema_boundary import corpus
+from ema_boundary import corpus, packing
 from eval.gap import (
-    AR0,
-    FIRST,
-    REPEAT,
     GapInputError,
     class_masks,
-    class_name,
     contrast,
-    gap_classes,
     group_masks,
     main,
     make_tokens,
     read_documents,
     summarize,
-    token_losses,
 )
+from eval.token_classes import AR0, FIRST, REPEAT, class_name, gap_classes, token_losses
 from tests.test_generation import _tiny_tokenizer
 from tests.test_modeling import tiny_model
 
@@ -92,7 +87,7 @@ def test_the_test_split_is_train_py_test_documents(tmp_path: Path) -> None:
     docs = read_documents(str(text), "test", val_every=3, test_every=2)
     assert docs == [d["text"] for d in corpus.documents([str(text)], "test", 3, test_every=2)] and len(docs) == 4
     tokens = make_tokens(docs, tok, block_size=16)
-    expected = corpus.test_blocks([str(text)], 3, tok, 16, test_every=2)
+    expected = packing.test_blocks([str(text)], 3, tok, 16, test_every=2)
     assert torch.equal(torch.stack(tokens.blocks[: len(expected)]), expected)
     assert read_documents(str(text), "validation", 3, 2) == read_documents(str(text), "validation", 3)
     with pytest.raises(GapInputError, match="--test_every is 0"):
@@ -104,7 +99,7 @@ def test_blocks_are_train_py_validation_blocks_and_every_target_is_classified(tm
     docs = read_documents(str(text), "validation", val_every=3)
     assert len(docs) == 4  # documents 0, 3, 6, 9 of 12
     tokens = make_tokens(docs, tok, block_size=16)
-    expected = corpus.validation_blocks([str(text)], 3, tok, 16, n_blocks=1000)
+    expected = packing.validation_blocks([str(text)], 3, tok, 16, n_blocks=1000)
     assert torch.equal(torch.stack(tokens.blocks[: len(expected)]), expected)  # then the shorter last block
     n_targets = sum(len(b) - 1 for b in tokens.blocks)
     # 60 words + EOS per document; the first token of all is no target

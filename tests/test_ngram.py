@@ -85,25 +85,25 @@ def _documents_file(tmp_path):
 
 
 def test_references_read_the_runs_streams_from_the_corpus(tmp_path) -> None:
-    from ema_boundary import corpus
+    from ema_boundary import corpus, packing
     from eval.ngram import ngram_references
 
     data = [str(_documents_file(tmp_path))]
     tok = corpus.train_bpe(iter([d["text"] for d in corpus.documents(data, "train", 5)]), 300)
     r = ngram_references(data, 5, tok, 16, 4)
     stream = [t for d in corpus.documents(data, "train", 5) for t in [*tok(d["text"])["input_ids"], tok.eos_token_id]]
-    expected = ngram_perplexities(stream, corpus.validation_blocks(data, 5, tok, 16, 4), len(tok))
+    expected = ngram_perplexities(stream, packing.validation_blocks(data, 5, tok, 16, 4), len(tok))
     assert {k: r[k] for k in expected} == expected
     assert r["split"] == "validation" and r["eval_tokens"] == 4 * 16 and r["train_split_tokens"] == len(stream)
     test = ngram_references(data, 5, tok, 16, None, split="test", test_every=3)
-    assert test["split"] == "test" and test["eval_tokens"] == len(corpus.test_blocks(data, 5, tok, 16)) * 16
+    assert test["split"] == "test" and test["eval_tokens"] == len(packing.test_blocks(data, 5, tok, 16)) * 16
     assert test["train_split_tokens"] < r["train_split_tokens"]  # the test documents are not counted
     # train.py's train_fraction: counted on the nested subset of the training documents only.
     half = ngram_references(data, 5, tok, 16, 4, train_fraction=0.5)
     subset = [t for d in corpus.train_documents(data, 5, 0, 0.5) for t in [*tok(d["text"])["input_ids"],
                                                                            tok.eos_token_id]]
     assert half["train_split_tokens"] == len(subset) < len(stream)
-    assert half["trigram"] == ngram_perplexities(subset, corpus.validation_blocks(data, 5, tok, 16, 4),
+    assert half["trigram"] == ngram_perplexities(subset, packing.validation_blocks(data, 5, tok, 16, 4),
                                                  len(tok))["trigram"]
 
 

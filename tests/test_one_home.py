@@ -33,7 +33,7 @@ CONCEPTS: dict[str, tuple[str, tuple[str, ...]]] = {
                                   "accuracy_interval", "wilson", "slope_interval", "document_resamples",
                                   "resampled_means", "percentile_interval", "seed_interval", "Bootstrap",
                                   "bootstrap_interval", "bootstrap_difference", "holm_family", "target_verdict")),
-    "the rate rule": ("eval/sweep/plan.py", ("RateRule", "RateSearch", "choose", "read_rate")),
+    "the rate rule": ("eval/rates.py", ("RateRule", "RateSearch", "choose", "read_rate")),
     "reading a YAML file or plan": ("ema_boundary/yamlio.py", ("read_yaml_text", "read_yaml_file", "YAMLFileError",
                                                                "DuplicateKeyError")),
     "checkpoints: save, find, check, resume a state file": (

@@ -180,9 +180,10 @@ def test_the_depth_section_is_optional_checked_and_capped(tmp_path: Path) -> Non
 
 
 def test_the_grid_extends_beyond_an_edge_until_interior_or_the_cap(tmp_path: Path) -> None:
-    # The section is the runner's one rate rule (eval.sweep.plan.RateRule), read by the sweep plans' own reader;
+    # The section is the runner's one rate rule (eval.rates.RateRule), read by the sweep plans' own reader;
     # the rates the report's plans add keep three digits (they name run folders; docs/report's 0.0333 above 1e-2).
-    from eval.sweep.plan import RateRule, load_plan
+    from eval.rates import RateRule
+    from eval.sweep.plan import load_plan
 
     path = tmp_path / "plan.yaml"
     path.write_text("language_model:\n  rate: {lr_grid: [1.0e-3, 3.0e-3, 1.0e-2], extend: true, max_extensions: 2, "
@@ -252,8 +253,8 @@ def test_the_shipped_headline_pairs_are_fair_and_hold_out_a_test_split(path: str
 
 @pytest.mark.slow
 def test_the_embedded_test_split_has_50k_tokens_of_the_reports_tokenizer() -> None:
-    from ema_boundary import corpus
+    from ema_boundary import corpus, packing
 
     tok, _ = corpus.load_tokenizer(None, ["embedded"], 10, 1024, 100_000, "test", test_every=3)
-    blocks, documents = corpus.split_blocks(["embedded"], "test", 10, tok, 128, None, test_every=3)
+    blocks, documents = packing.split_blocks(["embedded"], "test", 10, tok, 128, None, test_every=3)
     assert blocks.shape[0] * 128 >= 50_000 and documents >= 100

@@ -8,7 +8,8 @@ from eval.probes.render import (
     render_content_probes_figures,
     render_content_probes_markdown,
 )
-from eval.recall import RecallRecipe, RecallTask, escape_comparison, map_entry
+from eval.recall import RecallRecipe, RecallTask, map_entry
+from eval.recall_arms import escape_comparison
 from modeling_spen import SPENConfig
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -16,18 +16,14 @@ from eval.recall import (
     RecallRecipe,
     RecallTask,
     default_map_configs,
-    describe_arm,
-    escape_comparison,
     evaluate_recall,
     map_rule,
     recall_map,
     recall_model,
-    state_numbers,
-    state_parts,
     task_config,
     train_recall,
-    write_rule,
 )
+from eval.recall_arms import describe_arm, escape_comparison, state_numbers, state_parts, write_rule
 from modeling_spen import SPENConfig, SPENForCausalLM
 
 
@@ -203,7 +199,7 @@ def test_recall_map_reports_every_model() -> None:
 def test_the_recall_trainer_chooses_by_the_one_rate_rule() -> None:
     # recall_model takes a RateRule (eval.sweep.plan): the map's own is each seed choosing from recipe.lrs, with no
     # extension; a rule that extends trains the next rate beyond the edge as the sweep runner does.
-    from eval.sweep.plan import RateRule, choose
+    from eval.rates import RateRule, choose
 
     task = RecallTask(vocab_size=16, pairs=(1, 2))
     recipe = RecallRecipe(steps=3, batch_size=4, lrs=(1e-3, 3e-3), warmup_steps=1, select_examples=8, eval_examples=8)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from eval.report import main
+from ema_boundary.cli import main
 from eval.report.plan import REPO, Plan
 from eval.report.schema import SCHEMA_VERSION, migrate, validate
 
@@ -462,14 +462,14 @@ def test_a_plan_gives_budgets_or_max_steps(tmp_path: Path) -> None:
         Plan.load(tmp_path / "plan.yaml")
 
 
-def _alias_plan(module, argv: list[str], monkeypatch):
+def _alias_plan(main, argv: list[str], monkeypatch):
     """The sweep plan a ``python -m eval.ablation|eval.depth`` line declares (both are aliases of the sweep since
     issue 32; the runner itself not called)."""
     import eval.sweep.alias as alias
 
     seen = {}
     monkeypatch.setattr(alias, "run", lambda p, args, command, plan=None, summarize=None: seen.update(plan=plan) or 0)
-    assert module.main(argv) == 0
+    assert main(argv) == 0
     return seen["plan"]
 
 
@@ -480,11 +480,11 @@ def test_the_depth_stage_is_the_commands_sweep_and_writes_depth_json(tmp_path: P
     # the command that reproduces the sweep's numbers.
     import shlex
 
-    import eval.depth as depth
     import train_config
     from eval.ablation import build_tokenizer
     from eval.report import stages
     from eval.report.assemble import DEPTH_KEYS, DEPTH_RUN_KEYS, depth_block
+    from eval.sweep.alias import depth_main
     from eval.sweep.cli import main as sweep_main
     from eval.sweep.plan import load_plan
     from eval.sweep.trainers import model_config
@@ -519,7 +519,7 @@ def test_the_depth_stage_is_the_commands_sweep_and_writes_depth_json(tmp_path: P
     # The sweep is the one the command line declares for the same values (the stage adds one validation at the end
     # of each run and reads the loss on validation).
     sweep = load_plan(str(folder / "sweep.yaml"))
-    line = _alias_plan(depth, ["--config", config, "--seeds", "2", "--max_steps", "2", "--data", *plan.data,
+    line = _alias_plan(depth_main, ["--config", config, "--seeds", "2", "--max_steps", "2", "--data", *plan.data,
                                "--val_loss_margin", "0.05", "--output_dir", str(tmp_path / "o")], monkeypatch)
     assert [a.name for a in sweep.arms] == [a.name for a in line.arms] == ["add", "attention"]
     assert (sweep.seeds, sweep.budgets, sweep.rate, sweep.analysis, sweep.settings, sweep.score) == (

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from eval.rates import RateRule
 from eval.report import stages
 from eval.report.plan import Plan
 from eval.sweep.paths import RunPaths
-from eval.sweep.plan import RateRule, load_plan
+from eval.sweep.plan import load_plan
 from eval.sweep.trainers import TRAINERS
 
 PLAN = """\
@@ -170,7 +171,7 @@ def test_ablation_budgets_choose_each_arms_rate_at_the_longest(tmp_path: Path, t
 
 
 def test_a_grid_of_one_rate_extends_only_by_a_declared_factor(tmp_path: Path) -> None:
-    # The sweep plans' rule (eval.sweep.plan.read_rate): a lone rate has no ratio of its own.
+    # The sweep plans' rule (eval.rates.read_rate): a lone rate has no ratio of its own.
     from eval.report.plan import PlanError
 
     with pytest.raises(PlanError, match="language_model.rate.factor must be set to extend a grid of one rate"):

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import train_config
-from eval.scale import HEAD_SIZE, MATCH_TOLERANCE, PLAN, fair_pair, main, parameter_counts
+from eval.scale import HEAD_SIZE, MATCH_TOLERANCE, PLAN, fair_pair, parameter_counts
+from eval.sweep.cli import scale_main as main
 from eval.sweep.plan import load_plan
 from eval.sweep.trainers import model_config
 

@@ -17,8 +17,9 @@ import yaml
 
 from ema_boundary.yamlio import YAMLFileError, read_yaml_text
 from eval.plans import PlanError
+from eval.rates import RateRule
 from eval.sweep.cli import main as sweep_main
-from eval.sweep.plan import RateRule, load_plan, merge
+from eval.sweep.plan import load_plan, merge
 from tests.train_testkit import ENV, ROOT, tokenizer_dir
 
 TINY_BASE = {"block_size": 32, "total_train_batch_size": 4, "per_device_train_batch_size": 4,
@@ -97,7 +98,7 @@ def test_rate_rule_extends_until_interior_and_caps() -> None:
 
 def test_the_rate_rule_has_one_home() -> None:
     # Issue 50: the rule (RateRule, its search, choose, the reading of a `rate:` section) is defined in
-    # eval/sweep/plan.py only; the runner, the recall trainer and the report plan use it.
+    # eval/rates.py only; the runner, the recall trainer and the report plan use it.
     import ast
 
     names = {"RateRule", "RateSearch", "choose", "next_rate", "read_rate", "rate_rule", "map_rule"}
@@ -109,9 +110,9 @@ def test_the_rate_rule_has_one_home() -> None:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.FunctionDef | ast.ClassDef) and node.name in names:
                 homes.setdefault(node.name, set()).add(str(rel))
-    assert homes == {"RateRule": {"eval/sweep/plan.py"}, "RateSearch": {"eval/sweep/plan.py"},
-                     "choose": {"eval/sweep/plan.py"}, "next_rate": {"eval/sweep/plan.py"},
-                     "read_rate": {"eval/sweep/plan.py"}, "map_rule": {"eval/recall.py"}}, homes
+    assert homes == {"RateRule": {"eval/rates.py"}, "RateSearch": {"eval/rates.py"},
+                     "choose": {"eval/rates.py"}, "next_rate": {"eval/rates.py"},
+                     "read_rate": {"eval/rates.py"}, "map_rule": {"eval/recall.py"}}, homes
 
 
 def test_rate_search_is_the_rule_applied() -> None:
@@ -251,7 +252,7 @@ def test_a_plan_with_arms_added_grows_the_sweep(tmp_path: Path, corpus_file: str
 
 def test_a_diverged_rate_is_never_chosen() -> None:
     """NaN compares false both ways: left to min/max, a diverged run could be chosen depending on its place."""
-    from eval.sweep.plan import choose
+    from eval.rates import choose
 
     nan = float("nan")
     assert choose({1e-3: nan, 3e-3: 3.2, 1e-2: 3.1}) == 1e-2
@@ -490,7 +491,7 @@ def test_a_run_another_process_trains_is_left_to_it(tmp_path: Path, corpus_file:
 
 def test_an_alias_names_itself_in_the_runners_errors(tmp_path: Path, capsys) -> None:
     """The runner's errors carry the command the user typed (an alias of the runner says its own name)."""
-    from eval.scale import main as scale_main
+    from eval.sweep.cli import scale_main
 
     assert scale_main(["--resume_from", str(tmp_path)]) == 2
     err = capsys.readouterr().err
@@ -502,7 +503,7 @@ def test_an_alias_names_itself_in_the_runners_errors(tmp_path: Path, capsys) -> 
 def test_the_recall_trainer_refuses_an_arm_it_cannot_read(tmp_path: Path) -> None:
     """One line naming the plan and the arm: a key the recall trainer does not read, an arm without its model,
     a recipe field the sweep sets itself."""
-    from ema_boundary.cli import UsageError
+    from ema_boundary.usage import UsageError
     from eval.sweep.trainers import TRAINERS
 
     raw = yaml.safe_load((ROOT / "hub_configs/sweeps/recall-map.yaml").read_text())

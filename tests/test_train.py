@@ -19,7 +19,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
 import train
 import train_config
-from ema_boundary import corpus
+from ema_boundary import corpus, packing
 from ema_boundary.io import MARKER
 from ema_boundary.params import ParameterCounts
 from tests.train_testkit import ROOT, metrics, run_cmd, tokenizer_dir, write_config
@@ -167,7 +167,7 @@ def test_spen_trains_its_predictor_and_gpt2_is_unaffected(tmp_path):
     final = tmp_path / "spen" / "final"
     model = AutoModelForCausalLM.from_pretrained(final, trust_remote_code=True).eval()
     cfg = train_config.read_yaml(spen)
-    val = corpus.validation_blocks(cfg["data"], cfg["val_every"], AutoTokenizer.from_pretrained(final),
+    val = packing.validation_blocks(cfg["data"], cfg["val_every"], AutoTokenizer.from_pretrained(final),
                                        cfg["block_size"], cfg["max_eval_samples"])
     with torch.no_grad():
         assert train.lm_loss(model, val).item() == pytest.approx(log[-1]["val_loss"], abs=1e-4)
@@ -260,7 +260,7 @@ def test_a_test_split_is_held_out_of_training_and_scores_the_final_model(tmp_pat
     assert read_metrics(out / "metrics.jsonl")["val_loss"] == [log[-1]["val_loss"]]  # readers see what they saw
     # The score is the final model's loss on the first 6 blocks of the corpus's test split.
     tok = AutoTokenizer.from_pretrained(out / "final")
-    blocks = corpus.test_blocks(["embedded"], 10, tok, 64, 6, test_every=3)
+    blocks = packing.test_blocks(["embedded"], 10, tok, 64, 6, test_every=3)
     model = AutoModelForCausalLM.from_pretrained(out / "final").eval()
     with torch.no_grad():
         expected = train.lm_loss(model, blocks, "none").view(6, -1).mean(1).mean().item()
@@ -269,7 +269,7 @@ def test_a_test_split_is_held_out_of_training_and_scores_the_final_model(tmp_pat
     # Training read the three-way split's training stream (the first test document is the corpus's second), not
     # the two-way one: the logged fingerprint of step 1's rows is that of its first 8 blocks.
     def fingerprint(test_every: int) -> int:
-        stream = corpus.training_blocks(["embedded"], 10, tok, 64, seed=1337, test_every=test_every)
+        stream = packing.training_blocks(["embedded"], 10, tok, 64, seed=1337, test_every=test_every)
         return _crc(torch.stack([b["input_ids"] for b in itertools.islice(stream, 8)]))
 
     assert log[0]["batch_crc32"] == fingerprint(3) != fingerprint(0)
@@ -289,14 +289,14 @@ def test_training_reads_shuffled_blocks_in_an_order_of_the_seed(tmp_path):
     cfg = write_config(tmp_path / "train.yaml", max_steps=2, eval_steps=2, save_steps=2, max_eval_samples=2,
                        tokenizer_name=tokenizer_dir())
     tok = AutoTokenizer.from_pretrained(tokenizer_dir())
-    tokens = corpus.SplitTokens(["embedded"], "train", 10, tok)
+    tokens = packing.SplitTokens(["embedded"], "train", 10, tok)
     ids = tokens.ids
     starts = {tuple(ids[i * 64: i * 64 + 65].tolist()): i for i in range((len(ids) - 1) // 64)}
     logs = {}
     for seed in (1, 2):
         logs[seed] = metrics(train.main(["--config", str(cfg), "--seed", str(seed), "--output_dir",
                                          str(tmp_path / f"seed{seed}")]))
-        stream = iter(corpus.training_blocks(["embedded"], 10, tok, 64, seed=seed, tokens=tokens))
+        stream = iter(packing.training_blocks(["embedded"], 10, tok, 64, seed=seed, tokens=tokens))
         steps = [torch.stack([next(stream)["input_ids"] for _ in range(8)]) for _ in range(2)]
         assert [m["batch_crc32"] for m in logs[seed]] == [_crc(rows) for rows in steps]
         where = [starts[tuple(row.tolist())] for rows in steps for row in rows]  # each block's place in the corpus
@@ -332,21 +332,21 @@ def test_a_training_fraction_trains_on_its_documents_and_records_the_distinct_to
                        max_test_samples=4, max_eval_samples=2, tokenizer_name=tokenizer_dir(), train_fraction=0.125)
     out = train.main(["--config", str(cfg), "--output_dir", str(tmp_path / "out")])
     tok = AutoTokenizer.from_pretrained(tokenizer_dir())
-    tokens = corpus.SplitTokens(["embedded"], "train", 10, tok, 3, train_fraction=0.125)
+    tokens = packing.SplitTokens(["embedded"], "train", 10, tok, 3, train_fraction=0.125)
     split = (len(tokens.ids) - 1) // 64 * 64
-    everything = (len(corpus.SplitTokens(["embedded"], "train", 10, tok, 3).ids) - 1) // 64 * 64
+    everything = (len(packing.SplitTokens(["embedded"], "train", 10, tok, 3).ids) - 1) // 64 * 64
     assert 0.1 < split / everything < 0.16  # 1/8 of the characters, as whole documents
     log = metrics(out)
     assert log[-1]["train_split_tokens"] == split and log[-1]["distinct_train_tokens"] == 3 * 8 * 64
     assert read_seen(out / "metrics.jsonl") == {"train_split_tokens": split, "distinct_train_tokens": 3 * 8 * 64}
     # Step 1 read the subset's blocks in the seed's order, not the whole split's.
     def fingerprint(fraction: float) -> int:
-        stream = corpus.training_blocks(["embedded"], 10, tok, 64, seed=1337, test_every=3, train_fraction=fraction)
+        stream = packing.training_blocks(["embedded"], 10, tok, 64, seed=1337, test_every=3, train_fraction=fraction)
         return _crc(torch.stack([b["input_ids"] for b in itertools.islice(stream, 8)]))
 
     assert log[0]["batch_crc32"] == fingerprint(0.125) != fingerprint(1.0)
     # The test blocks are the whole corpus's, as at train_fraction 1; the card counts the documents trained on.
-    test_blocks, test_docs = corpus.split_blocks(["embedded"], "test", 10, tok, 64, 4, 3)
+    test_blocks, test_docs = packing.split_blocks(["embedded"], "test", 10, tok, 64, 4, 3)
     assert read_test(out / "metrics.jsonl")["test_documents"] == test_docs and len(test_blocks) == 4
     subset = sum(1 for _ in corpus.train_documents(["embedded"], 10, 3, 0.125))
     assert f"passes over the {subset:,} training documents" in (out / "final" / "README.md").read_text()

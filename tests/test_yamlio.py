@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ema_boundary.cli import UsageError
+from ema_boundary.usage import UsageError
 from ema_boundary.yamlio import DuplicateKeyError, YAMLFileError, read_yaml_file, read_yaml_text
 
 

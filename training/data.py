@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer, PreTrainedConfig
 
-from ema_boundary import corpus
+from ema_boundary import corpus, packing
 from ema_boundary.corpus import DataError
 from train_config import ConfigError
 from training.console import log
@@ -36,10 +36,10 @@ class TestBlocks:
 
 
 def training_stream(cfg: dict, tokenizer, start: list[int] | tuple[int, int, int] = (0, 0, 0), seed: int | None = None,
-                    tokens: corpus.SplitTokens | None = None) -> torch.utils.data.IterableDataset:
+                    tokens: packing.SplitTokens | None = None) -> torch.utils.data.IterableDataset:
     """The run's training blocks from position ``start``, shuffled from ``seed`` (default: the run's) as
-    ``shuffle`` and ``shuffle_buffer`` say (corpus.training_blocks); ``tokens``: a training split already read."""
-    return corpus.training_blocks(cfg["data"], cfg["val_every"], tokenizer, cfg["block_size"],
+    ``shuffle`` and ``shuffle_buffer`` say (packing.training_blocks); ``tokens``: a training split already read."""
+    return packing.training_blocks(cfg["data"], cfg["val_every"], tokenizer, cfg["block_size"],
                                   seed=cfg["seed"] if seed is None else seed, shuffle=cfg["shuffle"],
                                   shuffle_buffer=cfg["shuffle_buffer"], start=tuple(start),
                                   test_every=cfg["test_every"], tokens=tokens, train_fraction=cfg["train_fraction"])
@@ -74,7 +74,7 @@ def held_out_test(cfg: dict, tokenizer) -> TestBlocks | None:
     checkpoints are chosen on validation): the score to compare runs on."""
     if not cfg["test_every"]:
         return None
-    blocks, documents = corpus.split_blocks(cfg["data"], "test", cfg["val_every"], tokenizer, cfg["block_size"],
+    blocks, documents = packing.split_blocks(cfg["data"], "test", cfg["val_every"], tokenizer, cfg["block_size"],
                                             cfg["max_test_samples"], cfg["test_every"])
     return TestBlocks(blocks, documents)
 

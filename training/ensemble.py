@@ -48,7 +48,7 @@ from transformers import AutoConfig, AutoModelForCausalLM
 
 import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
 import train_config
-from ema_boundary import corpus
+from ema_boundary import corpus, packing
 from ema_boundary.io import FolderLock, OutputError, atomic_dir, write_json, write_text
 from ema_boundary.params import parameter_counts
 from train_config import ConfigError
@@ -339,7 +339,7 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
     dropped = check_shared_documents(cfg) + outside_fraction(cfg)  # training documents the run does not read
     model_cfg = AutoConfig.from_pretrained(cfg["model_name_or_path"])
     tokenizer, tokenizer_name = tokenizer_for_run(cfg, model_cfg.vocab_size, out, None)
-    val = corpus.validation_blocks(cfg["data"], cfg["val_every"], tokenizer, cfg["block_size"],
+    val = packing.validation_blocks(cfg["data"], cfg["val_every"], tokenizer, cfg["block_size"],
                                        cfg["max_eval_samples"])
     test = held_out_test(cfg, tokenizer)  # None without a test split
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -372,7 +372,7 @@ def train_seeds(args, argv: Sequence[str], seeds: Sequence[int], engine: str = "
     micro = cfg["per_device_train_batch_size"]
     # Each seed's single-run stream; unshuffled, those are all one stream, read once.
     streams = [seeds[0]] if not cfg["shuffle"] else seeds
-    tokens = (corpus.SplitTokens(cfg["data"], "train", cfg["val_every"], tokenizer, cfg["test_every"],
+    tokens = (packing.SplitTokens(cfg["data"], "train", cfg["val_every"], tokenizer, cfg["test_every"],
                                  cfg["train_fraction"])
               if cfg["shuffle"] and cfg["data"] != [corpus.C4] else None)  # tokenized once for every seed
     train_sets = [training_stream(cfg, tokenizer, seed=s, tokens=tokens) for s in streams]

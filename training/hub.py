@@ -8,7 +8,7 @@ from accelerate import PartialState
 from accelerate.utils import broadcast_object_list
 from huggingface_hub import HfApi
 
-from ema_boundary.cli import first_line
+from ema_boundary.usage import first_line
 from train_config import ConfigError
 
 

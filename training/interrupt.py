@@ -15,8 +15,8 @@ import torch
 from accelerate import Accelerator
 
 from ema_boundary import signals
-from ema_boundary.cli import EXIT_INTERRUPTED
 from ema_boundary.signals import STOP_SIGNALS, Stopped, exit_status
+from ema_boundary.usage import EXIT_INTERRUPTED
 from training.console import log
 
 __all__ = ["STOP_SIGNALS", "Interrupt", "Interrupted", "exit_status"]

@@ -9,7 +9,7 @@ import torch
 from transformers import AutoModelForCausalLM, PreTrainedModel
 from transformers.utils import logging as hf_logging
 
-from ema_boundary.cli import first_line
+from ema_boundary.usage import first_line
 from train_config import ConfigError
 
 

@@ -52,7 +52,8 @@ def step_time(model: torch.nn.Module, batch: int, repeats: int) -> float:
 
 
 def ngram_cost() -> dict:
-    from ema_boundary.corpus import PackedBlocks, load_tokenizer, validation_blocks
+    from ema_boundary.corpus import load_tokenizer
+    from ema_boundary.packing import PackedBlocks, validation_blocks
     from eval.ngram import ngram_perplexities
 
     tok, _ = load_tokenizer(None, ["embedded"], 10, 1024, 100_000, str(REPO / "hub_configs/spen-tiny"))

@@ -73,11 +73,11 @@ def prediction_loss(run_dir: Path, settings: dict) -> list[float]:
     """Per block, mean_t ||u_t - x̂_t||^2 / D of the final model on the first 32 validation blocks."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ema_boundary import corpus
+    from ema_boundary import packing
 
     model = AutoModelForCausalLM.from_pretrained(run_dir / "final").eval()
     tokenizer = AutoTokenizer.from_pretrained(run_dir / "final")
-    val = corpus.validation_blocks(["embedded"], settings["val_every"], tokenizer, settings["block_size"], 32)
+    val = packing.validation_blocks(["embedded"], settings["val_every"], tokenizer, settings["block_size"], 32)
     return model(input_ids=val[:, :-1]).prediction_losses.mean(0).tolist()  # per block, over the rows
 
 

@@ -126,16 +126,16 @@ def ngram(tokenizer: str) -> dict:
     counted on the whole training stream, as the report's ngram stage."""
     from transformers import AutoTokenizer
 
-    from ema_boundary import corpus
+    from ema_boundary import corpus, packing
     from eval.ngram import ngram_perplexities
 
     tok = AutoTokenizer.from_pretrained(tokenizer)
     stream: list[int] = []
     docs = (d["text"] for d in corpus.documents(["embedded"], "train", TRAIN["val_every"]))
-    for texts in corpus.batched(docs, 64):
+    for texts in packing.batched(docs, 64):
         for ids in tok(texts, add_special_tokens=False, verbose=False)["input_ids"]:
             stream.extend([*ids, tok.eos_token_id])
-    val = corpus.validation_blocks(["embedded"], TRAIN["val_every"], tok, BLOCK, TRAIN["eval_blocks"])
+    val = packing.validation_blocks(["embedded"], TRAIN["val_every"], tok, BLOCK, TRAIN["eval_blocks"])
     return ngram_perplexities(stream, val, len(tok))
 
 
@@ -145,14 +145,14 @@ def ngram_classes(tokenizer: str) -> dict:
     beside the two models' per-class losses."""
     from transformers import AutoTokenizer
 
-    from ema_boundary import corpus
+    from ema_boundary import corpus, packing
     from eval.gap import class_masks, group_masks, make_tokens, read_documents
     from eval.ngram import ORDERS, KneserNey
 
     tok = AutoTokenizer.from_pretrained(tokenizer)
     stream: list[int] = []
     docs = (d["text"] for d in corpus.documents(["embedded"], "train", TRAIN["val_every"]))
-    for texts in corpus.batched(docs, 64):
+    for texts in packing.batched(docs, 64):
         for ids in tok(texts, add_special_tokens=False, verbose=False)["input_ids"]:
             stream.extend([*ids, tok.eos_token_id])
     tokens = make_tokens(read_documents("embedded", "validation", TRAIN["val_every"]), tok, BLOCK)

@@ -41,7 +41,8 @@ from pathlib import Path
 
 import torch
 
-from ema_boundary.cli import (
+from ema_boundary.io import check_output_dir
+from ema_boundary.usage import (
     EXIT_USAGE,
     UsageError,
     UsageParser,
@@ -51,7 +52,6 @@ from ema_boundary.cli import (
     flatten,
     positive_int,
 )
-from ema_boundary.io import check_output_dir
 from eval.probes.experiment import (
     TOOL,
     ProbeInputError,

@@ -25,12 +25,13 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from ema_boundary.cli import UsageError, first_line
 from ema_boundary.io import atomic_dir, check_output_dir, write_json, write_text
+from ema_boundary.usage import UsageError, first_line
 from eval import recall as mqar
 from eval.probes.identity import identity_at_lag
 from eval.probes.models import TOKENIZER_FILES, ModelError, ModelSpec, load_causal_lm, make_spec, resolve_model
 from eval.probes.render import find_control, render_content_probes_figures, render_content_probes_markdown
+from eval.recall_arms import escape_comparison
 
 __all__ = ["TOOL", "ProbeInputError", "ProbeSettings", "cap_steps", "check_recall", "default_map_models",
            "identity_inputs", "probe_ids", "probe_text", "run_content_probes"]
@@ -338,7 +339,7 @@ def run_content_probes(
                                       "seeds": result["seeds"], "chance": result["chance"],
                                       "rate_selection": "per seed, on that seed's held-out selection sequences"}
         results["positive_control"] = control or find_control(results["models"], results["recall"])
-        results["recall_escape"] = mqar.escape_comparison(results["recall"], results["positive_control"])
+        results["recall_escape"] = escape_comparison(results["recall"], results["positive_control"])
     results["seconds"] = time.time() - started
     results["environment"] = {**_environment(workers, threads), "device": device}
     with atomic_dir(Path(out_dir), tool=TOOL, overwrite=overwrite) as tmp:

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from ema_boundary.cli import UsageError
+from ema_boundary.usage import UsageError
 
 __all__ = ["IdentityError", "fit_lag_probes", "hidden_states", "identity_at_lag"]
 

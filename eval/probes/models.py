@@ -21,8 +21,8 @@ from typing import Any
 
 import torch
 
-from ema_boundary.cli import UsageError, first_line, looks_like_path
 from ema_boundary.params import parameter_counts
+from ema_boundary.usage import UsageError, first_line, looks_like_path
 
 __all__ = ["SOURCES", "TOKENIZER_FILES", "WEIGHT_FILES", "ModelError", "ModelSpec", "build_on_meta",
            "check_causal", "load_causal_lm", "make_spec", "resolve_config", "resolve_model", "split_name"]

@@ -14,7 +14,7 @@ from typing import Any
 
 from ema_boundary.figures import pyplot, save
 from ema_boundary.format import pct as _pct
-from eval.recall import CONTROL_BAR, ESCAPE_PAIRS, WRITE_RULES
+from eval.recall_arms import CONTROL_BAR, ESCAPE_PAIRS, WRITE_RULES
 
 __all__ = ["ABOVE_COPYING", "CONTROL_BAR", "CONTROL_PAIRS", "KIND_LABELS", "LAG_MARKS", "find_control",
            "reader_kind", "recall_verdict", "render_content_probes_figures", "render_content_probes_markdown"]
@@ -235,7 +235,7 @@ def _state_cell(r: Mapping[str, Any]) -> str:
 
 
 def _escape_markdown(results: Mapping[str, Any]) -> list[str]:
-    """The claim row's measurement (:func:`eval.recall.escape_comparison`) as a table, with its reasons."""
+    """The claim row's measurement (:func:`eval.recall_arms.escape_comparison`) as a table, with its reasons."""
     escape = results.get("recall_escape") or {}
     comparisons = escape.get("comparisons") or {}
     lines = ["#### Only input-dependent selection escapes? The selective state against fixed rates, equal state", ""]

@@ -16,9 +16,5 @@
 - :mod:`.boundary` - the picture of the boundary (``figures/boundary.png``), each claim's verdict on its axis;
 - :mod:`.paths` - recorded paths relative to the repository or the output folder (commands that run from a clone);
 - :mod:`.build` - the driver (everything built under a temporary name, renamed at the end);
-- :mod:`.cli` - the command line.
+- the command line, ``ema-boundary``: :mod:`ema_boundary.cli` (``python -m eval.report`` runs it too).
 """
-
-from eval.report.cli import main
-
-__all__ = ["main"]

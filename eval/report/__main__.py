@@ -1,5 +1,8 @@
+"""``python -m eval.report``: the ``ema-boundary`` command (:mod:`ema_boundary.cli`), as documented commands run it."""
+
 import sys
 
-from eval.report.cli import main
+from ema_boundary.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())

@@ -315,7 +315,7 @@ def _against_floor(report: Report, recall: Mapping[str, Any], kinds: Mapping[str
 
 
 def escape_rule(report: Report, escape: Mapping[str, Any]) -> Outcome:
-    """eval.recall.escape_comparison's verdict at its headline state size: the selective state (an
+    """eval.recall_arms.escape_comparison's verdict at its headline state size: the selective state (an
     input-dependent write) against a bank of fixed rates with the same state numbers, paired by seed."""
     at = escape.get("headline")
     row = (escape.get("comparisons") or {}).get(at) if at is not None else None

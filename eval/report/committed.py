@@ -24,8 +24,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ema_boundary.cli import UsageError
 from ema_boundary.io import read_json
+from ema_boundary.usage import UsageError
 from ema_boundary.yamlio import YAMLFileError, read_yaml_file
 from eval.plans import in_repo
 from eval.report.conditions import conditions_block

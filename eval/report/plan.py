@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ema_boundary.cli import UsageError
+from ema_boundary.usage import UsageError
 from ema_boundary.yamlio import read_yaml_file
 from eval.plans import Checker, PlanError, Rule, in_repo
 from eval.plans import non_negative as _non_negative
@@ -26,7 +26,7 @@ from eval.plans import one_of as _one_of
 from eval.plans import positive as _positive
 from eval.plans import rate as _rate
 from eval.plans import rule as _rule
-from eval.sweep.plan import RateRule, read_rate
+from eval.rates import RateRule, read_rate
 
 REPO = Path(__file__).resolve().parents[2]
 SCALES = ("tiny", "130m")
@@ -95,8 +95,8 @@ class LanguageModelPlan:
     """The headline pair: SPEN (EMA traces) against the GPT-2 architecture, matched on non-embedding parameters.
 
     The pair is a sweep of two arms on the experiment runner (:mod:`eval.sweep`), its rates chosen by the runner's
-    one rule: ``rate`` is a sweep plan's ``rate:`` section as it is (:class:`eval.sweep.plan.RateRule`, read by
-    :func:`eval.sweep.plan.read_rate`): the first seed chooses each architecture's rate on validation blocks from
+    one rule: ``rate`` is a sweep plan's ``rate:`` section as it is (:class:`eval.rates.RateRule`, read by
+    :func:`eval.rates.read_rate`): the first seed chooses each architecture's rate on validation blocks from
     ``lr_grid``; with ``extend``, a rate chosen at an edge of the rates tried is not yet a choice: the next rate
     beyond that edge is trained (same seed) and the choice made again, until it is interior or ``max_extensions``
     rates were added (the report then says "edge"). Every seed is then scored on the test blocks of the YAMLs' test

@@ -14,7 +14,7 @@ from ema_boundary.format import pct
 from ema_boundary.paper import ARXIV
 from ema_boundary.verdicts import Verdict
 from eval.probes.render import render_content_probes_figures, render_content_probes_markdown
-from eval.recall import WRITE_RULES
+from eval.recall_arms import WRITE_RULES
 from eval.report.claim_checks import EXPERIMENTS
 from eval.report.claim_rows import one_screen, outside_text, short_name, short_verdict, verdict_text
 from eval.report.claims import INVERTIBILITY

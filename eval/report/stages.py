@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ema_boundary.cli import UsageError
+from ema_boundary.usage import UsageError
 from ema_boundary.yamlio import read_yaml_file
 from eval.report.plan import CORPORA, REPO, Plan, in_repo
 
@@ -284,7 +284,7 @@ def ngram_reference(plan: Plan, tokenizer: Path, train_tokens: int, split: str =
     read (at most the ``train_tokens`` they saw); also the split's size, for the epochs."""
     from transformers import AutoTokenizer
 
-    from ema_boundary import corpus
+    from ema_boundary import packing
     from eval.ngram import ngram_references
 
     cfg = _yaml(plan, "spen")
@@ -292,7 +292,7 @@ def ngram_reference(plan: Plan, tokenizer: Path, train_tokens: int, split: str =
     n_blocks = cfg["max_test_samples"] if split == "test" else cfg["max_eval_samples"]
     result = ngram_references(plan.data, cfg["val_every"], tok, cfg["block_size"], n_blocks, train_tokens, split,
                               cfg["test_every"])
-    val = corpus.validation_blocks(plan.data, cfg["val_every"], tok, cfg["block_size"], cfg["max_eval_samples"])
+    val = packing.validation_blocks(plan.data, cfg["val_every"], tok, cfg["block_size"], cfg["max_eval_samples"])
     result["val_tokens"] = int(val.shape[0] * (val.shape[1] - 1))
     return result
 
@@ -545,8 +545,8 @@ def depth(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any] | None:
         run_scalars,
     )
     from eval.runs import param_count, read_spen_yaml
-    from eval.sweep.analyses import ngram_lines
     from eval.sweep.plan import plan_from_dict
+    from eval.sweep.trainers import ngram_lines
 
     d = plan.depth
     if d is None:

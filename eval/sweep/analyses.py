@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ema_boundary import stats
-from ema_boundary.cli import UsageError
+from ema_boundary.usage import UsageError
 from ema_boundary.verdicts import (
     A_HIGHER,
     A_LOWER,
@@ -44,7 +44,10 @@ from ema_boundary.verdicts import (
 from eval import verdicts
 from eval.plans import in_repo
 from eval.sweep.data_axis import data_axis
-from eval.sweep.plan import Arm, SweepPlan
+from eval.sweep.execute import read_result
+from eval.sweep.paths import RunPaths
+from eval.sweep.plan import SweepPlan
+from eval.sweep.trainers import TRAINERS, ngram_lines
 
 
 def _scores(results: dict[str, Any], arm: str, steps: int | str | None = None) -> dict[str, Any]:
@@ -58,47 +61,6 @@ def _interval(values: list[float]) -> dict[str, Any]:
     m = stats.mean_ci(values) if values else {"mean": math.nan, "n": 0, "ci95": (math.nan, math.nan)}
     ci = None if m["n"] < 2 else [float(x) for x in m["ci95"]]
     return {"mean": m["mean"] if values else None, "ci95": ci, "n": m["n"], "per_seed": values}
-
-
-def ngram_lines(plan: SweepPlan, folder: Path, train_tokens: int, arm: Arm | None = None) -> dict[str, Any] | None:
-    """Kneser-Ney lines on the blocks the sweep scores (train sweeps; None before the tokenizer exists), counted
-    on what a run of ``train_tokens`` of ``arm`` (default: the first) read, its ``train_fraction`` included, with
-    each line's ``loss`` (nats); cached in ``shared/ngram_<split>_<tokens>[_f<fraction>].json``."""
-
-    from ema_boundary.io import write_json
-    from eval.sweep.trainers import _data_paths, _defaults, _settings
-
-    tok_dir = folder / "shared" / "tokenizer"
-    if plan.trainer != "train" or not tok_dir.is_dir():
-        return None
-    # Kneser-Ney in pure Python: a streamed corpus is counted on at most settings.ngram_tokens (declared).
-    train_tokens = min(train_tokens, plan.settings.get("ngram_tokens") or train_tokens)
-    s = _defaults(_settings({"config": plan.config_of(arm or plan.arms[0])}))
-    fraction = f"_f{s['train_fraction']:g}" if s["train_fraction"] < 1 else ""  # earlier caches keep their names
-    cache = folder / "shared" / f"ngram_{plan.score}_{train_tokens}{fraction}.json"
-    if cache.is_file():
-        return json.loads(cache.read_text())
-    s["data"] = _data_paths([s["data"]] if isinstance(s["data"], str) else list(s["data"]))
-    lines = kneser_ney(s, tok_dir, train_tokens, plan.score)
-    lines["loss"] = {k: math.log(lines[k]) for k in ("unigram", "bigram", "trigram")}
-    write_json(cache, lines)
-    return lines
-
-
-def kneser_ney(settings: dict[str, Any], tokenizer: str | Path, train_tokens: int, split: str) -> dict[str, Any]:
-    """eval.ngram's Kneser-Ney perplexities on the blocks the runs are scored on (``split``: the first
-    ``max_test_samples`` or ``max_eval_samples`` blocks), counted on the training stream the runs read (at most
-    ``train_tokens`` of it, of its ``train_fraction``): ``settings`` are train.py's (``data`` a list of sources, the
-    split settings of :data:`eval.sweep.trainers.DATA_SETTINGS`), ``tokenizer`` the folder every run read."""
-    from transformers import AutoTokenizer
-
-    from eval.ngram import ngram_references
-
-    tok = AutoTokenizer.from_pretrained(tokenizer)
-    n_blocks = settings["max_test_samples"] if split == "test" else settings["max_eval_samples"]
-    return ngram_references(list(settings["data"]), settings["val_every"], tok, settings["block_size"], n_blocks,
-                            train_tokens, split, settings["test_every"],
-                            train_fraction=settings.get("train_fraction", 1.0))
 
 
 def _tokens(results: dict[str, Any], arm: str, steps: str) -> int | None:
@@ -259,11 +221,8 @@ def _gap_at(plan: SweepPlan, results: dict[str, Any], folder: Path, size: str, a
 
 def _recall_at(plan: SweepPlan, folder: Path, arm: str, lr: float, seed: str, steps: int, pairs: str) -> float | None:
     """Accuracy at ``pairs`` of one finished run of the sweep (any rate, chosen or not); None if it has not run."""
-    from eval.sweep.runner import Sweep
-
-    sweep = Sweep(plan, folder)
-    r = sweep.result(plan.arm(arm), lr, int(seed), steps)
-    return None if r is None else sweep.trainer.score(r, plan.score).get(pairs)
+    r, _ = read_result(RunPaths.of(folder, arm, lr, int(seed), steps).result)  # unreadable: as not run
+    return None if r is None else TRAINERS[plan.trainer].score(r, plan.score).get(pairs)
 
 
 def recall_floor(plan: SweepPlan, pairs: str) -> dict[str, Any]:
@@ -286,9 +245,9 @@ def recall_floor(plan: SweepPlan, pairs: str) -> dict[str, Any]:
 
 
 def _rule_label(plan: SweepPlan, arm: str, recorded: dict[str, Any]) -> str:
-    """Today's label of an arm's write rule (eval.recall.describe_arm of the arm's config; a run records the label
+    """Today's label of an arm's write rule (eval.recall_arms.describe_arm of the arm's config; a run records the label
     of its day), or the recorded one for an arm today's code no longer builds."""
-    from eval.recall import describe_arm  # delayed: torch
+    from eval.recall_arms import describe_arm  # delayed: torch
     from eval.sweep.trainers import RecallTrainer
 
     a = plan.arm(arm)
@@ -582,5 +541,5 @@ ANALYSES: dict[str, Callable[[SweepPlan, dict[str, Any], Path], dict[str, Any]]]
     "none": none, "ablation": ablation, "ladder": ladder, "recall_map": recall_map, "depth": depth, "arms": arms,
     "data_axis": data_axis}
 
-__all__ = ["ANALYSES", "ablation", "arms", "data_axis", "depth", "kneser_ney", "ladder", "ngram_lines", "none",
+__all__ = ["ANALYSES", "ablation", "arms", "data_axis", "depth", "ladder", "none",
            "recall_map"]

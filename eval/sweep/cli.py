@@ -13,7 +13,8 @@ import signal
 import sys
 from pathlib import Path
 
-from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, comma_list, first_line, positive_int
+from ema_boundary.usage import EXIT_USAGE, UsageError, UsageParser, comma_list, first_line, positive_int
+from eval import scale
 from eval.sweep.launch import LAUNCHERS
 
 PROG = "ema-boundary sweep"
@@ -124,5 +125,38 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = p.parse_args(argv)
         return run(p, args, shlex.join([PROG, *(argv if argv is not None else sys.argv[1:])]))
+    except SystemExit as e:  # a usage error (printed in one line) or --help
+        return int(e.code or 0)
+
+
+# ---------------------------------------------------------------------------------------------
+# ema-boundary scale and python -m eval.scale (eval/scale/__main__.py): the sweep, the ladder's plan by default
+# ---------------------------------------------------------------------------------------------
+
+
+def scale_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``python -m eval.scale`` and ``ema-boundary scale``: the sweep's, with the ladder's plan as the
+    default."""
+    add_arguments(parser)
+    for action in parser._actions:
+        if action.dest == "plan":
+            action.default = scale.PLAN
+            action.help = f"a ladder sweep plan (default: {scale.PLAN}; ladder-gpu.yaml for one GPU)"
+
+
+def scale_run(parser: UsageParser, args: argparse.Namespace, command: str) -> int:
+    """``ema-boundary sweep`` with the ladder's plan (when resuming or summarising, the folder's own plan)."""
+    if (args.resume_from or args.summarize) and args.plan == scale.PLAN:
+        args.plan = None
+    return run(parser, args, command)
+
+
+def scale_main(argv: list[str] | None = None) -> int:
+    parser = UsageParser(prog=scale.PROG, description=scale.__doc__.split("\n\n")[0])
+    scale_arguments(parser)
+    try:
+        args = parser.parse_args(argv)
+        command = shlex.join([*scale.PROG.split(), *(argv if argv is not None else sys.argv[1:])])
+        return scale_run(parser, args, command)
     except SystemExit as e:  # a usage error (printed in one line) or --help
         return int(e.code or 0)

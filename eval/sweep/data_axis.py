@@ -32,6 +32,7 @@ from ema_boundary import stats
 from ema_boundary.verdicts import FLAT, NARROWS, WIDENS
 from eval import verdicts
 from eval.sweep.plan import SweepPlan
+from eval.sweep.trainers import ngram_lines
 
 BOOTSTRAP = 2000  # resamples of the seeds for the crossing's interval (settings.bootstrap)
 
@@ -86,8 +87,6 @@ def _overfitting(folder: Path, seeds: dict[str, dict[str, Any]]) -> dict[str, An
 def _point(plan: SweepPlan, results: dict[str, Any], folder: Path, name: str) -> dict[str, Any] | None:
     """One point (a setting at one fraction): both models' test losses, the gap per seed, the distinct tokens the runs
     recorded, both gates with their numbers and each arm's over-fitting numbers."""
-    from eval.sweep.analyses import ngram_lines
-
     s = plan.settings
     a_name, b_name = s.get("a", "spen"), s.get("b", "gpt2")
     order, margin = s.get("gate_ngram", "trigram"), s.get("reference_margin", 0.03)

@@ -20,7 +20,7 @@ from typing import Any
 
 from ema_boundary.figures import log_ticks, pyplot, save
 
-# One colour and marker per write rule (eval.recall.WRITE_RULES), from the least to the most input-dependent.
+# One colour and marker per write rule (eval.recall_arms.WRITE_RULES), from the least to the most input-dependent.
 RULE_STYLE = {"fixed": ("tab:gray", "o"), "fixed_decay_weighted_write": ("tab:pink", "h"),
               "learned_lti": ("tab:brown", "v"), "input_gated_diagonal": ("tab:olive", "D"),
               "input_dependent_outer_product": ("tab:blue", "s"), "selective_scan": ("tab:green", "*"),

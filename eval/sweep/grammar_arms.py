@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, first_line
+from ema_boundary.usage import EXIT_USAGE, UsageError, UsageParser, first_line
 
 PROG = "python -m grammar_probe arms"
 PLAN = "hub_configs/sweeps/arms.yaml"
@@ -31,7 +31,8 @@ RATE = 1e-3  # the plan's one rate: grammar_probe's models train at their own ra
 
 def arms_plan(args: argparse.Namespace) -> Any:
     """The sweep plan of a ``grammar_probe arms`` command line (module docstring); bad flags: one UsageError."""
-    from eval.sweep.alias import build_plan, repo_path
+    from eval.plans import repo_path
+    from eval.sweep.alias import build_plan
     from grammar_probe.arms import PROTOCOL_ARMS
     from grammar_probe.cli import protocol_of, run_size
 

@@ -36,8 +36,8 @@ from typing import Any
 
 import submitit
 
-from ema_boundary.cli import UsageError
 from ema_boundary.signals import STOP_SIGNALS
+from ema_boundary.usage import UsageError
 from eval.sweep.execute import (
     RunStopped,
     StopFile,

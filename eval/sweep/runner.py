@@ -12,7 +12,7 @@ The folder (one layout for every experiment)::
         log.txt, train/ ...            its console output and its trainer's files (checkpoints, final model)
     DIR/results.json, results.md       the sweep's results (rates chosen, every seed's score, the analysis)
 
-How a rate is chosen (one rule, :class:`eval.sweep.plan.RateRule`): for each arm, the choosing seed (the first,
+How a rate is chosen (one rule, :class:`eval.rates.RateRule`): for each arm, the choosing seed (the first,
 or each seed for itself) trains every rate of the grid at the longest budget; the rate with the best validation
 objective is chosen, and while it lies at an edge of the rates tried (and the rule extends) the next rate beyond
 that edge trains and the choice is made again, up to ``max_extensions``. Every seed then trains at its chosen
@@ -44,10 +44,10 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ema_boundary.cli import UsageError
 from ema_boundary.io import MARKER, check_output_dir, content_digest, output_owner, write_json, write_text
 from ema_boundary.machine import machine_record
 from ema_boundary.signals import exit_status, signal_name
+from ema_boundary.usage import UsageError
 from ema_boundary.yamlio import YAMLFileError
 from eval.plans import REPO
 from eval.sweep.execute import RunBusy, RunStopped, StopFile, diverged, read_result

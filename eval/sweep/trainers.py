@@ -30,20 +30,18 @@ from typing import Any
 
 import yaml
 
-from ema_boundary.cli import UsageError
-from ema_boundary.io import atomic_dir
+from ema_boundary.io import atomic_dir, write_json
+from ema_boundary.usage import UsageError
+from eval.ngram import kneser_ney
 from eval.plans import in_repo
+from eval.runs import DATA_SETTINGS
 from eval.sweep.paths import RunPaths
-from eval.sweep.plan import SweepPlan
+from eval.sweep.plan import Arm, SweepPlan
 
 # ---------------------------------------------------------------------------------------------
 # train: train.py, one run per (arm, rate, seed, steps)
 # ---------------------------------------------------------------------------------------------
 
-# The settings that decide the blocks every run is trained, chosen and scored on: one for the whole sweep
-# (its tokenizer and its n-gram lines read them).
-DATA_SETTINGS = ("data", "val_every", "test_every", "block_size", "max_eval_samples", "max_test_samples",
-                 "tokenizer_name", "bpe_train_docs")
 SWEEP_OWNED = ("output_dir", "max_steps", "learning_rate", "seed", "model_name_or_path")  # set per run
 # An arm's keys that are the sweep's, not train.py's: the model, what to measure after training, and which loop
 # trains it (``train``: train.py; ``reference``: the plain loop of eval.reference that checks a baseline).
@@ -301,7 +299,7 @@ def _measure_depth(final: Path, spec: dict[str, Any], sweep: Path) -> dict[str, 
     and every earlier block recovered at the last layer by a linear probe, the stream norm against depth."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from ema_boundary import corpus
+    from ema_boundary import corpus, packing
     from eval.depth import depth_dilution
 
     opts = {"num_sequences": 64, "seq_len": 128, "ridge": 1e-3, **spec["config"].get("depth", {})}
@@ -310,13 +308,35 @@ def _measure_depth(final: Path, spec: dict[str, Any], sweep: Path) -> dict[str, 
     tok = AutoTokenizer.from_pretrained(sweep / spec["shared"]["tokenizer"])
     data = corpus.parse_data(_data_paths([settings["data"]] if isinstance(settings["data"], str)
                                          else list(settings["data"])))
-    blocks = corpus.validation_blocks(data, settings["val_every"], tok, opts["seq_len"] - 1, opts["num_sequences"])
+    blocks = packing.validation_blocks(data, settings["val_every"], tok, opts["seq_len"] - 1, opts["num_sequences"])
     return {**depth_dilution(model, blocks, opts["ridge"]), "probe": opts}
 
 
 # ---------------------------------------------------------------------------------------------
 # recall: MQAR (eval.recall), one run per (arm, rate, seed, steps)
 # ---------------------------------------------------------------------------------------------
+
+
+def ngram_lines(plan: SweepPlan, folder: Path, train_tokens: int, arm: Arm | None = None) -> dict[str, Any] | None:
+    """Kneser-Ney lines on the blocks the sweep scores (train sweeps; None before the tokenizer exists), counted
+    on what a run of ``train_tokens`` of ``arm`` (default: the first) read, its ``train_fraction`` included, with
+    each line's ``loss`` (nats); cached in ``shared/ngram_<split>_<tokens>[_f<fraction>].json``."""
+
+    tok_dir = folder / "shared" / "tokenizer"
+    if plan.trainer != "train" or not tok_dir.is_dir():
+        return None
+    # Kneser-Ney in pure Python: a streamed corpus is counted on at most settings.ngram_tokens (declared).
+    train_tokens = min(train_tokens, plan.settings.get("ngram_tokens") or train_tokens)
+    s = _defaults(_settings({"config": plan.config_of(arm or plan.arms[0])}))
+    fraction = f"_f{s['train_fraction']:g}" if s["train_fraction"] < 1 else ""  # earlier caches keep their names
+    cache = folder / "shared" / f"ngram_{plan.score}_{train_tokens}{fraction}.json"
+    if cache.is_file():
+        return json.loads(cache.read_text())
+    s["data"] = _data_paths([s["data"]] if isinstance(s["data"], str) else list(s["data"]))
+    lines = kneser_ney(s, tok_dir, train_tokens, plan.score)
+    lines["loss"] = {k: math.log(lines[k]) for k in ("unigram", "bigram", "trigram")}
+    write_json(cache, lines)
+    return lines
 
 
 class InProcessTrainer:
@@ -391,7 +411,8 @@ class RecallTrainer(InProcessTrainer):
     def run(self, spec: dict[str, Any], paths: RunPaths) -> dict[str, Any]:
         from ema_boundary.params import parameter_counts
         from ema_boundary.seeding import recall_evaluation_seed, recall_selection_seed
-        from eval.recall import describe_arm, evaluate_recall, train_recall
+        from eval.recall import evaluate_recall, train_recall
+        from eval.recall_arms import describe_arm
 
         started = time.perf_counter()
         config, task, recipe = self.build(spec)
@@ -498,4 +519,4 @@ class ArmsTrainer(InProcessTrainer):
 
 TRAINERS: dict[str, Any] = {"train": TrainTrainer(), "recall": RecallTrainer(), "arms": ArmsTrainer()}
 
-__all__ = ["ArmsTrainer", "DATA_SETTINGS", "RecallTrainer", "TRAINERS", "TrainTrainer", "model_config"]
+__all__ = ["ArmsTrainer", "RecallTrainer", "TRAINERS", "TrainTrainer", "model_config", "ngram_lines"]

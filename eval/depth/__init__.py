@@ -27,8 +27,9 @@ folder with a tokenizer is probed on the embedded help-topics text; one without 
     python -m eval.depth --config hub_configs/spen-depth8/train.yaml --seeds 5 --seed 0 --max_steps 2000 \
         --output_dir outputs/depth --workers 2
 
-The command is an alias of the experiment runner (``ema-boundary sweep``): its flags become a sweep plan
-(:func:`sweep_plan` through :func:`experiment_plan`, the shape of ``hub_configs/sweeps/depth.yaml``) whose two arms
+The command (``eval/depth/__main__.py``) is an alias of the experiment runner (``ema-boundary sweep``): its flags
+become a sweep plan (:func:`eval.sweep.alias.depth_sweep_plan` through :func:`experiment_plan`, the shape of
+``hub_configs/sweeps/depth.yaml``) whose two arms
 are the YAML's model with ``residual`` ``add`` and ``attention``, every seed of each (the design is blocked by
 seed), each final model measured as above on the first ``--num_sequences`` validation blocks (held-out text; the
 ``train`` trainer's ``measure: [depth]``), read by the runner's ``depth`` analysis: the paired table (attention
@@ -48,9 +49,7 @@ from __future__ import annotations
 
 import argparse
 import math
-import shlex
 import statistics
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -59,19 +58,11 @@ import torch
 import torch.nn.functional as F
 
 from ema_boundary import stats
-from ema_boundary.cli import (
-    EXIT_USAGE,
-    UsageError,
-    UsageParser,
-    add_output_dir,
-    comma_list,
-    first_line,
-    flatten,
-    non_negative_int,
-    positive_int,
-)
 from ema_boundary.figures import pyplot, save
 from ema_boundary.io import atomic_dir, check_output_dir, write_json
+from ema_boundary.usage import (
+    UsageError,
+)
 from ema_boundary.verdicts import (
     A_HIGHER,
     A_LOWER,
@@ -85,15 +76,17 @@ from ema_boundary.verdicts import (
     higher,
 )
 from eval import verdicts
+from eval.plans import data_sources, repo_path
+from eval.runs import read_spen_yaml
 
 PROG = "python -m eval.depth"
 TOOL = "eval.depth"  # the name in its output folder's marker
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.json")
 
 __all__ = ["depth_dilution", "ridge_r2", "token_accuracy", "probe_ids", "render_depth_figure",
-           "RESIDUALS", "REFERENCE", "MARGINS", "MIN_SEEDS", "CLAIM_RULE", "run_scalars", "sweep_plan",
-           "experiment_plan",
-           "paired_row", "paired_table", "gate_record", "claim_verdict", "render_experiment_figure", "main"]
+           "RESIDUALS", "REFERENCE", "MARGINS", "MIN_SEEDS", "CLAIM_RULE", "run_scalars",
+           "experiment_plan", "measure_folders",
+           "paired_row", "paired_table", "gate_record", "claim_verdict", "render_experiment_figure"]
 
 
 def _split(n: int) -> int:
@@ -403,44 +396,6 @@ def render_experiment_figure(result: Mapping[str, Any], path: Path | str) -> Non
     save(fig, path)
 
 
-def _parser() -> UsageParser:
-    p = UsageParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    mode = p.add_mutually_exclusive_group()
-    mode.add_argument("--model_name_or_path", nargs="+", metavar="FOLDER",
-                      help="measure trained SPEN folders (save_pretrained); several are compared in one figure")
-    mode.add_argument("--config", metavar="YAML",
-                      help="train and measure: the train.py YAML of a SPEN model (e.g. "
-                           "hub_configs/spen-depth8/train.yaml), trained once per residual arm and seed")
-    add_output_dir(p, "output folder (depth.json, depth.png; with --config a new folder for the sweep)",
-                   aliases=(), required=False)
-    p.add_argument("--num_sequences", type=positive_int, default=64, help="sequences probed (80%% fit, 20%% held out)")
-    p.add_argument("--seq_len", type=positive_int, default=128, help="tokens per sequence")
-    p.add_argument("--seed", type=non_negative_int,
-                   help="with --config: the first seed (default: the YAML's); else the seed of the random token ids "
-                        "(folders without a tokenizer; default: 0)")
-    p.add_argument("--ridge", type=float, default=1e-3, help="L2 penalty of the probes on standardised features")
-    train = p.add_argument_group("the experiment (with --config)")
-    train.add_argument("--residuals", type=comma_list, nargs="+", metavar="NAME",
-                       help=f"the residual arms, compared paired by seed (default: {','.join(RESIDUALS)}, the only "
-                            "pair)")
-    train.add_argument("--seeds", type=positive_int, default=MIN_SEEDS, help="seeds per arm: --seed + 0..N-1")
-    train.add_argument("--max_steps", type=positive_int, help="optimizer steps per run (default: the YAML's)")
-    train.add_argument("--learning_rate", type=float, help="peak learning rate of both arms (default: the YAML's)")
-    train.add_argument("--data", nargs="+", metavar="SOURCE", help="training data (default: the YAML's)")
-    train.add_argument("--tokenizer", metavar="DIR",
-                       help="tokenizer folder for every run (default: the YAML's, or a BPE trained on the data once)")
-    train.add_argument("--workers", type=positive_int, default=1,
-                       help="trainings at a time, in processes of one torch thread each")
-    for key, value in MARGINS.items():
-        unit = "nats" if key == "val_loss" else "a fraction: 0.02 = 2 points"
-        train.add_argument(f"--{key}_margin", type=float, default=value,
-                           help=f"equivalence margin of {key.replace('_', ' ')} ({unit}), declared before the run")
-    from eval.sweep.alias import add_sweep_arguments
-
-    add_sweep_arguments(train)
-    return p
-
-
 def _short_names(folders: list[str]) -> list[str]:
     """The shortest distinct path tails: ``runs/add/final`` and ``runs/attention/final`` become
     ``add/final`` and ``attention/final``."""
@@ -465,21 +420,6 @@ def _load(folder: str) -> torch.nn.Module:
         raise UsageError(f"--model_name_or_path {e}") from None
 
 
-def sweep_plan(args: argparse.Namespace) -> Any:
-    """The sweep plan of an ``eval.depth --config`` command line (module docstring); bad flags: one UsageError."""
-    from eval.sweep.alias import build_plan
-
-    residuals = flatten(args.residuals) or list(RESIDUALS)
-    if sorted(residuals) != sorted(RESIDUALS) or len(residuals) != len(RESIDUALS):
-        raise UsageError(f"--residuals must name both of {', '.join(RESIDUALS)} (the comparison is paired), "
-                         f"got {','.join(residuals)}")
-    raw = experiment_plan(args.config, args.seeds, seed=args.seed, max_steps=args.max_steps, lr=args.learning_rate,
-                          data=args.data, tokenizer=args.tokenizer, workers=args.workers,
-                          margins={key: getattr(args, f"{key}_margin") for key in MARGINS},
-                          num_sequences=args.num_sequences, seq_len=args.seq_len, ridge=args.ridge)
-    return build_plan(raw, args.output_dir)
-
-
 def experiment_plan(config: str | Path, seeds: int | Sequence[int], *, seed: int | None = None,
                     max_steps: int | None = None, lr: float | None = None, data: Sequence[str] | None = None,
                     tokenizer: str | Path | None = None, workers: int = 1, margins: Mapping[str, float] = MARGINS,
@@ -491,9 +431,6 @@ def experiment_plan(config: str | Path, seeds: int | Sequence[int], *, seed: int
     YAML's), every final model measured (``measure: [depth]`` on the first ``num_sequences`` validation blocks),
     read by the runner's ``depth`` analysis against the declared ``margins``. Bad values: one UsageError naming
     the flag."""
-    from eval.runs import read_spen_yaml
-    from eval.sweep.alias import data_sources, repo_path
-
     if lr is not None and not 0 < lr < 1:
         raise UsageError(f"--learning_rate must be a rate in (0, 1), got {lr!r}")
     for name, value in margins.items():
@@ -526,7 +463,7 @@ def experiment_plan(config: str | Path, seeds: int | Sequence[int], *, seed: int
     }
 
 
-def _measure(args: argparse.Namespace) -> None:
+def measure_folders(args: argparse.Namespace) -> None:
     if args.num_sequences < 2:
         raise UsageError("--num_sequences must be >= 2 (20% are held out)")
     check_output_dir(args.output_dir, tool=TOOL, overwrite=args.overwrite_output_dir)
@@ -547,42 +484,3 @@ def _measure(args: argparse.Namespace) -> None:
         render_depth_figure(results, tmp / "depth.png")
         write_json(tmp / "depth.json", results)
 
-
-def main(argv: list[str] | None = None) -> int:
-    from eval.sweep.alias import check_no_overwrite
-    from eval.sweep.alias import run as run_sweep
-
-    parser = _parser()
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as e:  # a usage error (already printed in one line) or --help
-        return int(e.code or 0)
-    command = shlex.join([*PROG.split(), *(argv if argv is not None else sys.argv[1:])])
-    try:
-        if args.resume_from is not None:
-            if args.model_name_or_path or args.config or args.output_dir:
-                raise UsageError("--resume_from continues the sweep its folder recorded: give no --config, "
-                                 "--model_name_or_path or --output_dir")
-            return run_sweep(parser, args, command)
-        if not (args.model_name_or_path or args.config):
-            raise UsageError("give --model_name_or_path (measure trained models) or --config (the experiment)")
-        if args.output_dir is None:
-            raise UsageError("--output_dir is required")
-        if not args.ridge >= 0:
-            raise UsageError(f"--ridge must be >= 0, got {args.ridge}")
-        if args.config is not None:
-            check_no_overwrite(args)
-            plan = sweep_plan(args)
-        else:
-            _measure(args)
-    except UsageError as err:
-        print(f"{PROG}: error: {first_line(err)}", file=sys.stderr)
-        return EXIT_USAGE
-    if args.config is not None:
-        return run_sweep(parser, args, command, plan=plan)
-    print(f"wrote {Path(args.output_dir) / 'depth.json'}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

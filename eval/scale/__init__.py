@@ -14,7 +14,6 @@ aliases of ``ema-boundary sweep hub_configs/sweeps/ladder.yaml``.
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -109,48 +108,7 @@ def mean_loss(folder: Path, blocks: Any, batch_size: int = 32) -> float:
     return total / (blocks.shape[0] * (blocks.shape[1] - 1))
 
 
-# ---------------------------------------------------------------------------------------------
-# The old command line, as an alias of the sweep
-# ---------------------------------------------------------------------------------------------
 
 
-def add_arguments(parser: Any) -> None:
-    """The flags of ``python -m eval.scale`` and ``ema-boundary scale``: the sweep's, with the ladder's plan as the
-    default."""
-    from eval.sweep.cli import add_arguments as add_sweep_arguments
+__all__ = ["ARCHITECTURES", "fair_pair", "gpt2_inner", "mean_loss", "paper_point", "parameter_counts"]
 
-    add_sweep_arguments(parser)
-    for action in parser._actions:
-        if action.dest == "plan":
-            action.default = PLAN
-            action.help = f"a ladder sweep plan (default: {PLAN}; ladder-gpu.yaml for one GPU)"
-
-
-def run(parser: Any, args: Any, command: str) -> int:
-    """``ema-boundary sweep`` with the ladder's plan (when resuming or summarising, the folder's own plan)."""
-    from eval.sweep.cli import run as run_sweep
-
-    if (args.resume_from or args.summarize) and args.plan == PLAN:
-        args.plan = None
-    return run_sweep(parser, args, command)
-
-
-def main(argv: list[str] | None = None) -> int:
-    import shlex
-
-    from ema_boundary.cli import UsageParser
-
-    parser = UsageParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    add_arguments(parser)
-    try:
-        args = parser.parse_args(argv)
-        return run(parser, args, shlex.join([*PROG.split(), *(argv if argv is not None else sys.argv[1:])]))
-    except SystemExit as e:  # a usage error (printed in one line) or --help
-        return int(e.code or 0)
-
-
-__all__ = ["ARCHITECTURES", "fair_pair", "gpt2_inner", "main", "mean_loss", "paper_point", "parameter_counts"]
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -3,8 +3,9 @@
     python -m eval.ablation --config hub_configs/spen-f64/train.yaml --trace linear,linear-learned,linear-selective \\
         --seeds 5 --seed 0 --lr_grid 3e-3,1e-2,3e-2 --budgets 200,700,2000 --workers 2 --output_dir outputs/trace
 
-The command is an alias of the experiment runner (``ema-boundary sweep``): its flags become a sweep plan
-(:func:`sweep_plan`; the line above is ``hub_configs/sweeps/ablation-trace.yaml`` exactly), run into one sweep
+The command (``eval/ablation/__main__.py``) is an alias of the experiment runner (``ema-boundary sweep``): its
+flags become a sweep plan (:func:`eval.sweep.alias.ablation_sweep_plan`; the line above is
+``hub_configs/sweeps/ablation-trace.yaml`` exactly), run into one sweep
 folder (``DIR/runs/<arm>/lr_<rate>/seed_<s>/steps_<n>/``, ``DIR/results.json`` with the ``ablation`` analysis of
 :mod:`eval.sweep.analyses`); ``--resume_from DIR`` continues it and ``--summarize DIR`` rebuilds its results.
 ``--overwrite_output_dir`` no longer applies (a sweep folder is continued, never replaced).
@@ -54,28 +55,24 @@ output of this tool (moved in by hand) besides this tool's own budgets.json/png.
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import re
 import shlex
 import statistics
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from ema_boundary import stats
-from ema_boundary.cli import EXIT_USAGE, UsageError, UsageParser, add_output_dir, comma_list, first_line, flatten
-from ema_boundary.cli import positive_int as _positive_int
 from ema_boundary.figures import pyplot, save
 from ema_boundary.io import MARKER, atomic_files, output_owner, read_json, write_json
+from ema_boundary.usage import UsageError
 from ema_boundary.verdicts import DIFFERENT, EQUIVALENT
 from ema_boundary.yamlio import YAMLFileError, read_yaml_file
 from eval import verdicts
-from eval.runs import read_spen_yaml
-from eval.sweep.analyses import kneser_ney
-from eval.sweep.trainers import DATA_SETTINGS
+from eval.ngram import kneser_ney
+from eval.runs import DATA_SETTINGS, read_spen_yaml
 from modeling_spen.variants import PREDICTOR_VARIANTS, REFERENCE_VARIANT, SPEN_VARIANTS, TRACE_VARIANTS
 
 # The arms are named SPEN variants (modeling_spen.variants, one table for the ablations, the recall map and the
@@ -161,7 +158,7 @@ def _plot(result: dict[str, Any], path: Path) -> None:
     save(fig, path)
 
 
-def _design(config: str | Path, seeds: int, *, variants: Sequence[str] | None, traces: Sequence[str] | None,
+def design(config: str | Path, seeds: int, *, variants: Sequence[str] | None, traces: Sequence[str] | None,
             max_steps: int | None, lr: float | Mapping[str, float] | None, lr_grid: Sequence[float] | None,
             workers: int, reference: str | None, margin: float | None, tokenizer: str | Path | None,
             seed: int | None) -> tuple[dict[str, Any], str, dict[str, dict], str]:
@@ -223,7 +220,7 @@ RATES_MOVED = ("|write rate of the final model - write rate of a freshly initial
                "the input-dependent part is not summarised); max and mean per seed, then over seeds")
 
 
-def _budget_steps(budgets: Sequence[int]) -> list[int]:
+def budget_steps(budgets: Sequence[int]) -> list[int]:
     if (not budgets or len(set(budgets)) != len(budgets)
             or any(isinstance(b, bool) or not isinstance(b, int) or b < 1 for b in budgets)):
         raise UsageError(f"--budgets must list distinct positive step counts, got {list(budgets)!r}")
@@ -505,163 +502,7 @@ def _recorded_settings(folder: Path, result: dict[str, Any]) -> dict[str, Any]:
     return {**{k: cfg[k] for k in SPLIT_SETTINGS}, "data": result["data"]}
 
 
-def _rates(text: str) -> float | dict[str, float]:
-    """``--learning_rate``: one rate, or ``ARM=RATE,...``."""
-    try:
-        if "=" not in text:
-            return float(text)
-        return {arm.strip(): float(rate) for arm, rate in (item.split("=", 1) for item in comma_list(text))}
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a rate or ARM=RATE,ARM=RATE, got {text!r}") from None
-
-
-def _grid(text: str) -> list[float]:
-    try:
-        return [float(r) for r in comma_list(text)]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected rates separated by commas, got {text!r}") from None
-
-
-def _budgets(text: str) -> list[int]:
-    """``--budgets``: distinct positive step counts, comma separated."""
-    try:
-        steps = [int(b) for b in comma_list(text)]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected step counts separated by commas, got {text!r}") from None
-    try:
-        return _budget_steps(steps)
-    except UsageError:
-        raise argparse.ArgumentTypeError(f"expected distinct positive step counts, got {text!r}") from None
-
-
 # ---------------------------------------------------------------------------------------------
 # The command line, as an alias of the sweep
 # ---------------------------------------------------------------------------------------------
 
-
-def sweep_plan(args: argparse.Namespace) -> Any:
-    """The sweep plan of an ``eval.ablation`` command line (the one hub_configs/sweeps/ablation-*.yaml declares for
-    the committed recipe): one arm per named variant over the YAML's model, every seed at every budget, each arm at
-    the given rate (one, or ``ARM=RATE``) or choosing its own from ``--lr_grid`` with the first seed at the longest
-    budget (a choice at the grid's edge trains one rate beyond it, as every sweep's rule), read by the runner's
-    ``ablation`` analysis behind the Kneser-Ney bigram. Bad flags: one UsageError."""
-    from eval.sweep.alias import build_plan, data_sources, repo_path
-
-    if args.budgets is not None and args.max_steps is not None:
-        raise UsageError("--max_steps and --budgets: give one (the budgets are the runs' steps)")
-    cfg, axis, chosen, reference = _design(
-        args.config, args.seeds, variants=flatten(args.variants), traces=flatten(args.trace), max_steps=args.max_steps,
-        lr=args.lr, lr_grid=args.lr_grid, workers=args.workers, reference=args.reference, margin=args.margin,
-        tokenizer=args.tokenizer, seed=args.seed)
-    first = cfg["seed"] if args.seed is None else args.seed
-    given = {name: float(args.lr[name] if isinstance(args.lr, Mapping) else args.lr or cfg["learning_rate"])
-             for name in chosen}
-    shared: dict[str, Any] = {}
-    if args.data or any(Path(d).exists() for d in cfg["data"]):  # files: named as the plan reads them
-        shared["data"] = data_sources(list(args.data or cfg["data"]))
-    if args.tokenizer:
-        shared["tokenizer_name"] = repo_path(args.tokenizer)
-    model = repo_path(cfg["model_name_or_path"])
-    arms = {name: {"config": {"model": {"from": model, "variant": name}, **shared},
-                   **({"lr_grid": [given[name]]} if isinstance(args.lr, Mapping) else {})} for name in chosen}
-    raw = {
-        "name": f"ablation-{axis}", "trainer": "train", "analysis": "ablation",
-        "seeds": [first + i for i in range(args.seeds)],
-        "budgets": sorted(args.budgets or [args.max_steps or cfg["max_steps"]]),
-        # The validation blocks choose the rates; the test blocks (when the YAML holds some out) score the arms.
-        "score": "test" if cfg["test_every"] else "validation", "workers": args.workers,
-        # The sweeps' rule: a choice at an edge of the grid trains one rate beyond it, then chooses again.
-        "rate": {"lr_grid": [float(r) for r in args.lr_grid], "choose": "first_seed",
-                 "extend": len(args.lr_grid) > 1, "max_extensions": 1} if args.lr_grid else
-                {"lr_grid": [given[reference]], "choose": "first_seed", "extend": False},
-        "base": repo_path(args.config), "arms": arms,
-        "settings": {"reference": reference, "equivalence_margin": args.margin, "gate_ngram": "bigram"},
-    }
-    return build_plan(raw, args.output_dir)
-
-
-def _is_sweep(folder: Path) -> bool:
-    """Whether ``folder`` is a sweep's (else ``--summarize`` reads it as a folder this command wrote before it
-    became an alias of the sweep: ``steps_<N>/ablation.json``)."""
-    from eval.sweep.runner import TOOL as SWEEP
-
-    return output_owner(folder) == SWEEP
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    from eval.sweep.alias import add_sweep_arguments, check_no_overwrite
-    from eval.sweep.alias import run as run_sweep
-
-    p = UsageParser(prog="python -m eval.ablation", description=__doc__.split("\n\n")[0])
-    p.add_argument("--config", help="train.py YAML of a SPEN model, e.g. hub_configs/spen-w32/train.yaml (required "
-                                    "unless --summarize or --resume_from)")
-    p.add_argument("--seeds", type=_positive_int, default=5, help="seeds per arm: --seed + 0..N-1")
-    p.add_argument("--seed", type=int, help="the first seed (default: the YAML's)")
-    add_output_dir(p, "a new folder for the sweep (required unless --summarize or --resume_from)", required=False)
-    p.add_argument("--variants", type=comma_list, nargs="+", metavar="NAME",
-                   help=f"predictor arms, comma or space separated (default: all of {', '.join(PREDICTOR_VARIANTS)})")
-    p.add_argument("--trace", type=comma_list, nargs="+", metavar="NAME",
-                   help=f"run the trace ablation instead, over these of {', '.join(TRACE_VARIANTS)}")
-    p.add_argument("--reference", help=f"the arm every other is compared with (default: {REFERENCE_VARIANT})")
-    p.add_argument("--margin", type=float, default=DEFAULT_MARGIN,
-                   help="equivalence margin in nats, declared before the run")
-    p.add_argument("--max_steps", type=_positive_int, help="optimizer steps per run (default: the YAML's)")
-    p.add_argument("--budgets", type=_budgets, metavar="STEPS",
-                   help="the ablation at each of these step counts (comma separated) instead of --max_steps; the "
-                        "longest chooses each arm's rate (default: one budget)")
-    p.add_argument("--summarize", metavar="DIR",
-                   help="results.json of a sweep folder again, or budgets.json and budgets.png of a folder this "
-                        "command wrote before it became an alias of the sweep (DIR/steps_N/ablation.json), "
-                        "without training; no other flag")
-    p.add_argument("--learning_rate", "--lr", dest="lr", type=_rates,
-                   help="peak learning rate of every arm, or each arm's as ARM=RATE,ARM=RATE (default: the YAML's)")
-    p.add_argument("--lr_grid", type=_grid, metavar="RATES",
-                   help="each arm chooses its own rate from these (comma separated) on the first seed's final "
-                        "validation loss at the longest budget (a choice at an edge trains one rate beyond it); "
-                        "the other seeds train at it (default: no grid)")
-    p.add_argument("--data", nargs="+", metavar="PATH", help="training data (default: the YAML's, as in train.py)")
-    p.add_argument("--tokenizer", metavar="DIR", help="tokenizer folder for every run (default: the YAML's, or a "
-                                                      "BPE trained on the data once)")
-    p.add_argument("--workers", type=_positive_int, default=1,
-                   help="trainings at a time, in processes of one torch thread each")
-    add_sweep_arguments(p)
-    try:
-        args = p.parse_args(argv)
-    except SystemExit as e:  # a usage error (already printed in one line) or --help: its status, returned
-        return int(e.code or 0)
-    command = shlex.join(["python", "-m", "eval.ablation", *(argv if argv is not None else sys.argv[1:])])
-    try:
-        given = [a.option_strings[0] for a in p._actions
-                 if a.dest not in ("help", "summarize", "resume_from", "workers", "launcher", "launcher_args")
-                 and getattr(args, a.dest) != a.default]
-        if args.summarize is not None:
-            if given or args.resume_from:
-                raise UsageError(f"--summarize reads a finished folder: give no other flag (got "
-                                 f"{', '.join(given or ['--resume_from'])})")
-            folder = Path(args.summarize)
-            if not folder.is_dir():
-                raise UsageError(f"--summarize {folder}: no such folder")
-            if _is_sweep(folder):
-                return run_sweep(p, args, command, summarize=args.summarize)
-            summary = summarize_budgets(folder)
-            print(summary["budgets"][-1]["statement"])
-            print(f"wrote {folder / BUDGETS_JSON} and {folder / BUDGETS_PNG}")
-            return 0
-        if args.resume_from is not None:
-            if given:
-                raise UsageError(f"--resume_from continues the sweep its folder recorded: give no other flag but "
-                                 f"--workers (got {', '.join(given)})")
-            return run_sweep(p, args, command)
-        check_no_overwrite(args)
-        for flag, value in (("--config", args.config), ("--output_dir", args.output_dir)):
-            if value is None:
-                raise UsageError(f"{flag} is required (unless --summarize or --resume_from)")
-        plan = sweep_plan(args)
-    except UsageError as e:
-        print(f"{p.prog}: error: {first_line(e)}", file=sys.stderr)
-        return EXIT_USAGE
-    return run_sweep(p, args, command, plan=plan)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,10 +1,10 @@
-"""ema_boundary.cli: one-line errors, exit status 2, defaults in --help, the shared flags."""
+"""ema_boundary.usage: one-line errors, exit status 2, defaults in --help, the shared flags."""
 
 import argparse
 
 import pytest
 
-from ema_boundary.cli import EXIT_USAGE, UsageParser, add_output_dir, comma_list, first_line, flatten, positive_int
+from ema_boundary.usage import EXIT_USAGE, UsageParser, add_output_dir, comma_list, first_line, flatten, positive_int
 
 
 def _parser() -> UsageParser:
@@ -49,7 +49,7 @@ def test_first_line_names_kept_output():
 
 
 def test_non_negative_int_takes_zero_and_refuses_negatives():
-    from ema_boundary.cli import non_negative_int
+    from ema_boundary.usage import non_negative_int
 
     assert non_negative_int("0") == 0 and non_negative_int("7") == 7
     for bad in ("-1", "x"):
