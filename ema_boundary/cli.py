@@ -12,7 +12,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from ema_boundary.io import OutputError, atomic_file, check_output_dir
+from ema_boundary.io import OutputError, atomic_file, check_output_dir, write_json
 from ema_boundary.usage import (
     EXIT_USAGE,
     UsageError,
@@ -23,10 +23,14 @@ from ema_boundary.usage import (
     positive_int,
 )
 from ema_boundary.yamlio import YAMLFileError
+from eval.plans import in_repo
+from eval.report.paths import portable
 from eval.report.plan import CORPORA, PLANS, SCALES, Plan
+from eval.report.schema import ReportSchemaError, migrate
 from eval.sweep.cli import add_arguments as add_sweep_arguments
 from eval.sweep.cli import run as run_sweep
 from eval.sweep.cli import scale_arguments, scale_run
+from eval.sweep.plan import sweep_hint
 
 TOOL = "ema-boundary report"  # eval.report.build.TOOL, without importing torch to parse a command line
 EXIT_FAILED = 1
@@ -54,8 +58,6 @@ def _check_corpus(parser: UsageParser, corpus: str) -> None:
 
 def _read_report(parser: UsageParser, path: Path) -> dict:
     """A report.json in the current schema (an older one is upgraded in memory, numbers unchanged)."""
-    from eval.report.schema import ReportSchemaError, migrate
-
     try:
         return migrate(json.loads(path.read_text(encoding="utf-8")))
     except FileNotFoundError:
@@ -66,7 +68,7 @@ def _read_report(parser: UsageParser, path: Path) -> dict:
 
 
 def _readme(parser: UsageParser, report: Path, readme: Path) -> int:
-    from eval.report.render import update_readme
+    from eval.report.render import update_readme  # delayed: matplotlib, which --help needs not load
 
     data = _read_report(parser, report)
     try:
@@ -82,8 +84,7 @@ def _readme(parser: UsageParser, report: Path, readme: Path) -> int:
 def _attach_sweeps(parser: UsageParser, report: dict, command: str) -> None:
     """report.json's ``sweeps`` re-read from the committed sweeps that its plan (the file in the repository, as it
     is now) names in ``committed:``; a plan that names none leaves the report without them."""
-    from eval.plans import in_repo
-    from eval.report.committed import sweeps_block
+    from eval.report.committed import sweeps_block  # delayed: the sweeps' readers import scipy; --help needs none
 
     path = (report.get("plan") or {}).get("path")
     if not path or not in_repo(path).is_file():
@@ -106,9 +107,8 @@ def _attach_sweeps(parser: UsageParser, report: dict, command: str) -> None:
 def _render(parser: UsageParser, folder: Path, upgrade: bool, command: str = "") -> int:
     """index.md from report.json; with ``upgrade`` report.json is first rewritten in the current schema, its claims
     evaluated by today's claims table."""
-    from ema_boundary.io import write_json
+    # delayed: the claims and the renderer import scipy and matplotlib; --help and a bad flag answer without them
     from eval.report.claim_rows import evaluate
-    from eval.report.paths import portable
     from eval.report.render import boundary_figures, write_index
 
     if not (folder / "report.json").is_file():
@@ -202,8 +202,6 @@ def main(argv: list[str] | None = None) -> int:
         try:
             plan = Plan.make(args.scale, args.quick, args.corpus, args.seed, args.max_steps, args.plan)
         except YAMLFileError as e:  # a plan error, or a file that cannot be read as YAML
-            from eval.sweep.plan import sweep_hint
-
             rep.error(sweep_hint(args.plan) or str(e))
     except SystemExit as e:  # a usage error (printed in one line) or --help
         return int(e.code or 0)
@@ -211,14 +209,14 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report(rep: UsageParser, args: argparse.Namespace, plan: Plan, argv: list[str] | None) -> int:
-    from eval.report import stages
+    from eval.report import stages  # delayed: the stages import torch; --help and a bad flag answer without it
 
     try:
         stages.probe_settings(plan)  # the probes' own rules on the plan's recall section, before any work
     except UsageError as e:
         return _error(rep, first_line(e), EXIT_USAGE)
     command = shlex.join(["ema-boundary", *(argv if argv is not None else sys.argv[1:])])
-    from eval.report.build import build_report
+    from eval.report.build import build_report  # delayed: torch, as the stages
 
     try:
         report = build_report(Path(args.output_dir), plan, command, overwrite=args.overwrite_output_dir)

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from ema_boundary import stats
+from ema_boundary.seeding import recall_evaluation_seed
 from ema_boundary.usage import UsageError
 from ema_boundary.verdicts import (
     A_HIGHER,
@@ -47,7 +49,7 @@ from eval.sweep.data_axis import data_axis
 from eval.sweep.execute import read_result
 from eval.sweep.paths import RunPaths
 from eval.sweep.plan import SweepPlan
-from eval.sweep.trainers import TRAINERS, ngram_lines
+from eval.sweep.trainers import TRAINERS, RecallTrainer, _data_paths, _defaults, _settings, ngram_lines
 
 
 def _scores(results: dict[str, Any], arm: str, steps: int | str | None = None) -> dict[str, Any]:
@@ -186,10 +188,7 @@ def _gap_at(plan: SweepPlan, results: dict[str, Any], folder: Path, size: str, a
             ) -> dict[str, Any] | None:
     """eval.gap on the test split for one size, every common seed of both arms paired (a = the baseline b_arm, b =
     a_arm: "b - a" is a - b of the ladder), with ``--window``; written once to ``DIR/gap/<size>/`` and reused."""
-    import os
-
-    from eval.gap import main as gap_main
-    from eval.sweep.trainers import _data_paths, _defaults, _settings
+    from eval.gap import main as gap_main  # delayed: torch, which the other analyses need not import
 
     out = folder / "gap" / size
     if (out / "gap.json").is_file():
@@ -229,10 +228,7 @@ def recall_floor(plan: SweepPlan, pairs: str) -> dict[str, Any]:
     """What answering without a lookup scores on the sweep's evaluation sequences (eval.recall.no_lookup_floor), and
     the level an arm must pass: that floor (settings ``floor: no_lookup``, the default) or ``1 / pairs`` (``floor:
     copying``, what the recall map read before issue 49)."""
-    # delayed: eval.recall imports torch, the other analyses need none
-    from ema_boundary.seeding import recall_evaluation_seed
-    from eval.recall import no_lookup_floor
-    from eval.sweep.trainers import RecallTrainer
+    from eval.recall import no_lookup_floor  # delayed: eval.recall imports torch, the other analyses need none
 
     arm = plan.arms[0]
     _, task, recipe = RecallTrainer.build({"config": plan.config_of(arm), "steps": plan.budgets_of(arm)[-1],
@@ -248,7 +244,6 @@ def _rule_label(plan: SweepPlan, arm: str, recorded: dict[str, Any]) -> str:
     """Today's label of an arm's write rule (eval.recall_arms.describe_arm of the arm's config; a run records the label
     of its day), or the recorded one for an arm today's code no longer builds."""
     from eval.recall_arms import describe_arm  # delayed: torch
-    from eval.sweep.trainers import RecallTrainer
 
     a = plan.arm(arm)
     try:
@@ -428,7 +423,7 @@ def depth(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, A
     check of the residual sum (settings ``plain_reference``: the arm trained by eval.reference's loop on the same
     tokens, within ``reference_margin`` nats); and the loss at equal CPU (settings ``equal_cpu``: the residual sum
     trained for as many CPU-seconds as attention's runs took)."""
-    from eval.depth import MARGINS, claim_verdict, paired_table, run_scalars
+    from eval.depth import MARGINS, claim_verdict, paired_table, run_scalars  # delayed: eval.depth imports torch
 
     s = plan.settings
     sel, ref = s.get("selection", "attention"), s.get("reference", "add")
@@ -492,7 +487,7 @@ def arms(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, An
     Settings: ``size_arm`` (the arm whose budgets are the size arms ``size_<n>``: the protocol as fixed),
     ``protocol_size`` (the training sentences of the protocol 2 x 2) and ``protocol_arms`` (each cell of the 2 x 2
     -> the arm that ran it; the size arm where the cell is the fixed protocol: that run, not a second one)."""
-    from grammar_probe.arms import ARMS_SCHEMA, conditions_of, write_summary
+    from grammar_probe.arms import ARMS_SCHEMA, conditions_of, write_summary  # delayed: its experiment imports torch
 
     s = plan.settings
     size_arm, n_protocol = s.get("size_arm", "size"), s.get("protocol_size")
@@ -531,7 +526,7 @@ def arms(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, An
 def _dataset(declared: str) -> dict[str, Any] | None:
     """The arms' corpus as ``grammar_probe build`` recorded it, its folder as the plan names it (repository-relative:
     the committed summary names no path of the machine it ran on)."""
-    from grammar_probe.arms import dataset_config
+    from grammar_probe.arms import dataset_config  # delayed: its experiment imports torch
 
     found = dataset_config(in_repo(declared))
     return found and {**found, "path": declared}

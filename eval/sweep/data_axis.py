@@ -31,6 +31,7 @@ import numpy as np
 from ema_boundary import stats
 from ema_boundary.verdicts import FLAT, NARROWS, WIDENS
 from eval import verdicts
+from eval.runs import read_metrics
 from eval.sweep.plan import SweepPlan
 from eval.sweep.trainers import ngram_lines
 
@@ -54,8 +55,6 @@ def _seeds(results: dict[str, Any], arm: str) -> dict[str, dict[str, Any]]:
 def _curves(folder: Path, seeds: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Per seed, its run's training loss at the end (the last logging window's mean), its validation loss at the end
     and at its lowest (from the run's metrics.jsonl; seeds whose file is not in the folder are left out)."""
-    from eval.runs import read_metrics
-
     out = {}
     for seed, r in seeds.items():
         path = folder / str(r.get("run", "")) / "train" / "metrics.jsonl"
@@ -401,7 +400,7 @@ def figure(analysis: dict[str, Any], path: Path) -> Path:
     """``data_axis.png``: the gap a − b against distinct training tokens (log), one panel per number of epochs (the
     setting's name after its size: ``w128-e6`` -> ``e6``), :func:`draw_settings`; a setting at one fraction (the
     over-fitting check's longer run, its regularised twin) in the first panel, beside the trend of its size."""
-    from ema_boundary.figures import pyplot, save
+    from ema_boundary.figures import pyplot, save  # delayed: matplotlib loads only when a figure is drawn
 
     ran = list(dict.fromkeys(p["setting"] for p in analysis["points"]
                              if p["distinct_tokens"] and p["gap"]["mean"] is not None))

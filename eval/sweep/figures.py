@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ema_boundary.figures import log_ticks, pyplot, save
+from eval.scale import paper_point
 
 # One colour and marker per write rule (eval.recall_arms.WRITE_RULES), from the least to the most input-dependent.
 RULE_STYLE = {"fixed": ("tab:gray", "o"), "fixed_decay_weighted_write": ("tab:pink", "h"),
@@ -72,8 +73,6 @@ def recall_map_figure(analysis: dict[str, Any], path: Path) -> Path | None:
 
 
 def ladder_figure(analysis: dict[str, Any], path: Path) -> Path | None:
-    from eval.scale import paper_point
-
     sizes = [s for s in analysis["sizes"] if s["gap"]["mean"] is not None and analysis["a"] in s["parameters"]]
     if not sizes:
         return None

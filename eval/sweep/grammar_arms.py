@@ -22,7 +22,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ema_boundary.io import output_owner
 from ema_boundary.usage import EXIT_USAGE, UsageError, UsageParser, first_line
+from eval.plans import repo_path
+from eval.sweep import alias
+from eval.sweep.runner import TOOL
+from grammar_probe.arms import PROTOCOL_ARMS, ArmsFolderError, summarize_arms
+from grammar_probe.cli import add_run_options, protocol_of, run_size
 
 PROG = "python -m grammar_probe arms"
 PLAN = "hub_configs/sweeps/arms.yaml"
@@ -31,11 +37,6 @@ RATE = 1e-3  # the plan's one rate: grammar_probe's models train at their own ra
 
 def arms_plan(args: argparse.Namespace) -> Any:
     """The sweep plan of a ``grammar_probe arms`` command line (module docstring); bad flags: one UsageError."""
-    from eval.plans import repo_path
-    from eval.sweep.alias import build_plan
-    from grammar_probe.arms import PROTOCOL_ARMS
-    from grammar_probe.cli import protocol_of, run_size
-
     size, protocol = run_size(args), protocol_of(args)
     if not (Path(args.dataset) / "ceilings.json").is_file():
         raise UsageError(f"--dataset {args.dataset}: not a folder of `python -m grammar_probe build` (no "
@@ -60,22 +61,14 @@ def arms_plan(args: argparse.Namespace) -> Any:
     raw = {"name": "arms", "trainer": "arms", "analysis": "arms", "seeds": [args.seed], "budgets": sizes,
            "score": "test", "workers": args.workers, "rate": {"lr_grid": [RATE]}, "base": base, "arms": arms,
            "settings": {"size_arm": "size", "protocol_size": n_protocol, "protocol_arms": cells}}
-    return build_plan(raw, args.output_dir)
+    return alias.build_plan(raw, args.output_dir)
 
 
 def _is_sweep(folder: Path) -> bool:
-    from ema_boundary.io import output_owner
-    from eval.sweep.runner import TOOL
-
     return output_owner(folder) == TOOL
 
 
 def main(argv: list[str] | None = None) -> int:
-    from eval.sweep.alias import check_no_overwrite
-    from eval.sweep.alias import run as run_sweep
-    from grammar_probe.arms import ArmsFolderError, summarize_arms
-    from grammar_probe.cli import add_run_options
-
     p = UsageParser(prog=PROG, description="Every paper row of the structure experiment across labelled-data sizes "
                                            "and the unseen-word protocol, as a sweep of the experiment runner.")
     add_run_options(p, arms=True)
@@ -92,14 +85,14 @@ def main(argv: list[str] | None = None) -> int:
                 raise UsageError(f"{flag} reads the folder it names: give no --dataset, --output_dir or other "
                                  "folder with it")
             if args.resume_from is not None:
-                return run_sweep(p, args, command)
+                return alias.run(p, args, command)
             folder = Path(args.summarize)
             if _is_sweep(folder):
-                return run_sweep(p, args, command, summarize=args.summarize)
+                return alias.run(p, args, command, summarize=args.summarize)
             summary = summarize_arms(folder)  # a folder of the command before it ran as a sweep
             print(f"rebuilt {folder}: {len(summary['arms'])} arms (arms.json, arms.md, figures)")
             return 0
-        check_no_overwrite(args)
+        alias.check_no_overwrite(args)
         for flag in ("dataset", "output_dir"):
             if getattr(args, flag) is None:
                 raise UsageError(f"--{flag} is required (or --summarize DIR, --resume_from DIR)")
@@ -107,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, ArmsFolderError) as e:
         print(f"{PROG}: error: {first_line(e)}", file=sys.stderr)
         return EXIT_USAGE
-    return run_sweep(p, args, command, plan=plan)
+    return alias.run(p, args, command, plan=plan)
 
 
 __all__ = ["PLAN", "PROG", "arms_plan", "main"]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from eval.sweep.data_axis import markdown
+
 
 def _num(v: Any, digits: int = 4) -> str:
     if v is None:
@@ -127,8 +129,6 @@ def render_markdown(results: dict[str, Any]) -> str:
                 diff = f"{c['difference']:+.4f} [{c['ci95'][0]:+.4f}, {c['ci95'][1]:+.4f}]" if c else "reference"
                 lines.append(f"| `{arm}` | {_interval(m)} | {diff} | {c['conclusion'] if c else ''} |")
     if kind == "data_axis":
-        from eval.sweep.data_axis import markdown
-
         lines += markdown(analysis)
     if results["missing"]:
         lines += ["", "## Still to run", ""] + [f"- {m}" for m in results["missing"][:40]]

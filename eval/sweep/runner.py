@@ -51,6 +51,7 @@ from ema_boundary.usage import UsageError
 from ema_boundary.yamlio import YAMLFileError
 from eval.plans import REPO
 from eval.sweep.execute import RunBusy, RunStopped, StopFile, diverged, read_result
+from eval.sweep.launch import LocalLauncher
 from eval.sweep.paths import RESULT_JSON, RUN_JSON, RunPaths, run_id, run_pattern
 from eval.sweep.plan import Arm, SweepPlan, dump, plan_from_text
 from eval.sweep.trainers import TRAINERS
@@ -579,8 +580,6 @@ def run_in_process(plan: SweepPlan, folder: Path, command: str, *, shared: Mappi
     """Run a plan declared in code (:func:`eval.sweep.plan.plan_from_dict`) into ``folder`` on the local launcher
     (``plan.workers`` at a time), or continue it where ``folder`` already holds this plan's sweep: what the
     report's stages call. ``command`` is recorded as the invocation; ``shared`` as in :func:`run_sweep`."""
-    from eval.sweep.launch import LocalLauncher
-
     resume = output_owner(folder) == TOOL
     return run_sweep(plan, folder, LocalLauncher(plan.workers), command, resume=resume, progress=progress,
                      shared=shared)
@@ -593,6 +592,7 @@ def run_in_process(plan: SweepPlan, folder: Path, command: str, *, shared: Mappi
 
 def summarize(folder: Path, plan: SweepPlan | None = None, seconds: float | None = None) -> dict[str, Any]:
     """results.json (and results.md) of a sweep folder from its finished runs, without training."""
+    # delayed: the analyses and figures import scipy, statsmodels and matplotlib, which running a sweep never needs
     from eval.sweep.analyses import ANALYSES
     from eval.sweep.figures import write_figures
 

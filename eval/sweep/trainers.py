@@ -18,6 +18,7 @@ arm's merged settings. ``python -m eval.sweep.execute runs/<id>`` (from the swee
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -30,11 +31,12 @@ from typing import Any
 
 import yaml
 
-from ema_boundary.io import atomic_dir, write_json
+from ema_boundary.io import atomic_dir, content_digest, write_json
+from ema_boundary.seeding import recall_evaluation_seed, recall_selection_seed
 from ema_boundary.usage import UsageError
-from eval.ngram import kneser_ney
 from eval.plans import in_repo
-from eval.runs import DATA_SETTINGS
+from eval.runs import DATA_SETTINGS, read_metrics, read_seen, read_test
+from eval.scale import fair_pair
 from eval.sweep.paths import RunPaths
 from eval.sweep.plan import Arm, SweepPlan
 
@@ -59,8 +61,6 @@ def model_config(model: Any, where: str) -> dict[str, Any]:
       fair recipe (eval.scale.fair_pair), ``set`` applied after;
     - ``variant: NAME`` beside either: a named SPEN reader or trace (modeling_spen.variants), before ``set``.
     """
-    from eval.scale import fair_pair
-
     if isinstance(model, str):
         model = {"from": model}
     if not isinstance(model, dict):
@@ -156,10 +156,7 @@ class TrainTrainer:
     def data_fingerprint(self, plan: SweepPlan) -> str:
         """What the runs read, as content (:func:`ema_boundary.io.content_digest`): the bytes of the data files, or
         for a named corpus its name (the embedded one with the Python version whose library it reads)."""
-        import sys
-
-        from ema_boundary import corpus
-        from ema_boundary.io import content_digest
+        from ema_boundary import corpus  # delayed: it imports datasets and torch (seconds)
 
         settings = _defaults(_settings({"config": plan.config_of(plan.arms[0])}))
         data = _data_paths([settings["data"]] if isinstance(settings["data"], str) else list(settings["data"]))
@@ -195,7 +192,6 @@ class TrainTrainer:
 
     def run(self, spec: dict[str, Any], paths: RunPaths) -> dict[str, Any]:
         import train
-        from eval.runs import read_metrics, read_seen, read_test
 
         started, damaged = time.perf_counter(), None
         if spec["config"].get("loop", "train") == "reference":
@@ -321,6 +317,7 @@ def ngram_lines(plan: SweepPlan, folder: Path, train_tokens: int, arm: Arm | Non
     """Kneser-Ney lines on the blocks the sweep scores (train sweeps; None before the tokenizer exists), counted
     on what a run of ``train_tokens`` of ``arm`` (default: the first) read, its ``train_fraction`` included, with
     each line's ``loss`` (nats); cached in ``shared/ngram_<split>_<tokens>[_f<fraction>].json``."""
+    from eval.ngram import kneser_ney  # delayed: eval.ngram imports torch; reading a sweep's results needs none
 
     tok_dir = folder / "shared" / "tokenizer"
     if plan.trainer != "train" or not tok_dir.is_dir():
@@ -410,7 +407,6 @@ class RecallTrainer(InProcessTrainer):
 
     def run(self, spec: dict[str, Any], paths: RunPaths) -> dict[str, Any]:
         from ema_boundary.params import parameter_counts
-        from ema_boundary.seeding import recall_evaluation_seed, recall_selection_seed
         from eval.recall import evaluate_recall, train_recall
         from eval.recall_arms import describe_arm
 
@@ -458,8 +454,6 @@ class ArmsTrainer(InProcessTrainer):
     KEYS = ("dataset", "size", "protocol", "splits", "spcn", "workers", "threads")
 
     def check(self, plan: SweepPlan) -> None:
-        import dataclasses
-
         from grammar_probe.protocol import RunSize
         from grammar_probe.spcn import SPCNConfig
 
@@ -483,8 +477,6 @@ class ArmsTrainer(InProcessTrainer):
     @staticmethod
     def build(spec: dict[str, Any]) -> tuple[Any, Any, Any]:
         """The run's RunSize (its budget: the training sentences), Protocol and SPCNConfig."""
-        import dataclasses
-
         from grammar_probe.protocol import FULL, PROTOCOL
         from grammar_probe.spcn import SPCNConfig
 
