@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import signal
 
-__all__ = ["STOP_SIGNALS", "Stopped", "exit_status", "signal_name", "take", "taken"]
+__all__ = ["STOP_SIGNALS", "StopSignal", "Stopped", "exit_status", "signal_name", "take", "taken"]
 
 STOP_SIGNALS: tuple[int, ...] = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGUSR1")
                                       if hasattr(signal, name))
@@ -29,8 +29,9 @@ def signal_name(signum: int) -> str:
     return "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
 
 
-class Stopped(Exception):
-    """Work stopped by a stop signal, its output resumable: the message is one line saying what was kept."""
+class StopSignal:
+    """What every stop-signal exception carries: a one-line message, the signal, and the exit status 128 + signal.
+    Mixed into an exception class (an Exception for work that stopped, a KeyboardInterrupt for a whole sweep)."""
 
     def __init__(self, message: str, signum: int) -> None:
         super().__init__(message, signum)
@@ -42,6 +43,10 @@ class Stopped(Exception):
     @property
     def status(self) -> int:
         return exit_status(self.signum)
+
+
+class Stopped(StopSignal, Exception):
+    """Work stopped by a stop signal, its output resumable: the message is one line saying what was kept."""
 
 
 _taken: list[int] = []  # the stop signals this process's handlers have taken, in order

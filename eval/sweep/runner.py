@@ -46,7 +46,7 @@ from typing import Any
 
 from ema_boundary.io import MARKER, check_output_dir, content_digest, output_owner, write_json, write_text
 from ema_boundary.machine import machine_record
-from ema_boundary.signals import exit_status, signal_name
+from ema_boundary.signals import StopSignal, signal_name
 from ema_boundary.usage import UsageError
 from ema_boundary.yamlio import YAMLFileError
 from eval.plans import REPO
@@ -70,20 +70,10 @@ class RunFailed(SweepError):
     """A run of the sweep failed: one line naming it and its log (the finished runs are kept)."""
 
 
-class SweepStopped(KeyboardInterrupt):
+class SweepStopped(StopSignal, KeyboardInterrupt):
     """The sweep stopped on a stop signal: its runs in progress saved and stopped (resumable), nothing more started.
-    The message is one line; ``status`` is 128 + the signal."""
-
-    def __init__(self, message: str, signum: int) -> None:
-        super().__init__(message)
-        self.signum = signum
-
-    def __str__(self) -> str:
-        return str(self.args[0])
-
-    @property
-    def status(self) -> int:
-        return exit_status(self.signum)
+    The message is one line; ``status`` is 128 + the signal. A KeyboardInterrupt, so no ``except Exception`` on the
+    way up takes it for a failure."""
 
 
 def say(line: str) -> None:
