@@ -280,6 +280,14 @@ def _data_paths(data: list[str], relative_to: Path | None = None) -> list[str]:
     return out
 
 
+def train_settings(config: dict[str, Any], relative_to: Path | None = None) -> dict[str, Any]:
+    """An arm's train.py settings (its ``config`` without the sweep's keys) over train.py's defaults, ``data`` a list
+    of paths (:func:`_data_paths`: relative to ``relative_to`` where given)."""
+    settings = _defaults(_settings({"config": config}))
+    data = settings["data"]
+    return {**settings, "data": _data_paths([data] if isinstance(data, str) else list(data), relative_to)}
+
+
 def _parameter_counts(final: Path) -> dict[str, int]:
     from transformers import AutoConfig
 
@@ -387,31 +395,14 @@ class RecallTrainer(InProcessTrainer):
                 if key in cfg.get("recipe", {}):
                     raise UsageError(f"{where}: recipe.{key} is set by the sweep (budgets, rate rule)")
 
-    @staticmethod
-    def build(spec: dict[str, Any]) -> tuple[Any, Any, Any]:
-        """The arm's model config, task and recipe."""
-        from eval.recall import RecallRecipe, RecallTask, default_map_configs
-
-        cfg = spec["config"]
-        configs = default_map_configs(cfg.get("width", 64), cfg.get("layers", 2), cfg.get("heads", 4))
-        if cfg["model"] not in configs:
-            raise UsageError(f"arms.{spec['arm']}: model {cfg['model']!r} is not gpt2 or a SPEN variant "
-                             f"({', '.join(configs)})")
-        config = configs[cfg["model"]]
-        for k, v in cfg.get("set", {}).items():
-            setattr(config, k, v)
-        task = RecallTask(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg.get("task", {}).items()})
-        recipe_kw = {k: tuple(v) if isinstance(v, list) else v for k, v in cfg.get("recipe", {}).items()}
-        recipe = RecallRecipe(**recipe_kw, steps=spec["steps"], lrs=(spec["lr"],))
-        return config, task, recipe
-
     def run(self, spec: dict[str, Any], paths: RunPaths) -> dict[str, Any]:
         from ema_boundary.params import parameter_counts
         from eval.recall import evaluate_recall, train_recall
         from eval.recall_arms import describe_arm
+        from eval.recall_map import build_arm
 
         started = time.perf_counter()
-        config, task, recipe = self.build(spec)
+        config, task, recipe = build_arm(spec)
         seed, lr = spec["seed"], spec["lr"]
         # A run stopped part-way (a sweep run in parts) continues from its last checkpoint, in the run's folder
         # (its recorded cpu_seconds then count the part this process trained).
@@ -511,4 +502,4 @@ class ArmsTrainer(InProcessTrainer):
 
 TRAINERS: dict[str, Any] = {"train": TrainTrainer(), "recall": RecallTrainer(), "arms": ArmsTrainer()}
 
-__all__ = ["ArmsTrainer", "RecallTrainer", "TRAINERS", "TrainTrainer", "model_config", "ngram_lines"]
+__all__ = ["ArmsTrainer", "RecallTrainer", "TRAINERS", "TrainTrainer", "model_config", "ngram_lines", "train_settings"]
