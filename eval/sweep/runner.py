@@ -594,9 +594,11 @@ def run_in_process(plan: SweepPlan, folder: Path, command: str, *, shared: Mappi
 
 def summarize(folder: Path, plan: SweepPlan | None = None, seconds: float | None = None) -> dict[str, Any]:
     """results.json (and results.md) of a sweep folder from its finished runs, without training."""
-    # delayed: the analyses and figures import scipy, statsmodels and matplotlib, which running a sweep never needs
+    # delayed: the analyses, figures and results.md import torch, scipy, statsmodels and matplotlib (seconds), which
+    # reading, checking and launching a sweep never need
     from eval.sweep.analyses import ANALYSES
     from eval.sweep.figures import write_figures
+    from eval.sweep.render import render_markdown
 
     plan = plan or read_folder(folder)
     sweep = Sweep(plan, folder)
@@ -655,8 +657,6 @@ def summarize(folder: Path, plan: SweepPlan | None = None, seconds: float | None
     results["analysis"] = {"kind": plan.analysis, **ANALYSES[plan.analysis](plan, results, folder, sweep)}
     results["figures"] = write_figures(results["analysis"], folder)
     write_json(folder / RESULTS, results)
-    from eval.sweep.render import render_markdown
-
     write_text(folder / RESULTS_MD, render_markdown(results))
     return results
 
