@@ -50,7 +50,7 @@ UNREACHABLE = "not reachable on this grammar"
 ESCAPES, DOES_NOT_ESCAPE = "escapes", "does not escape"
 LETS_IT_ESCAPE, NOT_NEEDED = "lets it escape", "not needed"
 
-# A trend of the gap against training data (eval.sweep.data_axis): its slope's 95% interval toward 0, away from it,
+# A trend of the gap against training data (eval.scale.data_axis): its slope's 95% interval toward 0, away from it,
 # or across 0.
 NARROWS, WIDENS, FLAT = "narrows", "widens", "does not narrow"
 

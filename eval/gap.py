@@ -42,6 +42,7 @@ folder that is a file) is one line naming it and exit status 2, before any scori
 
 from __future__ import annotations
 
+import argparse
 import math
 import sys
 from collections.abc import Sequence
@@ -51,12 +52,15 @@ from typing import Any
 
 import numpy as np
 import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from ema_boundary import stats
+import modeling_spen  # noqa: F401  registers SPEN with the Auto classes
+from ema_boundary import corpus, stats
 from ema_boundary.figures import pyplot, save
 from ema_boundary.io import atomic_dir, check_output_dir, write_json
 from ema_boundary.usage import EXIT_USAGE, UsageError, UsageParser, first_line, non_negative_int, positive_int
 from eval.context_use import cut_targets, model_losses, pair_from_losses, render_control
+from eval.probes.models import ModelError, check_causal, load_causal_lm, resolve_config, resolve_model, split_name
 from eval.recall import POSITION_FIELDS
 from eval.token_classes import AR0, FIRST, MIN_DOCUMENTS, REPEAT, class_name, gap_classes, token_losses
 
@@ -100,18 +104,18 @@ class Tokens:
     documents: int
 
 
-def read_documents(text: str, split: str = "validation", val_every: int = 10, test_every: int = 0) -> list[str]:
+def read_documents(text: str, split: str = "validation", val_every: int = 10, test_every: int = 0,
+                   root: Path | None = None) -> list[str]:
     """The documents of ``--text``: the embedded corpus (``embedded``, ``embedded:pydoc``, ``embedded:stdlib``)
-    or a local .txt/.jsonl/.json/.parquet file cut as train.py cuts it; then the split, held out as train.py
-    holds out (:func:`ema_boundary.corpus.split_of`: every ``val_every``-th document, from the first, is
-    validation; of the others every ``test_every``-th is test, when it is not 0)."""
-    from ema_boundary import corpus
-
+    or a local .txt/.jsonl/.json/.parquet file cut as train.py cuts it (a relative path read under ``root``, default
+    the working folder); then the split, held out as train.py holds out (:func:`ema_boundary.corpus.split_of`: every
+    ``val_every``-th document, from the first, is validation; of the others every ``test_every``-th is test, when it
+    is not 0)."""
     try:
         if text in corpus.EMBEDDED_SOURCES:
             docs = corpus.embedded_documents(text)
         else:
-            path = Path(text).expanduser()
+            path = (root or Path()) / Path(text).expanduser()
             if not path.exists():
                 raise GapInputError(f"--text {text}: no such file (or give 'embedded')")
             if not path.is_file() or path.suffix not in corpus.SUFFIXES:
@@ -167,30 +171,51 @@ class Side:
     label: str
     specs: list[Any]  # eval.probes.models.ModelSpec
     seeds: list[int] = field(default_factory=list)  # init seeds of an untrained (--config) side
+    root: Path | None = None  # the folder its relative paths were read under (None: the working folder)
 
     def describe(self) -> dict[str, Any]:
         first = self.specs[0]
-        return {"label": self.label, "source": first.source, "locations": [s.location for s in self.specs],
+        return {"label": self.label, "source": first.source,
+                "locations": [_as_named(s.location, self.root) for s in self.specs],
                 "model_type": first.model_type, "parameters": first.parameters,
                 **({"init_seeds": self.seeds} if self.seeds else {})}
 
 
-def resolve_side(entry: str, flag: str, trust_remote_code: bool = False) -> Side:
-    """``PATH_OR_NAME[,PATH_OR_NAME...]`` (one per seed) for ``--model_name_or_path``; a config for ``--config``."""
-    from eval.probes.models import ModelError, resolve_config, resolve_model
-
+def resolve_side(entry: str, flag: str, trust_remote_code: bool = False, root: Path | None = None) -> Side:
+    """``PATH_OR_NAME[,PATH_OR_NAME...]`` (one per seed) for ``--model_name_or_path``; a config for ``--config``.
+    A relative path is read under ``root`` (default: the working folder)."""
     parts = [p for p in entry.split(",") if p]
     if not parts:
         raise GapInputError(f"{flag} {entry!r}: no model")
     resolve = resolve_config if flag == "--config" else resolve_model
     try:
-        specs = [resolve(p, trust_remote_code) for p in parts]
+        specs = [resolve(_under(root, p), trust_remote_code) for p in parts]
     except ModelError as e:
         raise GapInputError(f"{flag} {e}") from None
     types = {s.model_type for s in specs}
     if len(types) > 1:
         raise GapInputError(f"{flag} {entry}: the seeds of one model differ in model_type ({', '.join(sorted(types))})")
-    return Side(specs[0].name, specs)
+    return Side(specs[0].name, specs, root=root)
+
+
+def _under(root: Path | None, entry: str) -> str:
+    """``entry`` (``[NAME=]PATH`` or a hub name) with a relative PATH read under ``root``, where it exists there; a
+    hub name, or a path found nowhere (then refused as given), stays as it is."""
+    if root is None:
+        return entry
+    name, where = split_name(entry) if not (root / entry).exists() else (None, entry)
+    path = root / Path(where).expanduser()
+    if not path.exists():
+        return entry
+    return f"{name}={path}" if name else str(path)
+
+
+def _as_named(location: str, root: Path | None) -> str:
+    """A model's location as the command names it: relative to ``root`` where it was read under it (gap.json
+    records the paths of the command that reproduces it)."""
+    if root is None or not Path(location).is_relative_to(root):
+        return location
+    return str(Path(location).relative_to(root))
 
 
 def context_length(config: Any) -> int | None:
@@ -203,8 +228,6 @@ def context_length(config: Any) -> int | None:
 
 
 def _tokenizer(spec: Any, trust_remote_code: bool) -> Any | None:
-    from transformers import AutoTokenizer
-
     if spec.source == "config" or (spec.source == "folder" and
                                    not any((Path(spec.location) / f).is_file() for f in TOKENIZER_FILES)):
         return None
@@ -218,8 +241,6 @@ def _tokenizer(spec: Any, trust_remote_code: bool) -> Any | None:
 def shared_tokenizer(sides: Sequence[Side], tokenizer: str | None, trust_remote_code: bool = False) -> Any:
     """The one tokenizer of the comparison: ``--tokenizer``, else the models' own, which must agree; checked
     against every model's vocabulary size (which must agree too)."""
-    from transformers import AutoTokenizer
-
     sizes = {f"{s.label} ({spec.location})": getattr(spec.config, "vocab_size", None)
              for s in sides for spec in s.specs}
     if len(set(sizes.values())) > 1:
@@ -250,11 +271,6 @@ def shared_tokenizer(sides: Sequence[Side], tokenizer: str | None, trust_remote_
 def load_model(spec: Any, seed: int, trust_remote_code: bool = False) -> torch.nn.Module:
     """Trained weights (folder, hub; weights that do not fit their config.json refused), or an untrained model
     of a config seeded with ``seed``."""
-    from transformers import AutoModelForCausalLM
-
-    import modeling_spen  # noqa: F401  registers SPEN with the Auto classes
-    from eval.probes.models import ModelError, check_causal, load_causal_lm
-
     if spec.source == "config":
         torch.manual_seed(seed)
         try:
@@ -433,9 +449,8 @@ def render_figure(result: dict[str, Any], path: Path) -> None:
     save(fig, path)
 
 
-def _parse_args(argv: list[str] | None) -> Any:
-    import argparse
-
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """eval.gap's flags (SystemExit after a usage error, printed in one line, or --help)."""
     parser = UsageParser(prog=PROG, description=__doc__.split("\n\n")[0],
                          formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--model_name_or_path", nargs="+", required=True, metavar="A[,A2,...]",
@@ -475,53 +490,69 @@ def _parse_args(argv: list[str] | None) -> Any:
     return parser.parse_args(argv)
 
 
+def command(argv: Sequence[str]) -> str:
+    """The command line that reproduces a measure (gap.json's ``command``)."""
+    return " ".join([PROG, *argv])
+
+
+def measure(args: argparse.Namespace, command: str, root: Path | None = None) -> dict[str, Any]:
+    """One pair of models (each one folder or several seed folders) measured on the same tokens, written to
+    ``args.output_dir`` (gap.json and gap.png, whole or not at all) and returned: gap.json's record, with
+    ``command``. Every path of ``args`` (the models, ``--config``, ``--text``, ``--tokenizer``, ``--output_dir``)
+    is read under ``root`` where relative (default: the working folder) and recorded as the command names it. Bad
+    input: :class:`GapInputError` (or ValueError) in one line, before any scoring; nothing is written."""
+    n_sides = len(args.model_name_or_path) + (args.config is not None)
+    if n_sides != 2:
+        raise GapInputError(f"--model_name_or_path: give two models A B (or one and --config), got {n_sides}")
+    output_dir = (root or Path()) / args.output_dir
+    check_output_dir(output_dir, tool="eval.gap", overwrite=args.overwrite_output_dir)  # before any loading
+    sides = [resolve_side(e, "--model_name_or_path", args.trust_remote_code, root) for e in args.model_name_or_path]
+    if args.config is not None:
+        b = resolve_side(args.config, "--config", args.trust_remote_code, root)
+        k = len(sides[0].specs)
+        b.specs, b.seeds = b.specs * k, [args.seed + i for i in range(k)]
+        sides.append(b)
+    if len(sides[0].specs) != len(sides[1].specs):
+        raise GapInputError(f"--model_name_or_path: {len(sides[0].specs)} seed(s) for A but "
+                            f"{len(sides[1].specs)} for B; give the same number (paired by seed)")
+    if args.labels:
+        sides[0].label, sides[1].label = args.labels
+    elif sides[0].label == sides[1].label:
+        sides[0].label, sides[1].label = f"a:{sides[0].label}", f"b:{sides[1].label}"
+    tokenizer_name = _under(root, args.tokenizer) if args.tokenizer is not None else None
+    tokenizer = shared_tokenizer(sides, tokenizer_name, args.trust_remote_code)
+    limits = [c for s in sides for spec in s.specs if (c := context_length(spec.config)) is not None]
+    block_size = args.block_size or (min(limits) if limits else 1024)
+    if limits and block_size > min(limits):
+        raise GapInputError(f"--block_size {block_size}: longer than a model's context length {min(limits)}")
+    if args.window is not None and args.window >= block_size:
+        raise GapInputError(f"--window {args.window}: must be less than the block size {block_size} "
+                            "(else no target's context is cut)")
+    if args.window_max_tokens is not None and args.window is None:
+        raise GapInputError("--window_max_tokens: needs --window")
+    docs = read_documents(args.text, args.split, args.val_every, args.test_every, root)
+    tokens = make_tokens(docs, tokenizer, block_size, args.max_tokens)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    result = run_gap(sides, tokens, len(tokenizer), block_size, bootstrap=args.bootstrap, seed=args.seed,
+                     batch_size=args.per_device_eval_batch_size, device=device,
+                     trust_remote_code=args.trust_remote_code,
+                     text={"source": args.text, "split": args.split, "val_every": args.val_every,
+                           "test_every": args.test_every},
+                     window=args.window, window_max_tokens=args.window_max_tokens)
+    result["command"] = command
+    with atomic_dir(output_dir, tool="eval.gap", overwrite=args.overwrite_output_dir) as tmp:
+        write_json(tmp / "gap.json", result)
+        render_figure(result, tmp / "gap.png")
+    return result
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
-        args = _parse_args(argv)
+        args = parse_args(argv)
     except SystemExit as e:  # a usage error (already printed in one line) or --help: its status, returned
         return int(e.code or 0)
     try:
-        n_sides = len(args.model_name_or_path) + (args.config is not None)
-        if n_sides != 2:
-            raise GapInputError(f"--model_name_or_path: give two models A B (or one and --config), got {n_sides}")
-        # before any loading, not after
-        check_output_dir(args.output_dir, tool="eval.gap", overwrite=args.overwrite_output_dir)
-        sides = [resolve_side(e, "--model_name_or_path", args.trust_remote_code) for e in args.model_name_or_path]
-        if args.config is not None:
-            b = resolve_side(args.config, "--config", args.trust_remote_code)
-            k = len(sides[0].specs)
-            b.specs, b.seeds = b.specs * k, [args.seed + i for i in range(k)]
-            sides.append(b)
-        if len(sides[0].specs) != len(sides[1].specs):
-            raise GapInputError(f"--model_name_or_path: {len(sides[0].specs)} seed(s) for A but "
-                                f"{len(sides[1].specs)} for B; give the same number (paired by seed)")
-        if args.labels:
-            sides[0].label, sides[1].label = args.labels
-        elif sides[0].label == sides[1].label:
-            sides[0].label, sides[1].label = f"a:{sides[0].label}", f"b:{sides[1].label}"
-        tokenizer = shared_tokenizer(sides, args.tokenizer, args.trust_remote_code)
-        limits = [c for s in sides for spec in s.specs if (c := context_length(spec.config)) is not None]
-        block_size = args.block_size or (min(limits) if limits else 1024)
-        if limits and block_size > min(limits):
-            raise GapInputError(f"--block_size {block_size}: longer than a model's context length {min(limits)}")
-        if args.window is not None and args.window >= block_size:
-            raise GapInputError(f"--window {args.window}: must be less than the block size {block_size} "
-                                "(else no target's context is cut)")
-        if args.window_max_tokens is not None and args.window is None:
-            raise GapInputError("--window_max_tokens: needs --window")
-        docs = read_documents(args.text, args.split, args.val_every, args.test_every)
-        tokens = make_tokens(docs, tokenizer, block_size, args.max_tokens)
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-        result = run_gap(sides, tokens, len(tokenizer), block_size, bootstrap=args.bootstrap, seed=args.seed,
-                         batch_size=args.per_device_eval_batch_size, device=device,
-                         trust_remote_code=args.trust_remote_code,
-                         text={"source": args.text, "split": args.split, "val_every": args.val_every,
-                               "test_every": args.test_every},
-                         window=args.window, window_max_tokens=args.window_max_tokens)
-        result["command"] = " ".join([PROG, *(argv if argv is not None else sys.argv[1:])])
-        with atomic_dir(args.output_dir, tool="eval.gap", overwrite=args.overwrite_output_dir) as tmp:
-            write_json(tmp / "gap.json", result)
-            render_figure(result, tmp / "gap.png")
+        result = measure(args, command(argv if argv is not None else sys.argv[1:]))
     except (ValueError, UsageError) as err:
         print(f"{PROG}: error: {first_line(err)}", file=sys.stderr)
         return EXIT_USAGE
@@ -561,7 +592,8 @@ def render_table(result: dict[str, Any]) -> str:
 
 
 __all__ = ["class_masks", "group_masks", "position_masks", "make_tokens", "read_documents",
-           "summarize", "contrast", "run_gap", "render_figure", "render_table", "main", "GapInputError"]
+           "summarize", "contrast", "run_gap", "render_figure", "render_table", "command", "measure", "parse_args",
+           "main", "GapInputError"]
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from tqdm.auto import tqdm
-from transformers import PretrainedConfig
+from transformers import AutoModelForCausalLM, GPT2Config, MambaConfig, PretrainedConfig, RwkvConfig
 
 from ema_boundary import stats
 from ema_boundary.params import parameter_counts
@@ -64,6 +64,8 @@ from ema_boundary.seeding import recall_evaluation_seed, recall_selection_seed, 
 from eval.mamba_scan import fast_mamba_scan
 from eval.rates import RateRule, choose
 from eval.recall_arms import describe_arm
+from modeling_spen import SPENConfig  # also registers SPEN with the Auto classes
+from modeling_spen.variants import SPEN_VARIANTS
 from training.checkpoint import load_state_file, save_state_file
 
 PAD = 0
@@ -313,10 +315,6 @@ def train_recall(
     every ``checkpoint_every`` steps and continued from when it exists, so a run stopped part-way resumes to the
     model an uninterrupted run trains; removed once training ends.
     """
-    from transformers import AutoModelForCausalLM
-
-    import modeling_spen  # noqa: F401  registers SPEN with the Auto classes
-
     torch.manual_seed(seed)
     model = AutoModelForCausalLM.from_config(task_config(config, task, recipe.width_init),
                                              trust_remote_code=trust_remote_code).to(device)
@@ -652,11 +650,6 @@ def default_map_configs(width: int = 64, layers: int = 2, heads: int = 4) -> dic
     per channel). SPEN's FFN is 4x the width, as GPT-2's. Each arm's write rule and state numbers per layer:
     :func:`describe_arm`; the pairs of equal state: :data:`eval.recall_arms.ESCAPE_ARMS`.
     """
-    from transformers import GPT2Config, MambaConfig, RwkvConfig
-
-    from modeling_spen import SPENConfig
-    from modeling_spen.variants import SPEN_VARIANTS
-
     gpt2 = GPT2Config(n_embd=width, n_layer=layers, n_head=heads, n_positions=64, vocab_size=128,
                       resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0)
     base = dict(hidden_size=width, num_hidden_layers=layers, num_attention_heads=heads, intermediate_size=4 * width,

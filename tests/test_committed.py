@@ -1,7 +1,7 @@
 """The committed sweeps a report plan names (eval/report/committed.py): checked once at load in one line with the
 YAML line, read through one reader, one row per claim, an incomplete sweep read for what it has and said so.
 
-The sweep folders are built by the sweep's own analyses (eval/sweep/analyses.py) on synthetic per-seed results
+The sweep folders are built by the sweep's own analyses (registry: eval/sweep/analyses.py) on synthetic per-seed results
 written in the runner's contract, so the rows read exactly what a real sweep writes; one test runs a tiny real
 recall sweep end to end."""
 
@@ -26,7 +26,7 @@ from eval.report.plan import REPO, Plan, PlanError
 from eval.sweep.analyses import ANALYSES
 from eval.sweep.plan import plan_from_text
 from eval.sweep.render import render_markdown
-from eval.sweep.runner import RESULTS, SCHEMA, TOOL
+from eval.sweep.runner import RESULTS, SCHEMA, TOOL, Sweep
 
 SEEDS = ["0", "1", "2", "3", "4"]
 
@@ -46,7 +46,7 @@ def write_sweep(folder: Path, plan_name: str, arms: dict[str, dict[str, dict[str
         "arms": {arm: {"choices": {"0": {"chosen": 1e-3, "interior": True, "tried": {"0.001": 1.0}}},
                        "budgets": budgets} for arm, budgets in arms.items()},
         "seconds": {"runs": 1.0, "runs_count": 1, "this_invocation": None}}
-    results["analysis"] = {"kind": plan.analysis, **ANALYSES[plan.analysis](plan, results, folder)}
+    results["analysis"] = {"kind": plan.analysis, **ANALYSES[plan.analysis](plan, results, folder, Sweep(plan, folder))}
     if patch is not None:
         patch(results["analysis"])
     (folder / RESULTS).write_text(json.dumps(results))
@@ -489,7 +489,7 @@ def test_the_shipped_plans_show_every_claim_source() -> None:
 def fake_gap(monkeypatch: pytest.MonkeyPatch, baseline_control: float, contrast: float) -> None:
     """eval.gap's result as the ladder analysis would get it (eval.gap's ``a`` is the ladder's baseline, GPT-2):
     the baseline's windowed control and the AR-hit contrast chosen by the test."""
-    from eval.sweep import analyses
+    from eval.scale import analysis
 
     def control(label: str, value: float) -> dict[str, Any]:
         return {"label": label, "window": 16, "control": value, "ci95": [value - 0.01, value + 0.01],
@@ -505,7 +505,7 @@ def fake_gap(monkeypatch: pytest.MonkeyPatch, baseline_control: float, contrast:
            # SPEN's control strongly positive: a gate that read it instead of GPT-2's would always hold
            "context_use": {"window": 16, "a": control("gpt2", baseline_control), "b": control("spen", 0.3)},
            "text": {"split": "test", "tokens": 1000, "documents": 5}, "interval": "95% t interval over 3 seeds"}
-    monkeypatch.setattr(analyses, "_gap_at", lambda *a, **k: gap)
+    monkeypatch.setattr(analysis, "gap_at", lambda *a, **k: gap)
 
 
 def test_the_gap_row_reads_the_ladder_where_the_baseline_retrieves(tmp_path: Path, monkeypatch) -> None:

@@ -1,4 +1,4 @@
-"""The data-axis analysis (eval/sweep/data_axis.py) on synthetic per-seed results in the runner's contract, read
+"""The data-axis analysis (eval/scale/data_axis.py) on synthetic per-seed results in the runner's contract, read
 against the declared plan (hub_configs/sweeps/data-axis.yaml): the fitted trend and its crossing, the gates at every
 point (a failed one leaves the point out of the fit and hollow in the figure), the over-fitting check."""
 
@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from ema_boundary.verdicts import NARROWS, WIDENS
-from eval.sweep import data_axis as da
+from eval.scale import data_axis as da
 from eval.sweep.analyses import ANALYSES
 from eval.sweep.plan import ANALYSES as DECLARED
 from eval.sweep.plan import load_plan
 from eval.sweep.render import render_markdown
+from eval.sweep.runner import Sweep
 
 PLAN = "hub_configs/sweeps/data-axis.yaml"
 TOKENS = {"f1_8": 89_472, "f1_4": 175_360, "f1_2": 337_664, "f1": 675_840}  # the plan's table, as block targets
@@ -142,7 +143,7 @@ def test_the_analysis_is_declared_and_fits_only_the_points_whose_gates_hold(tmp_
     drawn: list[Any] = []
     monkeypatch.setattr("ema_boundary.figures.save", lambda fig, path, dpi=120: (drawn.append(fig), Path(path)
                                                                                   .write_bytes(b"png")))
-    out = da.data_axis(plan, _results(plan, losses), tmp_path)
+    out = da.data_axis(plan, _results(plan, losses), tmp_path, Sweep(plan, tmp_path))
     points = {p["name"]: p for p in out["points"]}
     assert points["w128-e6/f1_4"]["gate"] is False and "baseline under-trained" in str(points["w128-e6/f1_4"]["gates"])
     assert points["w192-e6/f1_8"]["gate"] is False and "not all below the Kneser-Ney trigram on the same documents" \
@@ -184,7 +185,7 @@ def test_the_over_fitting_check_pairs_each_model_by_seed(tmp_path: Path, monkeyp
                             ("w128-e6/f1/gpt2", [3.0, 2.85], [3.50, 3.41])):
         runs[arm] = {s: _run(tmp_path, arm, s, [x + 0.01 * int(s) for x in train],
                              [x + 0.002 * int(s) for x in val]) for s in ("0", "1", "2")}
-    out = da.data_axis(plan, _results(plan, losses, runs), tmp_path)
+    out = da.data_axis(plan, _results(plan, losses, runs), tmp_path, Sweep(plan, tmp_path))
     check = out["overfit"]
     spen, gpt2 = check["models"]["spen"], check["models"]["gpt2"]
     assert spen["test_change"]["mean"] == pytest.approx(0.04) and spen["over_fits"] is True

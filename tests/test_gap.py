@@ -503,9 +503,9 @@ def test_the_window_flag_adds_the_control_to_gap_json(tmp_path: Path, capsys: py
 
 def test_window_flag_help_and_bad_values(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     with pytest.raises(SystemExit):
-        from eval.gap import _parse_args
+        from eval.gap import parse_args
 
-        _parse_args(["--help"])
+        parse_args(["--help"])
     assert "--window W" in capsys.readouterr().out
     gpt2, spen = _gpt2(tmp_path / "gpt2"), _spen(tmp_path / "spen")
     text, out = _paragraphs(tmp_path), tmp_path / "out"
@@ -517,3 +517,35 @@ def test_window_flag_help_and_bad_values(tmp_path: Path, capsys: pytest.CaptureF
                      *bad]) == 2
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1 and not out.exists()
+
+
+def test_a_measure_reads_its_paths_under_a_root_as_the_command_from_there(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    # eval.gap as a per-run measure (a sweep's analysis): the paths relative to a folder, read there without a change
+    # of working folder, give the record the command run from that folder gives, the command and paths as named.
+    from eval.gap import command, measure, parse_args
+
+    folder = tmp_path / "sweep"
+    for i in range(2):
+        _gpt2(folder / f"runs/gpt2/seed_{i}/final", seed=i)
+        _spen(folder / f"runs/spen/seed_{i}/final", seed=i)
+    (folder / "data").mkdir()
+    _paragraphs(folder / "data")
+    models = [",".join(f"runs/{m}/seed_{i}/final" for i in range(2)) for m in ("gpt2", "spen")]
+    argv = ["--model_name_or_path", *models, "--labels", "gpt2", "spen", "--text", "data/text.txt", "--split", "all",
+            "--bootstrap", "50", "--window", "8"]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    measured = measure(parse_args([*argv, "--output_dir", "gap/a"]), command([*argv, "--output_dir", "gap/a"]),
+                       root=folder)
+    assert Path.cwd() == elsewhere and not (elsewhere / "gap").exists()
+    written = json.loads((folder / "gap" / "a" / "gap.json").read_text())
+    assert written == json.loads(json.dumps(measured))
+    assert written["command"] == "python -m eval.gap " + " ".join([*argv, "--output_dir", "gap/a"])
+    assert written["models"]["a"]["locations"] == ["runs/gpt2/seed_0/final", "runs/gpt2/seed_1/final"]
+    assert written["text"]["source"] == "data/text.txt"
+    monkeypatch.chdir(folder)  # the command as recorded, from the folder: the same record
+    assert main([*argv, "--output_dir", "gap/b"]) == 0
+    again = json.loads((folder / "gap" / "b" / "gap.json").read_text())
+    assert {**again, "command": written["command"]} == written

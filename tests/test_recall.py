@@ -417,8 +417,9 @@ def _recall_results(per_arm: dict[str, list[float]], configs: dict) -> dict:
 
 
 def test_the_map_reads_every_arm_against_the_floor_and_the_ablation_names_the_part(tmp_path) -> None:
-    from eval.sweep.analyses import recall_map as analyse
+    from eval.recall_map import recall_map as analyse
     from eval.sweep.plan import load_plan
+    from eval.sweep.runner import Sweep
 
     plan_file = tmp_path / "plan.yaml"
     plan_file.write_text("""
@@ -453,7 +454,7 @@ settings:
         "linear-s6lagged": [0.16, 0.15, 0.17, 0.165, 0.155],
         "mixer_mamba": [0.95, 0.97, 0.93, 0.96, 0.98], "mixer_mamba-conv1": [0.11, 0.105, 0.12, 0.1, 0.11],
         "mixer_mamba-nogate": [0.94, 0.96, 0.95, 0.97, 0.96], "hf-mamba": [0.96, 0.95, 0.97, 0.94, 0.98]}, configs)
-    a = analyse(plan, results, tmp_path)
+    a = analyse(plan, results, tmp_path, Sweep(plan, tmp_path))
     assert a["floor"]["kind"] == "no_lookup" and abs(a["copying"] - 0.1232) < 1e-3  # measured, not 1/16
     assert a["rule_escape"]["linear-s6lagged"]["escape"] == "does not escape"
     assert a["escape"]["16-lagged"]["verdict"] == "neither escapes at this budget"

@@ -105,3 +105,36 @@ def test_the_old_command_is_an_alias_of_the_sweep(tmp_path, capsys):
     (tmp_path / "mine.txt").write_text("the user's")
     assert main(["--output_dir", str(tmp_path)]) == 2
     assert "is not an output of" in capsys.readouterr().err and (tmp_path / "mine.txt").read_text() == "the user's"
+
+
+@pytest.mark.parametrize("size", ["w192", "w128-4000"])
+def test_the_ladder_measures_where_the_gap_lives_with_the_command_it_recorded(size: str, tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # eval.gap's measure of a size's pair, called with the sweep folder's paths and no change of working folder:
+    # the command it records is the committed one (docs/sweeps/ladder/gap/<size>/gap.json), word for word.
+    from eval.scale import analysis
+    from eval.sweep.plan import plan_from_text
+    from eval.sweep.runner import Sweep
+
+    committed = REPO / "docs" / "sweeps" / "ladder"
+    plan = plan_from_text((committed / "sweep.yaml").read_text(), str(committed / "sweep.yaml"))
+    results = json.loads((committed / "results.json").read_text())
+    folder = tmp_path / "ladder"
+    for arm in (f"{size}/spen", f"{size}/gpt2"):
+        budgets = results["arms"][arm]["budgets"]
+        for r in budgets[max(budgets, key=int)].values():
+            (folder / r["run"] / "train" / "final").mkdir(parents=True)
+    calls = []
+
+    def measure(args, command, root):
+        calls.append((args, command, root, Path.cwd()))
+        return {"command": command}
+
+    monkeypatch.setattr(analysis.gap, "measure", measure)
+    here = Path.cwd()
+    out = analysis.gap_at(plan, results, folder, Sweep(plan, folder), size, f"{size}/spen", f"{size}/gpt2")
+    expected = json.loads((committed / "gap" / size / "gap.json").read_text())["command"]
+    (args, command, root, cwd), = calls
+    assert out == {"command": expected} and command == expected
+    assert root == folder and cwd == here == Path.cwd()  # the paths are the folder's; the working folder stays
+    assert args.output_dir == f"gap/{size}" and args.model_name_or_path[0].startswith(f"runs/{size}/gpt2/")

@@ -64,7 +64,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ema_boundary import stats
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM
+
+import train_config
+from ema_boundary import corpus, stats
 from ema_boundary.figures import pyplot, save
 from ema_boundary.io import MARKER, atomic_files, output_owner, read_json, write_json
 from ema_boundary.usage import UsageError
@@ -72,7 +76,9 @@ from ema_boundary.verdicts import DIFFERENT, EQUIVALENT
 from ema_boundary.yamlio import YAMLFileError, read_yaml_file
 from eval import verdicts
 from eval.ngram import kneser_ney
+from eval.probes.models import load_causal_lm
 from eval.runs import DATA_SETTINGS, read_spen_yaml
+from modeling_spen.modeling_spen import SPENTraces  # importing modeling_spen registers SPEN with the Auto classes
 from modeling_spen.variants import PREDICTOR_VARIANTS, REFERENCE_VARIANT, SPEN_VARIANTS, TRACE_VARIANTS
 
 # The arms are named SPEN variants (modeling_spen.variants, one table for the ablations, the recall map and the
@@ -192,8 +198,6 @@ def design(config: str | Path, seeds: int, *, variants: Sequence[str] | None, tr
 
 def build_tokenizer(cfg: dict[str, Any], data: list[str], folder: Path) -> Path:
     """The YAML's tokenizer (or a BPE trained on the data), saved once for every run of the ablation."""
-    from ema_boundary import corpus
-
     vocab = json.loads((Path(cfg["model_name_or_path"]) / "config.json").read_text())["vocab_size"]
     try:
         tok, _ = corpus.load_tokenizer(cfg["tokenizer_name"], data, cfg["val_every"], vocab, cfg["bpe_train_docs"],
@@ -312,13 +316,6 @@ def rates_moved(final: str | Path) -> dict[str, float]:
 
     The initial rates are those of a freshly initialised model of the same config (``SPENPreTrainedModel``'s
     init writes them from ``trace_rates``, whatever the seed); a selective trace is read at zero input."""
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    import modeling_spen  # noqa: F401  registers SPEN with the Auto classes
-    from eval.probes.models import load_causal_lm
-    from modeling_spen.modeling_spen import SPENTraces
-
     config = AutoConfig.from_pretrained(final)
     with torch.random.fork_rng():  # the fresh model's random weights are not read; keep the caller's stream
         fresh = AutoModelForCausalLM.from_config(config)
@@ -487,8 +484,6 @@ def _check_budgets_folder(folder: Path, steps_folders: Any) -> None:
 def _recorded_settings(folder: Path, result: dict[str, Any]) -> dict[str, Any]:
     """The YAML settings a budget's runs read (:data:`SPLIT_SETTINGS`): from the folder's own copy of the
     reference arm's train.yaml, else from the YAML ablation.json names; the data ablation.json records."""
-    import train_config
-
     arm_yaml = folder / "configs" / result["reference"] / "train.yaml"
     try:
         cfg = read_yaml_file(arm_yaml)[0] if arm_yaml.is_file() else None

@@ -56,8 +56,10 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from transformers import AutoTokenizer
 
 from ema_boundary import stats
+from ema_boundary.corpus import EMBEDDED_PYDOC, embedded_documents
 from ema_boundary.figures import pyplot, save
 from ema_boundary.io import atomic_dir, check_output_dir, write_json
 from ema_boundary.usage import (
@@ -77,6 +79,7 @@ from ema_boundary.verdicts import (
 )
 from eval import verdicts
 from eval.plans import data_sources, repo_path
+from eval.probes.models import ModelError, load_causal_lm
 from eval.runs import read_spen_yaml
 
 PROG = "python -m eval.depth"
@@ -202,10 +205,6 @@ def probe_ids(folder: str, vocab_size: int, num_sequences: int, seq_len: int, se
     """``(ids (num_sequences, seq_len), what they are)``: the embedded help topics through the folder's
     tokenizer when it has one (consecutive blocks), else uniform random token ids."""
     if any((Path(folder) / f).is_file() for f in TOKENIZER_FILES):
-        from transformers import AutoTokenizer
-
-        from ema_boundary.corpus import EMBEDDED_PYDOC, embedded_documents
-
         tokenizer = AutoTokenizer.from_pretrained(folder)
         tokens = tokenizer("\n\n".join(embedded_documents(EMBEDDED_PYDOC)), return_tensors="pt").input_ids[0]
         need = num_sequences * seq_len
@@ -410,8 +409,6 @@ def _short_names(folders: list[str]) -> list[str]:
 def _load(folder: str) -> torch.nn.Module:
     # The project's one loader: a missing folder or config.json, unreadable weights (the file named) or weights
     # that do not fit their config.json are one line; its progress bars are off (stderr is for that line).
-    from eval.probes.models import ModelError, load_causal_lm
-
     if not Path(folder).is_dir():
         raise UsageError(f"--model_name_or_path {folder}: no such folder")
     try:

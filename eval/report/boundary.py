@@ -273,8 +273,8 @@ def _scale(ax: Any, report: dict, rows: dict[str, dict]) -> None:
 def _data_axis_inset(ax: Any, report: dict) -> bool:
     """The committed data-axis sweep in the perplexity panel (an inset between 0 and the paper's point): each
     setting's gap against distinct training tokens with its fitted trend and zero crossing, a point whose gate fails
-    hollow (eval.sweep.data_axis.draw_settings); False where the plan names no such sweep or nothing has run."""
-    from eval.sweep.data_axis import draw_settings
+    hollow (eval.scale.data_axis.draw_settings); False where the plan names no such sweep or nothing has run."""
+    from eval.scale.data_axis import draw_settings
 
     a = ((report.get("sweeps") or {}).get("data_axis") or {}).get("analysis") or {}
     trends = list(dict.fromkeys(p["setting"] for p in a.get("points") or []

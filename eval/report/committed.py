@@ -452,8 +452,8 @@ def depth_conditions(block: dict[str, Any]) -> str | None:
 def data_axis_conditions(block: dict[str, Any]) -> str | None:
     """Each setting's trend (the regime: who is better up to how many distinct tokens; how the gap moves per doubling
     of the data; where the fitted line crosses 0, or that it does not narrow) and the over-fitting check, in the words
-    results.md uses (:mod:`eval.sweep.data_axis`); None before any setting has run."""
-    from eval.sweep.data_axis import overfit_text, trend_text
+    results.md uses (:mod:`eval.scale.data_axis`); None before any setting has run."""
+    from eval.scale.data_axis import overfit_text, trend_text
 
     a = block["analysis"]
     fits = [f for f in (a.get("fits") or {}).values() if f.get("n")]

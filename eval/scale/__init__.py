@@ -17,6 +17,8 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ema_boundary.paper import PAPER
+
 PROG = "python -m eval.scale"
 PLAN = "hub_configs/sweeps/ladder.yaml"
 ARCHITECTURES = {"spen": "SPEN (EMA traces)", "gpt2": "GPT-2 architecture"}
@@ -80,8 +82,6 @@ def fair_pair(width: int, layers: int, vocab_size: int, block_size: int) -> dict
 
 def paper_point() -> dict[str, Any]:
     """The paper's SPEN-130M vs GPT-2 small on C4 as a loss gap: log of the perplexity ratio, in nats."""
-    from ema_boundary.paper import PAPER
-
     ratio = float(PAPER["perplexity_ratio"])
     return {"parameters": 130e6, "parameters_counted": "total (SPEN-130M, GPT-2 small)", "perplexity_ratio": ratio,
             "gap": math.log(ratio), "corpus": "C4"}
@@ -90,6 +90,7 @@ def paper_point() -> dict[str, Any]:
 def mean_loss(folder: Path, blocks: Any, batch_size: int = 32) -> float:
     """The mean next-token loss of the causal LM in ``folder`` on ``blocks`` ``(N, block_size + 1)``: train.py's
     validation loss (cross-entropy over every block's ``block_size`` targets, no context across blocks)."""
+    # delayed: torch and transformers (seconds); the runner imports eval.scale's fair_pair to read and check plans
     import torch
     import torch.nn.functional as F
     from transformers.utils import logging

@@ -6,7 +6,7 @@
 - :mod:`.execute` - one run from its folder (the unit every launcher executes), and how the processes of a sweep
   stop together on a stop signal or when the sweep dies;
 - :mod:`.launch` - local worker processes, or submitit (Slurm, or its local executor);
-- :mod:`.analyses` - how each experiment's results are read, through :mod:`eval.verdicts`;
+- :mod:`.analyses` - the analyses by name (each lives with its experiment; the runner hands it what it reads);
 - :mod:`.render` - results.md;
 - :mod:`.cli` - the command line.
 """

@@ -10,7 +10,7 @@
 - depth: each measure's attention-minus-sum difference, 95% interval and margin, one panel per measure;
 - none: each arm's score against the budget, 95% intervals;
 - arms: grammar_probe's own figures, one per paper row (``arms_<row>.png``, written with arms.json); data_axis: its
-  own (``data_axis.png``, eval/sweep/data_axis.py).
+  own (``data_axis.png``, eval/scale/data_axis.py).
 """
 
 from __future__ import annotations
@@ -213,7 +213,7 @@ def write_figures(analysis: dict[str, Any], folder: Path) -> list[str]:
     """The analysis' figures in ``folder`` (names relative to it): one for every analysis that has numbers."""
     if analysis.get("kind") == "arms":
         return arms_figures(analysis, folder)
-    if analysis.get("figure"):  # drawn by the analysis itself (data_axis: eval.sweep.data_axis.figure)
+    if analysis.get("figure"):  # drawn by the analysis itself (data_axis: eval.scale.data_axis.figure)
         return [analysis["figure"]]
     make = FIGURES.get(analysis.get("kind"))
     if make is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from eval.sweep.data_axis import markdown
+from eval.scale.data_axis import markdown
 
 
 def _num(v: Any, digits: int = 4) -> str:

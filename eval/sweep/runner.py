@@ -54,7 +54,7 @@ from eval.sweep.execute import RunBusy, RunStopped, StopFile, diverged, read_res
 from eval.sweep.launch import LocalLauncher
 from eval.sweep.paths import RESULT_JSON, RUN_JSON, RunPaths, run_id, run_pattern
 from eval.sweep.plan import Arm, SweepPlan, dump, plan_from_text
-from eval.sweep.trainers import TRAINERS
+from eval.sweep.trainers import TRAINERS, ngram_lines, train_settings
 
 TOOL = "ema-boundary sweep"
 PLAN_COPY, IDENTITY, RESULTS, RESULTS_MD = "sweep.yaml", "sweep.json", "results.json", "results.md"
@@ -277,6 +277,18 @@ class Sweep:
         if why:
             self._unreadable(path, why)
         return result
+
+    # What an analysis reads through the runner (eval.results.Reads): the sweep hands itself to its analysis.
+
+    def ngram_lines(self, train_tokens: int, arm: str | None = None) -> dict[str, Any] | None:
+        return ngram_lines(self.plan, self.folder, train_tokens, self.plan.arm(arm) if arm else None)
+
+    def score_of(self, arm: str, lr: float, seed: int, steps: int) -> Any | None:
+        result, _ = read_result(RunPaths.of(self.folder, arm, lr, seed, steps).result)  # unreadable: as not run
+        return None if result is None else self.trainer.score(result, self.plan.score)
+
+    def train_settings(self, arm: str, relative_to: Path | None = None) -> dict[str, Any]:
+        return train_settings(self.plan.config_of(self.plan.arm(arm)), relative_to)
 
     def read_spec(self, rid: str) -> dict[str, Any] | None:
         """A run's recorded run.json, or None where it has none or none that can be read (noted in ``broken``)."""
@@ -582,9 +594,11 @@ def run_in_process(plan: SweepPlan, folder: Path, command: str, *, shared: Mappi
 
 def summarize(folder: Path, plan: SweepPlan | None = None, seconds: float | None = None) -> dict[str, Any]:
     """results.json (and results.md) of a sweep folder from its finished runs, without training."""
-    # delayed: the analyses and figures import scipy, statsmodels and matplotlib, which running a sweep never needs
+    # delayed: the analyses, figures and results.md import torch, scipy, statsmodels and matplotlib (seconds), which
+    # reading, checking and launching a sweep never need
     from eval.sweep.analyses import ANALYSES
     from eval.sweep.figures import write_figures
+    from eval.sweep.render import render_markdown
 
     plan = plan or read_folder(folder)
     sweep = Sweep(plan, folder)
@@ -640,11 +654,9 @@ def summarize(folder: Path, plan: SweepPlan | None = None, seconds: float | None
         results["diverged"] = sorted(set(failed))
     if sweep.broken:
         results["unreadable"] = dict(sorted(sweep.broken.items()))
-    results["analysis"] = {"kind": plan.analysis, **ANALYSES[plan.analysis](plan, results, folder)}
+    results["analysis"] = {"kind": plan.analysis, **ANALYSES[plan.analysis](plan, results, folder, sweep)}
     results["figures"] = write_figures(results["analysis"], folder)
     write_json(folder / RESULTS, results)
-    from eval.sweep.render import render_markdown
-
     write_text(folder / RESULTS_MD, render_markdown(results))
     return results
 

@@ -13,6 +13,11 @@ A trainer has three parts:
 
 A run's spec is data (``run.json`` in its folder): the trainer, the arm, the rate, the seed, the steps and the
 arm's merged settings. ``python -m eval.sweep.execute runs/<id>`` (from the sweep folder) runs it again.
+
+Each trainer's stack is imported inside the functions that use it (torch under all; train.py, train_config and
+datasets for ``train``; eval.recall for ``recall``; grammar_probe's experiment for ``arms``): the runner imports every
+trainer to read a plan, and one trainer's stack loads only where that trainer checks, prepares or runs (seconds each
+on two cores: a recall sweep never loads datasets, a train sweep never grammar_probe's experiment).
 """
 
 from __future__ import annotations
@@ -78,7 +83,7 @@ def model_config(model: Any, where: str) -> dict[str, Any]:
     else:
         raise UsageError(f"{where}: model needs `from` or `fair_pair`")
     if "variant" in model:
-        from modeling_spen.variants import SPEN_VARIANTS
+        from modeling_spen.variants import SPEN_VARIANTS  # delayed: its trainer's stack (module docstring)
 
         if model["variant"] not in SPEN_VARIANTS:
             raise UsageError(f"{where}: model.variant {model['variant']!r} is not a SPEN variant "
@@ -102,7 +107,7 @@ class TrainTrainer:
 
     def check(self, plan: SweepPlan) -> None:
         """One data design for every arm; the sweep owns the per-run settings."""
-        import train_config
+        import train_config  # delayed: its trainer's stack (module docstring)
 
         first = None
         for arm in plan.arms:
@@ -134,7 +139,7 @@ class TrainTrainer:
     def prepare(self, plan: SweepPlan, folder: Path) -> dict[str, str]:
         """One tokenizer for every run: the settings' own, or a byte-level BPE of the model's vocabulary trained
         on the training split (as train.py trains it), saved in ``shared/tokenizer``."""
-        from ema_boundary import corpus
+        from ema_boundary import corpus  # delayed: its trainer's stack (module docstring)
 
         out = folder / "shared" / "tokenizer"
         if (out / "tokenizer.json").is_file() or (out / "tokenizer_config.json").is_file():
@@ -156,7 +161,7 @@ class TrainTrainer:
     def data_fingerprint(self, plan: SweepPlan) -> str:
         """What the runs read, as content (:func:`ema_boundary.io.content_digest`): the bytes of the data files, or
         for a named corpus its name (the embedded one with the Python version whose library it reads)."""
-        from ema_boundary import corpus  # delayed: it imports datasets and torch (seconds)
+        from ema_boundary import corpus  # delayed: datasets and torch (module docstring)
 
         settings = _defaults(_settings({"config": plan.config_of(plan.arms[0])}))
         data = _data_paths([settings["data"]] if isinstance(settings["data"], str) else list(settings["data"]))
@@ -191,11 +196,11 @@ class TrainTrainer:
         return shlex.join(["python", "-m", program, "--config", f"{run}/train.yaml"])
 
     def run(self, spec: dict[str, Any], paths: RunPaths) -> dict[str, Any]:
-        import train
+        import train  # delayed: its trainer's stack (module docstring)
 
         started, damaged = time.perf_counter(), None
         if spec["config"].get("loop", "train") == "reference":
-            from eval.reference import train_reference
+            from eval.reference import train_reference  # delayed: its trainer's stack (module docstring)
 
             with _working_folder(paths.sweep):
                 train_reference(_defaults(self._yaml(spec, paths)))
@@ -234,7 +239,7 @@ class TrainTrainer:
 def _unresumable(out: Path) -> str | None:
     """Why no checkpoint of the train.py run in ``out`` can be resumed, where it has some and none can (else None:
     train.py resumes from the newest sound one, passing over damaged ones with a line in the run's log)."""
-    from training.checkpoint import checkpoint_problem
+    from training.checkpoint import checkpoint_problem  # delayed: its trainer's stack (module docstring)
 
     found = sorted((d for d in (out / "checkpoints").glob("step_*") if (d / "data_state.json").is_file()),
                    key=lambda d: int(d.name.split("_")[1]))
@@ -246,7 +251,7 @@ def _unresumable(out: Path) -> str | None:
 
 def _defaults(settings: dict[str, Any]) -> dict[str, Any]:
     """train.py's defaults with ``settings`` on top."""
-    import train_config
+    import train_config  # delayed: its trainer's stack (module docstring)
 
     return {**{k: s.default for k, s in train_config.SETTINGS.items()}, **settings}
 
@@ -267,7 +272,7 @@ def _working_folder(folder: Path) -> Iterator[None]:
 def _data_paths(data: list[str], relative_to: Path | None = None) -> list[str]:
     """Named corpora as they are; files repository-relative (as plans name them). With ``relative_to`` (the sweep
     folder): relative to it, so that the run's train.yaml runs from a clone."""
-    from ema_boundary import corpus
+    from ema_boundary import corpus  # delayed: its trainer's stack (module docstring)
 
     named = (corpus.C4, corpus.EMBEDDED, corpus.EMBEDDED_PYDOC, corpus.EMBEDDED_STDLIB)
     out = []
@@ -280,11 +285,19 @@ def _data_paths(data: list[str], relative_to: Path | None = None) -> list[str]:
     return out
 
 
-def _parameter_counts(final: Path) -> dict[str, int]:
-    from transformers import AutoConfig
+def train_settings(config: dict[str, Any], relative_to: Path | None = None) -> dict[str, Any]:
+    """An arm's train.py settings (its ``config`` without the sweep's keys) over train.py's defaults, ``data`` a list
+    of paths (:func:`_data_paths`: relative to ``relative_to`` where given)."""
+    settings = _defaults(_settings({"config": config}))
+    data = settings["data"]
+    return {**settings, "data": _data_paths([data] if isinstance(data, str) else list(data), relative_to)}
 
-    from ema_boundary.params import parameter_counts
-    from eval.probes.models import build_on_meta
+
+def _parameter_counts(final: Path) -> dict[str, int]:
+    from transformers import AutoConfig  # delayed: its trainer's stack (module docstring)
+
+    from ema_boundary.params import parameter_counts  # delayed: its trainer's stack (module docstring)
+    from eval.probes.models import build_on_meta  # delayed: its trainer's stack (module docstring)
 
     return parameter_counts(build_on_meta(AutoConfig.from_pretrained(final), str(final))).as_dict()
 
@@ -293,10 +306,10 @@ def _measure_depth(final: Path, spec: dict[str, Any], sweep: Path) -> dict[str, 
     """eval.depth's measures of one trained model on the first validation blocks (held-out text; settings
     ``depth: {num_sequences: 64, seq_len: 128, ridge: 1e-3}``), which need no language-model gate: token identity
     and every earlier block recovered at the last layer by a linear probe, the stream norm against depth."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # delayed: its trainer's stack (module docstring)
 
-    from ema_boundary import corpus, packing
-    from eval.depth import depth_dilution
+    from ema_boundary import corpus, packing  # delayed: its trainer's stack (module docstring)
+    from eval.depth import depth_dilution  # delayed: its trainer's stack (module docstring)
 
     opts = {"num_sequences": 64, "seq_len": 128, "ridge": 1e-3, **spec["config"].get("depth", {})}
     model = AutoModelForCausalLM.from_pretrained(final).eval()
@@ -317,7 +330,7 @@ def ngram_lines(plan: SweepPlan, folder: Path, train_tokens: int, arm: Arm | Non
     """Kneser-Ney lines on the blocks the sweep scores (train sweeps; None before the tokenizer exists), counted
     on what a run of ``train_tokens`` of ``arm`` (default: the first) read, its ``train_fraction`` included, with
     each line's ``loss`` (nats); cached in ``shared/ngram_<split>_<tokens>[_f<fraction>].json``."""
-    from eval.ngram import kneser_ney  # delayed: eval.ngram imports torch; reading a sweep's results needs none
+    from eval.ngram import kneser_ney  # delayed: torch (module docstring); a cached line needs none
 
     tok_dir = folder / "shared" / "tokenizer"
     if plan.trainer != "train" or not tok_dir.is_dir():
@@ -387,31 +400,14 @@ class RecallTrainer(InProcessTrainer):
                 if key in cfg.get("recipe", {}):
                     raise UsageError(f"{where}: recipe.{key} is set by the sweep (budgets, rate rule)")
 
-    @staticmethod
-    def build(spec: dict[str, Any]) -> tuple[Any, Any, Any]:
-        """The arm's model config, task and recipe."""
-        from eval.recall import RecallRecipe, RecallTask, default_map_configs
-
-        cfg = spec["config"]
-        configs = default_map_configs(cfg.get("width", 64), cfg.get("layers", 2), cfg.get("heads", 4))
-        if cfg["model"] not in configs:
-            raise UsageError(f"arms.{spec['arm']}: model {cfg['model']!r} is not gpt2 or a SPEN variant "
-                             f"({', '.join(configs)})")
-        config = configs[cfg["model"]]
-        for k, v in cfg.get("set", {}).items():
-            setattr(config, k, v)
-        task = RecallTask(**{k: tuple(v) if isinstance(v, list) else v for k, v in cfg.get("task", {}).items()})
-        recipe_kw = {k: tuple(v) if isinstance(v, list) else v for k, v in cfg.get("recipe", {}).items()}
-        recipe = RecallRecipe(**recipe_kw, steps=spec["steps"], lrs=(spec["lr"],))
-        return config, task, recipe
-
     def run(self, spec: dict[str, Any], paths: RunPaths) -> dict[str, Any]:
-        from ema_boundary.params import parameter_counts
-        from eval.recall import evaluate_recall, train_recall
-        from eval.recall_arms import describe_arm
+        from ema_boundary.params import parameter_counts  # delayed: its trainer's stack (module docstring)
+        from eval.recall import evaluate_recall, train_recall  # delayed: its trainer's stack (module docstring)
+        from eval.recall_arms import describe_arm  # delayed: its trainer's stack (module docstring)
+        from eval.recall_map import build_arm  # delayed: its trainer's stack (module docstring)
 
         started = time.perf_counter()
-        config, task, recipe = self.build(spec)
+        config, task, recipe = build_arm(spec)
         seed, lr = spec["seed"], spec["lr"]
         # A run stopped part-way (a sweep run in parts) continues from its last checkpoint, in the run's folder
         # (its recorded cpu_seconds then count the part this process trained).
@@ -454,8 +450,8 @@ class ArmsTrainer(InProcessTrainer):
     KEYS = ("dataset", "size", "protocol", "splits", "spcn", "workers", "threads")
 
     def check(self, plan: SweepPlan) -> None:
-        from grammar_probe.protocol import RunSize
-        from grammar_probe.spcn import SPCNConfig
+        from grammar_probe.protocol import RunSize  # delayed: its trainer's stack (module docstring)
+        from grammar_probe.spcn import SPCNConfig  # delayed: its trainer's stack (module docstring)
 
         if len(plan.rate.lr_grid) != 1 or plan.rate.extend or any(a.lr_grid and len(a.lr_grid) != 1
                                                                    for a in plan.arms):
@@ -477,8 +473,8 @@ class ArmsTrainer(InProcessTrainer):
     @staticmethod
     def build(spec: dict[str, Any]) -> tuple[Any, Any, Any]:
         """The run's RunSize (its budget: the training sentences), Protocol and SPCNConfig."""
-        from grammar_probe.protocol import FULL, PROTOCOL
-        from grammar_probe.spcn import SPCNConfig
+        from grammar_probe.protocol import FULL, PROTOCOL  # delayed: its trainer's stack (module docstring)
+        from grammar_probe.spcn import SPCNConfig  # delayed: its trainer's stack (module docstring)
 
         cfg = spec["config"]
         size = dataclasses.replace(FULL, **(cfg.get("size") or {}), train_sentences=spec["steps"])
@@ -487,8 +483,8 @@ class ArmsTrainer(InProcessTrainer):
         return size, protocol, SPCNConfig(**spcn)
 
     def run(self, spec: dict[str, Any], paths: RunPaths) -> dict[str, Any]:
-        from grammar_probe.arms import row_values
-        from grammar_probe.experiment import run_experiment
+        from grammar_probe.arms import row_values  # delayed: its trainer's stack (module docstring)
+        from grammar_probe.experiment import run_experiment  # delayed: its trainer's stack (module docstring)
 
         started = time.perf_counter()
         cfg = spec["config"]
@@ -511,4 +507,4 @@ class ArmsTrainer(InProcessTrainer):
 
 TRAINERS: dict[str, Any] = {"train": TrainTrainer(), "recall": RecallTrainer(), "arms": ArmsTrainer()}
 
-__all__ = ["ArmsTrainer", "RecallTrainer", "TRAINERS", "TrainTrainer", "model_config", "ngram_lines"]
+__all__ = ["ArmsTrainer", "RecallTrainer", "TRAINERS", "TrainTrainer", "model_config", "ngram_lines", "train_settings"]

@@ -31,9 +31,8 @@ import numpy as np
 from ema_boundary import stats
 from ema_boundary.verdicts import FLAT, NARROWS, WIDENS
 from eval import verdicts
+from eval.results import Plan, Reads
 from eval.runs import read_metrics
-from eval.sweep.plan import SweepPlan
-from eval.sweep.trainers import ngram_lines
 
 BOOTSTRAP = 2000  # resamples of the seeds for the crossing's interval (settings.bootstrap)
 
@@ -83,7 +82,7 @@ def _overfitting(folder: Path, seeds: dict[str, dict[str, Any]]) -> dict[str, An
             "val_min_step": [x["val_min_step"] for x in c]}
 
 
-def _point(plan: SweepPlan, results: dict[str, Any], folder: Path, name: str) -> dict[str, Any] | None:
+def _point(plan: Plan, results: dict[str, Any], folder: Path, reads: Reads, name: str) -> dict[str, Any] | None:
     """One point (a setting at one fraction): both models' test losses, the gap per seed, the distinct tokens the runs
     recorded, both gates with their numbers and each arm's over-fitting numbers."""
     s = plan.settings
@@ -110,7 +109,7 @@ def _point(plan: SweepPlan, results: dict[str, Any], folder: Path, name: str) ->
                          for k, c in results["arms"][arm]["choices"].items()}
                   for arch, arm in ((a_name, a_arm), (b_name, b_arm))}}
     gates = []
-    lines = ngram_lines(plan, folder, read, plan.arm(a_arm)) if read and a and b else None
+    lines = reads.ngram_lines(read, a_arm) if read and a and b else None
     if lines is not None:
         entry["ngram"] = {k: lines["loss"][k] for k in ("unigram", "bigram", "trigram")}
         gates.append(verdicts.ngram_gate({a_name: entry[a_name]["mean"], b_name: entry[b_name]["mean"]},
@@ -189,13 +188,13 @@ def fit_trend(points: list[dict[str, Any]], bootstrap: int = BOOTSTRAP, seed: in
     return out
 
 
-def data_axis(plan: SweepPlan, results: dict[str, Any], folder: Path) -> dict[str, Any]:
+def data_axis(plan: Plan, results: dict[str, Any], folder: Path, reads: Reads) -> dict[str, Any]:
     """The analysis ``data_axis`` (module docstring): every point behind its gates, the trend per setting, the
     over-fitting check, and ``data_axis.png``."""
     s = plan.settings
     a_name, b_name = s.get("a", "spen"), s.get("b", "gpt2")
     names = dict.fromkeys(arm.name.rsplit("/", 1)[0] for arm in plan.arms)
-    points = [p for p in (_point(plan, results, folder, n) for n in names) if p is not None]
+    points = [p for p in (_point(plan, results, folder, reads, n) for n in names) if p is not None]
     fits = {}
     for setting in dict.fromkeys(p["setting"] for p in points):
         mine = [p for p in points if p["setting"] == setting]
