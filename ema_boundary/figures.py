@@ -5,16 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot is imported: PNG files, never a display
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
+
 __all__ = ["log_ticks", "pyplot", "save"]
 
 
 def pyplot() -> Any:
     """``matplotlib.pyplot`` on the Agg backend (PNG files; never needs a display)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     return plt
 
 
@@ -27,8 +28,6 @@ def save(fig: Any, path: str | Path, dpi: int = 120) -> None:
 def log_ticks(ax: Any, ticks: list[float] | None = None) -> None:
     """A log x-axis without the minor labels that overlap; with ``ticks``, labelled there in plain numbers
     (``1,000``) instead of at the decades."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
-
     ax.xaxis.set_minor_formatter(NullFormatter())
     if ticks:
         ax.set_xticks(ticks)

@@ -33,9 +33,11 @@ import re
 import sys
 import tempfile
 from collections.abc import Sequence
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+import torch
 from tqdm.auto import tqdm
 
 from ema_boundary.figures import pyplot
@@ -68,7 +70,7 @@ def _task_manager(tasks: Sequence[str], include_path: Sequence[str | Path]):
     Indexing the harness's own thousands of task YAMLs takes seconds to minutes on a busy CPU, so the
     project's folders are tried alone first and the built-in registry only when a task is not there.
     """
-    from lm_eval.tasks import TaskManager
+    from lm_eval.tasks import TaskManager  # deferred: lm_eval takes seconds to import; --help answers without it
 
     paths = [str(p) for p in [TASKS_DIR, *include_path]]
     for defaults in (False, True):
@@ -132,7 +134,7 @@ def text_task(text: str, folder: Path, split: str = "validation", val_every: int
     JSON lines and a YAML including eval/tasks' perplexity template); returns the task's name and what results.json
     records of it. The documents are train.py's: cut by :func:`ema_boundary.corpus.file_documents`, held out by
     ``val_every`` and ``test_every``, ``split`` one of validation, test, train or all."""
-    from ema_boundary import corpus
+    from ema_boundary import corpus  # deferred: datasets and transformers; --help answers without them
 
     try:
         if text not in corpus.EMBEDDED_SOURCES and not Path(text).is_file():
@@ -250,10 +252,7 @@ def _evaluate(pretrained_of: dict[str, str | ModelError], tasks: list[str], out_
               num_fewshot: int | None, device: str | None, include_path: Sequence[str | Path], model_args: str,
               seed: int | None, overwrite: bool) -> dict[str, Any]:
     """compare() once its models are found and its tasks are on disk."""
-    from importlib.metadata import version
-
-    import lm_eval
-    import torch
+    import lm_eval  # deferred: as in _task_manager
 
     manager = _task_manager(tasks, include_path)
     unknown = [t for t in tasks if t not in manager.all_tasks]

@@ -15,10 +15,11 @@ from ema_boundary.paper import ARXIV
 from ema_boundary.verdicts import Verdict
 from eval.probes.render import render_content_probes_figures, render_content_probes_markdown
 from eval.recall_arms import WRITE_RULES
+from eval.report.boundary import boundary_figure
 from eval.report.claim_checks import EXPERIMENTS
 from eval.report.claim_rows import one_screen, outside_text, short_name, short_verdict, verdict_text
 from eval.report.claims import INVERTIBILITY
-from eval.report.conditions import structure_conditions
+from eval.report.conditions import PROTOCOL_NAMES, structure_conditions, value_text
 from eval.report.paths import portable
 from grammar_probe.render import render_structure_figures, render_structure_markdown
 
@@ -44,8 +45,6 @@ def figures(report: dict, work: Path, fig_dir: Path) -> dict[str, str]:
 
 def boundary_figures(report: dict, fig_dir: Path) -> dict[str, str]:
     """The picture of the boundary (:mod:`eval.report.boundary`), drawn from report.json's numbers and claims."""
-    from eval.report.boundary import boundary_figure
-
     boundary_figure(report, fig_dir / "boundary.png")
     return {"boundary": "figures/boundary.png"}
 
@@ -430,8 +429,6 @@ def escape_routes_section(report: dict, figure_paths: dict[str, str]) -> list[st
 
 def conditions_table(block: dict) -> list[str]:
     """The paper rows across the committed grammar_probe arms: SPCN's verdict and mean in every arm."""
-    from eval.report.conditions import PROTOCOL_NAMES, value_text
-
     rows = block["rows"]
     arms = list(next(iter(rows.values()))["arms"].items()) if rows else []
     head = [f"{a['value']:,} sent." if a["axis"] == "train_sentences" else PROTOCOL_NAMES.get(n, n) for n, a in arms]
