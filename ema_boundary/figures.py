@@ -5,17 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # before pyplot is imported: PNG files, never a display
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
-
 __all__ = ["log_ticks", "pyplot", "save"]
 
 
 def pyplot() -> Any:
     """``matplotlib.pyplot`` on the Agg backend (PNG files; never needs a display)."""
+    # deferred: matplotlib takes a second; eval.compare and the sweep's readers import this module at their top, and
+    # their --help answers without it (Agg is chosen here, before pyplot is imported)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     return plt
 
 
@@ -28,6 +29,8 @@ def save(fig: Any, path: str | Path, dpi: int = 120) -> None:
 def log_ticks(ax: Any, ticks: list[float] | None = None) -> None:
     """A log x-axis without the minor labels that overlap; with ``ticks``, labelled there in plain numbers
     (``1,000``) instead of at the decades."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter  # deferred: as in pyplot
+
     ax.xaxis.set_minor_formatter(NullFormatter())
     if ticks:
         ax.set_xticks(ticks)

@@ -35,7 +35,7 @@ import tempfile
 from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tqdm.auto import tqdm
@@ -54,7 +54,9 @@ from ema_boundary.usage import (
     non_negative_int,
     positive_int,
 )
-from eval.probes.models import ModelError, resolve_model, split_name
+
+if TYPE_CHECKING:
+    from eval.probes.models import ModelError
 
 TOOL = "eval.compare"  # whose output folder this is (ema_boundary.io's marker)
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
@@ -109,6 +111,9 @@ def _pretrained(names: Sequence[str]) -> dict[str, str | ModelError]:
     """Each model's loadable path or hub id, or why a hub name cannot be had (recorded, not fatal), by its label:
     NAME of ``NAME=FOLDER_OR_HUB_NAME``, else the model as given. A local folder that is missing or broken is a
     typo or a damaged checkpoint, and two models of one label are ambiguous: UsageError, before any work."""
+    # deferred: the models' module imports transformers and modeling_spen (seconds); --help answers without them
+    from eval.probes.models import ModelError, resolve_model, split_name
+
     found: dict[str, str | ModelError] = {}
     for name in names:
         try:
@@ -253,6 +258,8 @@ def _evaluate(pretrained_of: dict[str, str | ModelError], tasks: list[str], out_
               seed: int | None, overwrite: bool) -> dict[str, Any]:
     """compare() once its models are found and its tasks are on disk."""
     import lm_eval  # deferred: as in _task_manager
+
+    from eval.probes.models import ModelError  # deferred: as in _pretrained
 
     manager = _task_manager(tasks, include_path)
     unknown = [t for t in tasks if t not in manager.all_tasks]

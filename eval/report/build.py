@@ -15,8 +15,9 @@ from tqdm.auto import tqdm
 from ema_boundary.io import atomic_dir, write_json
 from eval.report import stages
 from eval.report.assemble import assemble
+from eval.report.figures import figures
 from eval.report.plan import Plan
-from eval.report.render import figures, write_index
+from eval.report.render import write_index
 from modeling_spen.variants import SPEN_VARIANTS
 
 TOOL = "ema-boundary report"  # whose output folder this is (ema_boundary.io's marker)

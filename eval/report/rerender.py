@@ -12,9 +12,10 @@ from ema_boundary.usage import UsageError, UsageParser, first_line
 from eval.plans import in_repo
 from eval.report.claim_rows import evaluate
 from eval.report.committed import sweeps_block
+from eval.report.figures import boundary_figures
 from eval.report.paths import portable
 from eval.report.plan import Plan
-from eval.report.render import boundary_figures, update_readme, write_index
+from eval.report.render import update_readme, write_index
 from eval.report.schema import ReportSchemaError, migrate
 
 

@@ -403,7 +403,7 @@ def ablation(work: Path, plan: Plan, axis: str, lr: float, tokenizer: Path) -> d
                                                                 "overall", "statement")},
                                           "command": result["command"], "folder": str(folder)}
                              for steps, r in by_budget.items()}
-    eval_ablation._plot(result, folder / "loss_curves.png")  # the report's figure of this ablation (render.figures)
+    eval_ablation._plot(result, folder / "loss_curves.png")  # the report's figure of this ablation (report.figures)
     return result
 
 
