@@ -16,7 +16,6 @@ import subprocess
 import sys
 from collections.abc import Sequence
 
-from ema_boundary.io import check_output_dir
 from ema_boundary.usage import (
     EXIT_USAGE,
     UsageError,
@@ -96,9 +95,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         given = list(sys.argv[1:] if argv is None else argv)
         return _arms(given[given.index("arms") + 1:])
     # deferred, each subcommand's module: datasets and pandas (build), torch, scipy and matplotlib (run) take
-    # seconds; `--help` and argument errors answer without them
+    # seconds; `--help` and argument errors answer without them (nor the output folder's lock, filelock)
     import datasets
 
+    from ema_boundary.io import check_output_dir
     from grammar_probe.dataset import BUILD_TOOL, DatasetFormatError, build_dataset, compute_ceilings, write_dataset
 
     datasets.disable_progress_bars()  # per-shard bars of save_to_disk/to_parquet are noise here

@@ -15,9 +15,7 @@ from pathlib import Path
 
 from ema_boundary.usage import EXIT_USAGE, UsageError, UsageParser, comma_list, first_line, positive_int
 from eval import scale
-from eval.plans import PlanError
 from eval.sweep.launch import LAUNCHERS, make_launcher
-from eval.sweep.plan import SweepPlan, cap_steps, load_plan
 
 PROG = "ema-boundary sweep"
 EXIT_FAILED = 1
@@ -46,7 +44,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(parser: UsageParser, args: argparse.Namespace, command: str) -> int:
-    # deferred: the runner and its analyses import scipy and the trainers; --help and a bad flag answer without them
+    # deferred: the plan reader (yaml), the runner and its analyses (scipy, the trainers); --help answers without them
+    from eval.plans import PlanError
+    from eval.sweep.plan import SweepPlan, cap_steps, load_plan
     from eval.sweep.runner import IDENTITY, RunFailed, SweepStopped, read_folder, run_sweep, summarize
 
     given = [x for x in ("output_dir", "resume_from", "summarize") if getattr(args, x)]
