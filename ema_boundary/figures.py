@@ -15,7 +15,7 @@ def pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: as matplotlib, after the backend is chosen
 
     return plt
 
