@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 import modeling_spen  # noqa: F401  (registers the SPEN Auto classes)
 from modeling_spen import SPENConfig, SPENForCausalLM
@@ -84,8 +85,6 @@ def spen_config(size: dict[str, int], **overrides: Any) -> SPENConfig:
 
 def profile_step(size: dict[str, int], batch: int, seq_len: int, repeats: int = 3) -> dict:
     """Self CPU time per operator group of one forward+backward of a SPEN model (summed over repeats)."""
-    from torch.profiler import ProfilerActivity, profile
-
     torch.manual_seed(0)
     model = SPENForCausalLM(spen_config(size)).train()
     ids = torch.randint(0, size["vocab"], (batch, seq_len + 1))

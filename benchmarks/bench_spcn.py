@@ -14,16 +14,14 @@ from typing import Any
 
 import torch
 
+from grammar_probe.grammar import grammar_a
+from grammar_probe.linear_probe import LinearProbe
+from grammar_probe.spcn import SPCN, SPCNConfig
+
 from .common import measure, table
 
 
 def run(n_sentences: int, repeats: int, probe_epochs: int = 8) -> dict:
-    try:
-        from grammar_probe.grammar import grammar_a
-        from grammar_probe.linear_probe import LinearProbe
-        from grammar_probe.spcn import SPCN, SPCNConfig
-    except ImportError as e:  # the SPCN is developed alongside; report instead of failing
-        return {"rows": [], "skipped": f"grammar_probe.spcn not importable: {e}"}
     grammar = grammar_a()
     rng = random.Random(0)
     sents = [grammar.sample(rng) for _ in range(n_sentences)]
@@ -50,7 +48,5 @@ def run(n_sentences: int, repeats: int, probe_epochs: int = 8) -> dict:
 
 
 def render(result: dict) -> str:
-    if result.get("skipped"):
-        return f"### SPCN\n\nskipped: {result['skipped']}\n"
     title = f"SPCN on grammar A, {result['n_sentences']} sentences ({result['n_tokens']} tokens)"
     return table(result["rows"], ["stage", "min_s", "median_s", "sentences_per_s", "tokens_per_s"], title)

@@ -27,7 +27,8 @@ import torch
 
 from ema_boundary.io import write_text
 from ema_boundary.usage import UsageParser, positive_int
-from modeling_spen import traces_ssm
+from eval.recall import default_map_configs
+from modeling_spen import SPENForCausalLM, traces_ssm
 
 from .common import machine, table
 
@@ -126,9 +127,6 @@ def _time_step(model: torch.nn.Module, ids: torch.Tensor, repeats: int) -> dict[
 
 
 def run_step(state_sizes: list[int], batch: int, T: int, repeats: int) -> list[dict[str, Any]]:
-    from eval.recall import default_map_configs
-    from modeling_spen import SPENForCausalLM
-
     configs = default_map_configs()
     rows = []
     for N in state_sizes:

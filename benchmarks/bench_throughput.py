@@ -39,7 +39,15 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from transformers import AutoConfig, AutoModelForCausalLM
+from torch.profiler import ProfilerActivity, profile
+from torch.utils.flop_counter import FlopCounterMode
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
+import train
+import train_config
+from ema_boundary import corpus, packing
+from training.ensemble import make_ensemble
 
 from .common import Timing, table
 
@@ -69,14 +77,10 @@ def gemm_roofline(n: int = 512, repeats: int = 5) -> dict[str, Any]:
 
 
 def _settings(arch: str) -> dict[str, Any]:
-    import train_config
-
     return train_config.read_yaml(ROOT / "hub_configs" / HEADLINE[arch] / "train.yaml")
 
 
 def _models(arch: str, seeds: list[int]) -> list[torch.nn.Module]:
-    import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
-
     cfg = AutoConfig.from_pretrained(ROOT / "hub_configs" / HEADLINE[arch])
     models = []
     for s in seeds:
@@ -92,8 +96,6 @@ def _blocks(cfg: dict, vocab: int = 1024) -> torch.Tensor:
 
 def step_flops(model: torch.nn.Module, blocks: torch.Tensor) -> int:
     """Matrix-product FLOPs of one forward and backward of ``model`` on ``blocks``."""
-    from torch.utils.flop_counter import FlopCounterMode
-
     with FlopCounterMode(display=False) as counter:
         out = model(input_ids=blocks[:, :-1])
         F.cross_entropy(out.logits.flatten(0, 1), blocks[:, 1:].flatten()).backward()
@@ -103,8 +105,6 @@ def step_flops(model: torch.nn.Module, blocks: torch.Tensor) -> int:
 
 def ensemble_step(arch: str, seeds: list[int], engine: str, repeats: int) -> dict[str, Any]:
     """One training step of ``len(seeds)`` models (ensemble.py's engine), timed; one seed is the bare step."""
-    from training.ensemble import make_ensemble
-
     cfg = _settings(arch)
     ens = make_ensemble(_models(arch, seeds), cfg, engine)
     blocks = _blocks(cfg)
@@ -120,8 +120,6 @@ def ensemble_step(arch: str, seeds: list[int], engine: str, repeats: int) -> dic
 
 def validation(arch: str, batch_sizes: list[int], repeats: int) -> dict[int, float]:
     """CPU seconds of one validation (the YAML's max_eval_samples blocks, no gradients) at each forward batch size."""
-    import train
-
     cfg = _settings(arch)
     model = _models(arch, [0])[0].eval()
     blocks = torch.randint(0, 1024, (cfg["max_eval_samples"], cfg["block_size"] + 1),
@@ -137,10 +135,6 @@ def validation(arch: str, batch_sizes: list[int], repeats: int) -> dict[int, flo
 
 def data_pipeline(arch: str, steps: int, tokenizer: str) -> dict[str, Any]:
     """Seconds per step spent drawing train.py's batches (embedded corpus, packed blocks, the DataLoader)."""
-    from transformers import AutoTokenizer
-
-    from ema_boundary import packing
-
     cfg = _settings(arch)
     tok = AutoTokenizer.from_pretrained(tokenizer)
     blocks = packing.PackedBlocks(cfg["data"], "train", cfg["val_every"], tok, cfg["block_size"])
@@ -154,8 +148,6 @@ def data_pipeline(arch: str, steps: int, tokenizer: str) -> dict[str, Any]:
 
 def _train_py(arch: str, steps: int, tokenizer: str, seeds: list[int] | None, work: Path) -> float:
     """CPU seconds of ``train.main`` (in this process) for ``steps`` steps of the model's YAML."""
-    import train
-
     out = work / f"{arch}_{steps}_{len(seeds or [0])}"
     argv = ["--config", str(ROOT / "hub_configs" / HEADLINE[arch] / "train.yaml"), "--max_steps", str(steps),
             "--tokenizer_name", tokenizer, "--output_dir", str(out), "--log_level", "warning",
@@ -176,10 +168,6 @@ def train_py(arch: str, short: int, long: int, tokenizer: str, work: Path, seeds
 
 def profile_step(arch: str, steps: int = 3, top: int = 8) -> list[dict[str, Any]]:
     """The operators of the bare step by self CPU time: the share of each in ``steps`` steps."""
-    from torch.profiler import ProfilerActivity, profile
-
-    from training.ensemble import make_ensemble
-
     cfg = _settings(arch)
     ens = make_ensemble(_models(arch, [0]), cfg, "sequential")
     blocks = _blocks(cfg)
@@ -230,8 +218,6 @@ def _row(arch: str, tokens: int, flops: int, roofline: float, what: str, s_per_s
 def run(seeds: int, repeats: int, short: int, long: int, data_steps: int, engines: list[str],
         end_to_end: bool = True) -> dict[str, Any]:
     """Every row of the throughput table; ``seeds`` models in the ensemble rows."""
-    from ema_boundary import corpus
-
     roof = gemm_roofline()
     rows: list[dict[str, Any]] = []
     profiles: list[dict[str, Any]] = []

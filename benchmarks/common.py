@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.profiler import ProfilerActivity, profile
 
 
 @dataclass
@@ -81,7 +82,6 @@ def peak_memory(fn: Callable[[], Any], device: torch.device | str = "cpu") -> in
         fn()
         torch.cuda.synchronize(device)
         return torch.cuda.max_memory_allocated(device) - base
-    from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
@@ -103,7 +103,7 @@ def machine() -> dict[str, Any]:
         "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
     }
     try:
-        import triton
+        import triton  # optional: the triton extra (Linux GPUs); absent, the record says so
 
         info["triton"] = triton.__version__
     except ImportError:

@@ -7,12 +7,11 @@ stage that refused its input; 1 a stage that failed (one line naming the folder 
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 from pathlib import Path
 
-from ema_boundary.io import OutputError, atomic_file, check_output_dir, write_json
+from ema_boundary.io import OutputError, check_output_dir
 from ema_boundary.usage import (
     EXIT_USAGE,
     UsageError,
@@ -23,10 +22,7 @@ from ema_boundary.usage import (
     positive_int,
 )
 from ema_boundary.yamlio import YAMLFileError
-from eval.plans import in_repo
-from eval.report.paths import portable
 from eval.report.plan import CORPORA, PLANS, SCALES, Plan
-from eval.report.schema import ReportSchemaError, migrate
 from eval.sweep.cli import add_arguments as add_sweep_arguments
 from eval.sweep.cli import run as run_sweep
 from eval.sweep.cli import scale_arguments, scale_run
@@ -54,86 +50,6 @@ def _check_corpus(parser: UsageParser, corpus: str) -> None:
         parser.error(f"--corpus {corpus}: a binary file, not text")
     if not head.strip():
         parser.error(f"--corpus {corpus}: empty")
-
-
-def _read_report(parser: UsageParser, path: Path) -> dict:
-    """A report.json in the current schema (an older one is upgraded in memory, numbers unchanged)."""
-    try:
-        return migrate(json.loads(path.read_text(encoding="utf-8")))
-    except FileNotFoundError:
-        parser.error(f"{path}: no such file")
-    except ValueError as e:  # not JSON, or an unknown schema version
-        parser.error(f"{path}: {first_line(e)}" if isinstance(e, ReportSchemaError) else f"{path}: not JSON ({e})")
-    raise AssertionError("unreachable")
-
-
-def _readme(parser: UsageParser, report: Path, readme: Path) -> int:
-    from eval.report.render import update_readme  # delayed: matplotlib, which --help needs not load
-
-    data = _read_report(parser, report)
-    try:
-        changed = update_readme(data, readme)
-    except FileNotFoundError as e:
-        parser.error(f"{e.filename}: no such file")
-    except (ValueError, KeyError) as e:
-        parser.error(f"{readme}: {first_line(e)}")
-    print(f"{readme}: results block {'rewritten' if changed else 'already up to date'}")
-    return 0
-
-
-def _attach_sweeps(parser: UsageParser, report: dict, command: str) -> None:
-    """report.json's ``sweeps`` re-read from the committed sweeps that its plan (the file in the repository, as it
-    is now) names in ``committed:``; a plan that names none leaves the report without them."""
-    from eval.report.committed import sweeps_block  # delayed: the sweeps' readers import scipy; --help needs none
-
-    path = (report.get("plan") or {}).get("path")
-    if not path or not in_repo(path).is_file():
-        if report.get("sweeps"):
-            print(f"report.json's plan {path}: no such file; its committed sweeps are kept as they were read")
-        return
-    try:
-        plan = Plan.load(in_repo(path), scale=report["plan"].get("scale", "tiny"))
-        block = sweeps_block(plan.committed)
-    except UsageError as e:
-        parser.error(first_line(e))
-    if block:
-        report["sweeps"] = {k: {**v, "attached_by": command} for k, v in block.items()}
-    else:
-        report.pop("sweeps", None)
-    if "arms" in (report.get("sweeps") or {}):  # the structure conditions are read from the arms sweep now
-        report.pop("structure_conditions", None)
-
-
-def _render(parser: UsageParser, folder: Path, upgrade: bool, command: str = "") -> int:
-    """index.md from report.json; with ``upgrade`` report.json is first rewritten in the current schema, its claims
-    evaluated by today's claims table."""
-    # delayed: the claims and the renderer import scipy and matplotlib; --help and a bad flag answer without them
-    from eval.report.claim_rows import evaluate
-    from eval.report.render import boundary_figures, write_index
-
-    if not (folder / "report.json").is_file():
-        parser.error(f"{folder}: no report.json")
-    report = _read_report(parser, folder / "report.json")
-    if upgrade:
-        # The old unshuffled scale ladder (docs/scale, `scale_ladder`) and the old ablation reader (docs/ablation,
-        # `ablation_budgets`) are retired: the plan's committed sweeps (`committed: ladder:`, `ablation_predictor:`,
-        # `ablation_trace:`, re-read below) carry their rows, so an older report's blocks and figures go.
-        report.pop("scale_ladder", None)
-        report.pop("ablation_budgets", None)
-        report["figures"] = {k: v for k, v in report.get("figures", {}).items()
-                             if not k.startswith("ablation_budgets_")}
-        _attach_sweeps(parser, report, command)
-    report = portable(report)  # recorded paths relative to the repository or the output folder
-    if upgrade:
-        report["claims"] = evaluate(report)
-    # The picture of the boundary is drawn from report.json (its claims included), like index.md.
-    report["figures"] = {**report.get("figures", {}), **boundary_figures(report, folder / "figures")}
-    if upgrade:
-        write_json(folder / "report.json", report)
-    with atomic_file(folder / "index.md") as tmp:
-        write_index(report, report.get("figures", {}), Path(tmp))
-    print(f"wrote {folder / 'index.md'}" + (f" and upgraded {folder / 'report.json'}" if upgrade else ""))
-    return 0
 
 
 def parser() -> tuple[UsageParser, dict[str, UsageParser]]:
@@ -185,10 +101,14 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = p.parse_args(argv)
         if args.command == "render":
-            return _render(subs["render"], Path(args.folder), args.upgrade,
+            from eval.report import rerender  # deferred: the claims and figures import torch, scipy and matplotlib
+
+            return rerender.render(subs["render"], Path(args.folder), args.upgrade,
                            shlex.join(["ema-boundary", *(argv if argv is not None else sys.argv[1:])]))
         if args.command == "readme":
-            return _readme(subs["readme"], Path(args.report), Path(args.readme))
+            from eval.report import rerender  # deferred: as for render
+
+            return rerender.readme(subs["readme"], Path(args.report), Path(args.readme))
         if args.command == "sweep":
             return run_sweep(subs["sweep"], args, shlex.join(["ema-boundary", *(argv or sys.argv[1:])]))
         if args.command == "scale":
@@ -209,17 +129,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report(rep: UsageParser, args: argparse.Namespace, plan: Plan, argv: list[str] | None) -> int:
-    from eval.report import stages  # delayed: the stages import torch; --help and a bad flag answer without it
+    from eval.report import build, stages  # deferred: the stages import torch; --help and a bad flag answer without it
 
     try:
         stages.probe_settings(plan)  # the probes' own rules on the plan's recall section, before any work
     except UsageError as e:
         return _error(rep, first_line(e), EXIT_USAGE)
     command = shlex.join(["ema-boundary", *(argv if argv is not None else sys.argv[1:])])
-    from eval.report.build import build_report  # delayed: torch, as the stages
-
     try:
-        report = build_report(Path(args.output_dir), plan, command, overwrite=args.overwrite_output_dir)
+        report = build.build_report(Path(args.output_dir), plan, command, overwrite=args.overwrite_output_dir)
     except UsageError as err:
         return _error(rep, first_line(err), EXIT_USAGE)
     except Exception as err:  # a stage failed: one line; the traceback is in the kept folder's logs/error.log

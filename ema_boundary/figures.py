@@ -10,10 +10,12 @@ __all__ = ["log_ticks", "pyplot", "save"]
 
 def pyplot() -> Any:
     """``matplotlib.pyplot`` on the Agg backend (PNG files; never needs a display)."""
+    # deferred: matplotlib takes a second; eval.compare and the sweep's readers import this module at their top, and
+    # their --help answers without it (Agg is chosen here, before pyplot is imported)
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: as matplotlib, after the backend is chosen
 
     return plt
 
@@ -27,7 +29,7 @@ def save(fig: Any, path: str | Path, dpi: int = 120) -> None:
 def log_ticks(ax: Any, ticks: list[float] | None = None) -> None:
     """A log x-axis without the minor labels that overlap; with ``ticks``, labelled there in plain numbers
     (``1,000``) instead of at the decades."""
-    from matplotlib.ticker import FuncFormatter, NullFormatter
+    from matplotlib.ticker import FuncFormatter, NullFormatter  # deferred: as in pyplot
 
     ax.xaxis.set_minor_formatter(NullFormatter())
     if ticks:

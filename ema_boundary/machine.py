@@ -14,6 +14,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import torch
+
 REPO = Path(__file__).resolve().parents[1]
 # The distributions whose versions a result records (their names on the package index).
 PACKAGES = ("torch", "transformers", "datasets", "accelerate", "lm-eval")
@@ -57,8 +59,6 @@ def _version(package: str) -> str | None:
 
 def machine_record() -> dict[str, Any]:
     """The machine and code of this process, as report.json and a sweep's results.json record them."""
-    import torch
-
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return {
         "cpu": cpu_model(),

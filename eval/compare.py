@@ -33,9 +33,11 @@ import re
 import sys
 import tempfile
 from collections.abc import Sequence
+from importlib.metadata import version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import torch
 from tqdm.auto import tqdm
 
 from ema_boundary.figures import pyplot
@@ -52,7 +54,9 @@ from ema_boundary.usage import (
     non_negative_int,
     positive_int,
 )
-from eval.probes.models import ModelError, resolve_model, split_name
+
+if TYPE_CHECKING:
+    from eval.probes.models import ModelError
 
 TOOL = "eval.compare"  # whose output folder this is (ema_boundary.io's marker)
 TASKS_DIR = Path(__file__).resolve().parent / "tasks"
@@ -68,7 +72,7 @@ def _task_manager(tasks: Sequence[str], include_path: Sequence[str | Path]):
     Indexing the harness's own thousands of task YAMLs takes seconds to minutes on a busy CPU, so the
     project's folders are tried alone first and the built-in registry only when a task is not there.
     """
-    from lm_eval.tasks import TaskManager
+    from lm_eval.tasks import TaskManager  # deferred: lm_eval takes seconds to import; --help answers without it
 
     paths = [str(p) for p in [TASKS_DIR, *include_path]]
     for defaults in (False, True):
@@ -107,6 +111,9 @@ def _pretrained(names: Sequence[str]) -> dict[str, str | ModelError]:
     """Each model's loadable path or hub id, or why a hub name cannot be had (recorded, not fatal), by its label:
     NAME of ``NAME=FOLDER_OR_HUB_NAME``, else the model as given. A local folder that is missing or broken is a
     typo or a damaged checkpoint, and two models of one label are ambiguous: UsageError, before any work."""
+    # deferred: the models' module imports transformers and modeling_spen (seconds); --help answers without them
+    from eval.probes.models import ModelError, resolve_model, split_name
+
     found: dict[str, str | ModelError] = {}
     for name in names:
         try:
@@ -132,7 +139,7 @@ def text_task(text: str, folder: Path, split: str = "validation", val_every: int
     JSON lines and a YAML including eval/tasks' perplexity template); returns the task's name and what results.json
     records of it. The documents are train.py's: cut by :func:`ema_boundary.corpus.file_documents`, held out by
     ``val_every`` and ``test_every``, ``split`` one of validation, test, train or all."""
-    from ema_boundary import corpus
+    from ema_boundary import corpus  # deferred: datasets and transformers; --help answers without them
 
     try:
         if text not in corpus.EMBEDDED_SOURCES and not Path(text).is_file():
@@ -250,10 +257,9 @@ def _evaluate(pretrained_of: dict[str, str | ModelError], tasks: list[str], out_
               num_fewshot: int | None, device: str | None, include_path: Sequence[str | Path], model_args: str,
               seed: int | None, overwrite: bool) -> dict[str, Any]:
     """compare() once its models are found and its tasks are on disk."""
-    from importlib.metadata import version
+    import lm_eval  # deferred: as in _task_manager
 
-    import lm_eval
-    import torch
+    from eval.probes.models import ModelError  # deferred: as in _pretrained
 
     manager = _task_manager(tasks, include_path)
     unknown = [t for t in tasks if t not in manager.all_tasks]

@@ -47,7 +47,7 @@ ROLE_DESCRIPTIONS: dict[str, str] = {r.name: r.description for r in ROLES}
 def write_pydoc(out: Path = DEFAULT_OUT) -> Path:
     """The help topics train.py holds out of the embedded corpus (they come first in it, so `embedded` and
     `embedded:pydoc` hold out the same 8) as `pydoc_validation.jsonl`."""
-    from ema_boundary import corpus
+    from ema_boundary import corpus  # deferred: datasets and transformers; --help and a bad flag answer without them
 
     docs = [d["text"] for d in corpus.documents([corpus.EMBEDDED_PYDOC], "validation", PYDOC_VAL_EVERY)]
     out.mkdir(parents=True, exist_ok=True)
@@ -74,6 +74,7 @@ def grammar_items(split, split_name: str) -> list[dict]:
 
 def write_grammar(dataset: str | Path | None = None, out: Path = DEFAULT_OUT) -> Path:
     """Task files `grammar/<split>.jsonl` from a grammar-corpus folder (built with defaults if None)."""
+    # deferred: the corpus builder imports datasets and pandas; --help and a bad flag answer without them
     from grammar_probe.dataset import DatasetFormatError, build_dataset, load_grammar_dataset
 
     try:

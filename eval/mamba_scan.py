@@ -16,6 +16,7 @@ from collections.abc import Iterator
 
 import torch
 import torch.nn.functional as F
+from transformers.models.mamba import modeling_mamba
 
 from modeling_spen.traces_ssm import selective_ssm
 
@@ -54,8 +55,6 @@ def selective_scan(
 @contextlib.contextmanager
 def fast_mamba_scan() -> Iterator[None]:
     """Within the block, transformers' Mamba models scan with :func:`selective_scan`; restored on exit."""
-    from transformers.models.mamba import modeling_mamba
-
     original = modeling_mamba.mamba_selective_scan
     modeling_mamba.mamba_selective_scan = selective_scan
     try:

@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from ema_boundary.io import atomic_dir, check_output_dir, write_json
 from ema_boundary.usage import EXIT_USAGE, UsageError, UsageParser, add_output_dir, first_line, positive_int
 
 TOOL = "eval.ngram"  # whose output folder this is (ema_boundary.io's marker)
@@ -135,7 +136,7 @@ def ngram_references(data: list[str], val_every: int, tokenizer: Any, block_size
     (the targets scored, ``n_blocks * block_size``) and ``train_split_tokens`` (the training split's size;
     None for a streamed corpus read only as far as ``train_tokens``).
     """
-    from ema_boundary import corpus, packing
+    from ema_boundary import corpus, packing  # deferred: datasets and transformers; the CLI answers --help first
 
     stream: list[int] = []
     exhausted = True  # a streamed corpus (c4) is read only as far as the runs read it; a finite one to its end
@@ -162,7 +163,7 @@ def kneser_ney(settings: dict[str, Any], tokenizer: str | Path, train_tokens: in
     ``max_test_samples`` or ``max_eval_samples`` blocks), counted on the training stream the runs read (at most
     ``train_tokens`` of it, of its ``train_fraction``): ``settings`` are train.py's (``data`` a list of sources, the
     split settings of :data:`eval.runs.DATA_SETTINGS`), ``tokenizer`` the folder every run read."""
-    from transformers import AutoTokenizer  # delayed: transformers is slow to import, eval.ngram's CLI parses first
+    from transformers import AutoTokenizer  # deferred: transformers is slow to import, eval.ngram's CLI parses first
 
     tok = AutoTokenizer.from_pretrained(tokenizer)
     n_blocks = settings["max_test_samples"] if split == "test" else settings["max_eval_samples"]
@@ -173,6 +174,7 @@ def kneser_ney(settings: dict[str, Any], tokenizer: str | Path, train_tokens: in
 
 def _tokenizer(args: Any, data: list[str]) -> tuple[Any, str]:
     """The tokenizer named by ``--tokenizer``, or a BPE of ``--vocab_size`` tokens trained on the training split."""
+    # deferred: transformers and datasets take seconds; eval.ngram's CLI parses its flags first
     from transformers import AutoTokenizer
 
     from ema_boundary import corpus
@@ -213,8 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = p.parse_args(argv)
     except SystemExit as e:  # a usage error (already printed in one line) or --help: its status, returned
         return int(e.code or 0)
-    from ema_boundary import corpus
-    from ema_boundary.io import atomic_dir, check_output_dir, write_json
+    from ema_boundary import corpus  # deferred: datasets and transformers, after the flags are parsed
 
     try:
         if args.test_every < 0 or (args.split == "test" and args.test_every == 0):

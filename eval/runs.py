@@ -12,6 +12,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from safetensors import safe_open
+
+import train_config
 from ema_boundary.usage import UsageError
 
 # The settings that decide the blocks every run is trained, chosen and scored on: one for the whole sweep
@@ -24,8 +27,6 @@ def read_spen_yaml(config: Path, swaps: str) -> dict[str, Any]:
     """Every setting of a train.py YAML (``train_config.read_yaml``) for an experiment that swaps a part of SPEN
     (``swaps``: what it swaps, for the message): the YAML must train a SPEN model. One :class:`UsageError` line
     naming ``--config`` otherwise."""
-    import train_config
-
     try:
         cfg = train_config.read_yaml(config)
     except train_config.ConfigError as e:
@@ -38,8 +39,6 @@ def read_spen_yaml(config: Path, swaps: str) -> dict[str, Any]:
 
 def param_count(checkpoint: Path) -> int:
     """Parameters stored in a checkpoint's model.safetensors (tied weights once)."""
-
-    from safetensors import safe_open
 
     with safe_open(str(checkpoint / "model.safetensors"), "pt") as f:
         return sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())

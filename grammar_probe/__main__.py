@@ -12,6 +12,7 @@ with one line on stderr naming the flag, field or file, and exit status 2.
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 from collections.abc import Sequence
 
@@ -66,15 +67,13 @@ def _arms(argv: list[str]) -> int:
     """``grammar_probe arms``: the sizes x protocol arms as a sweep of the experiment runner (``python -m
     eval.sweep.grammar_arms``, which reads the same flags; grammar_probe imports nothing of eval, so it runs as a
     child process); its exit status."""
-    import subprocess
-
     return subprocess.call([sys.executable, "-m", "eval.sweep.grammar_arms", *argv])
 
 
 def _check_memory(args: argparse.Namespace) -> None:
     """Refuse a build that cannot fit in memory before it starts (it would grow until the kernel kills it): one
     line naming the setting that needs the most, with the estimate and what is available."""
-    from grammar_probe.dataset import available_memory, build_memory
+    from grammar_probe.dataset import available_memory, build_memory  # deferred: datasets, as in main
 
     need = build_memory(args.train_size, args.validation_size, args.test_size, args.max_depth, args.deep_depth,
                         args.ceiling_sentences, args.window_sentences)
@@ -95,7 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "arms":  # an alias of the experiment runner, which the eval layer holds: a child process
         given = list(sys.argv[1:] if argv is None else argv)
         return _arms(given[given.index("arms") + 1:])
-    # Imported late so that `--help` and argument errors answer instantly.
+    # deferred, each subcommand's module: datasets and pandas (build), torch, scipy and matplotlib (run) take
+    # seconds; `--help` and argument errors answer without them (nor the output folder's lock, filelock)
     import datasets
 
     from ema_boundary.io import check_output_dir
@@ -126,7 +126,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
 
         size, protocol = run_size(args), protocol_of(args)
-        from grammar_probe.experiment import RUN_TOOL, run_experiment
+        from grammar_probe.experiment import RUN_TOOL, run_experiment  # deferred: torch, scipy (see above)
 
         check_output_dir(args.output_dir, tool=RUN_TOOL, overwrite=args.overwrite_output_dir)
         results = run_experiment(args.dataset, args.output_dir, quick=args.quick, seed=args.seed, splits=args.splits,

@@ -32,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ema_boundary import stats
+from ema_boundary.figures import pyplot, save
 from ema_boundary.io import atomic_files, read_json, write_json, write_text
 from grammar_probe.cli import DEFAULT_SIZES
 from grammar_probe.experiment import SHORTCUTS
@@ -225,8 +226,6 @@ def render_arms_markdown(summary: dict) -> str:
 
 def render_arms_figures(summary: dict, out_dir: Path) -> dict[str, Path]:
     """One PNG per paper row: the measure against training size (left), across the protocol 2 x 2 (right)."""
-    from ema_boundary.figures import pyplot, save
-
     plt = pyplot()
     arms = summary["arms"]
     size_arms = [a for a in arms.values() if a["axis"] == "train_sentences"]

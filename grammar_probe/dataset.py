@@ -190,7 +190,7 @@ def available_memory() -> int | None:
     MemAvailable of /proc/meminfo, else free physical pages; never more than the cgroup's room. None: unknown."""
     free: int | None = None
     try:
-        import psutil
+        import psutil  # optional: not a declared dependency (accelerate brings it); /proc/meminfo otherwise
 
         free = int(psutil.virtual_memory().available)
     except Exception:  # not installed, or no /proc: the kernel's own figure

@@ -12,7 +12,10 @@
 - inside ``eval`` the arrows run one way, report -> runner -> experiments: an experiment (any ``eval`` module outside
   ``eval/report/`` and ``eval/sweep/``, a ``__main__`` script aside) imports neither the runner nor the report;
 - no import circle among the project's files (issue 50: a circle held together by an import inside a function is
-  one too).
+  one too);
+- an import inside a function says why on its own line, or under a comment line that heads its run of imports (an
+  optional dependency, or the entry point's deferral that keeps ``--help`` fast); no file outside tests is over
+  700 lines.
 
 Imports inside functions count as much as those at the top. Tests and the research notes under docs/ are not
 project layers (tests read internals on purpose).
@@ -21,6 +24,9 @@ project layers (tests read internals on purpose).
 from __future__ import annotations
 
 import ast
+import io
+import re
+import tokenize
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -253,6 +259,68 @@ def test_the_checker_sees_a_violation(tmp_path: Path) -> None:
     assert layer_violations("eval", tmp_path) == ["bad.py:1 imports training.loss"]
     assert layer_violations("ema_boundary", tmp_path) == ["io.py:1 imports eval.runs"]
     assert script_violations(tmp_path) == ["bad.py:4 uses train.lm_loss"]
+
+
+MAX_LINES = 700
+PRAGMA = re.compile(r"noqa(:\s*[A-Z]+[0-9]+(,\s*[A-Z]+[0-9]+)*)?|type:\s*ignore(\[[^]]*\])?")
+
+
+def source_files(root: Path = ROOT) -> Iterator[Path]:
+    """Every Python file outside tests: the project's layers and the research notes under docs/."""
+    yield from (path for _, path in project_files(root))
+    yield from sorted((root / "docs").rglob("*.py"))
+
+
+def uncommented_deferred_imports(path: Path) -> list[str]:
+    """The imports inside a function that give no reason: a reason is a comment (more than a noqa or type pragma) on
+    the import's own lines, or on the line above the run of imports (blank lines allowed) that it belongs to."""
+    text = path.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    comments = {tok.start[0] for tok in tokenize.generate_tokens(io.StringIO(text).readline)
+                if tok.type == tokenize.COMMENT and re.search("[a-z]", PRAGMA.sub("", tok.string))}
+    deferred = {node for fn in ast.walk(ast.parse(text, str(path)))
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+                for node in ast.walk(fn) if isinstance(node, (ast.Import, ast.ImportFrom))}
+    import_lines = {line for node in deferred for line in range(node.lineno, node.end_lineno + 1)}
+    bad = []
+    for node in sorted(deferred, key=lambda n: n.lineno):
+        if comments & set(range(node.lineno, node.end_lineno + 1)):
+            continue
+        above = node.lineno - 1
+        while above and (above in import_lines or not lines[above - 1].strip()):
+            above -= 1
+        if not (above in comments and lines[above - 1].lstrip().startswith("#")):
+            bad.append(f"{_where(path, node.lineno)}: {lines[node.lineno - 1].strip()}")
+    return bad
+
+
+def long_files(root: Path = ROOT) -> list[str]:
+    return [f"{path.relative_to(root)}: {n} lines" for path in source_files(root)
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES]
+
+
+def test_every_import_inside_a_function_says_why() -> None:
+    bad = [line for path in source_files() for line in uncommented_deferred_imports(path)]
+    assert not bad, "imports inside a function with no comment saying why:\n" + "\n".join(bad)
+
+
+def test_no_file_outside_tests_is_over_700_lines() -> None:
+    assert not long_files(), long_files()
+
+
+def test_an_uncommented_deferred_import_and_a_long_file_are_seen(tmp_path: Path) -> None:
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "lazy.py").write_text(
+        "def a():\n    import json\n\n"
+        "def b():\n    import triton  # optional: the triton extra\n\n"
+        "def c():\n    # deferred: torch, for --help\n    import torch\n\n    from eval import gap\n\n"
+        "def d():\n    import modeling_spen  # noqa: F401\n\n"
+        "def e():\n    x = 1  # a comment, but not the import's\n    import yaml\n")
+    (tmp_path / "eval" / "long.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    (tmp_path / "eval" / "short.py").write_text("x = 1\n" * MAX_LINES)
+    assert uncommented_deferred_imports(tmp_path / "eval" / "lazy.py") == [
+        "lazy.py:2: import json", "lazy.py:14: import modeling_spen  # noqa: F401", "lazy.py:18: import yaml"]
+    assert long_files(tmp_path) == [f"eval/long.py: {MAX_LINES + 1} lines"]
 
 
 def test_a_circle_and_an_experiment_that_imports_the_runner_are_seen(tmp_path: Path) -> None:

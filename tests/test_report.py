@@ -380,7 +380,6 @@ def test_the_probe_stage_records_the_command_of_its_call(tmp_path: Path, monkeyp
     import shlex
 
     import eval.probes.__main__ as probes_cli
-    import eval.probes.experiment as experiment
     from eval.report import stages
 
     calls: list[tuple] = []
@@ -389,7 +388,7 @@ def test_the_probe_stage_records_the_command_of_its_call(tmp_path: Path, monkeyp
         calls.append(([m.name for m in models], out_dir, settings, kwargs))
         return {}
 
-    monkeypatch.setattr(experiment, "run_content_probes", record)
+    monkeypatch.setattr(stages, "run_content_probes", record)
     monkeypatch.setattr(probes_cli, "run_content_probes", record)
     plan = _tiny_plan(tmp_path)
     result = stages.content_probes(tmp_path, plan, {})

@@ -20,6 +20,9 @@ from transformers import AutoConfig, AutoModelForCausalLM
 
 import modeling_spen  # noqa: F401
 from benchmarks.common import machine, measure
+from ema_boundary.corpus import load_tokenizer
+from ema_boundary.packing import PackedBlocks, validation_blocks
+from eval.ngram import ngram_perplexities
 
 REPO = Path(__file__).resolve().parents[2]
 T = 128
@@ -52,10 +55,6 @@ def step_time(model: torch.nn.Module, batch: int, repeats: int) -> float:
 
 
 def ngram_cost() -> dict:
-    from ema_boundary.corpus import load_tokenizer
-    from ema_boundary.packing import PackedBlocks, validation_blocks
-    from eval.ngram import ngram_perplexities
-
     tok, _ = load_tokenizer(None, ["embedded"], 10, 1024, 100_000, str(REPO / "hub_configs/spen-tiny"))
     train = []
     for b in PackedBlocks(["embedded"], "train", 10, tok, T, repeat=False):

@@ -29,8 +29,10 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 import yaml
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
 import train
+from ema_boundary import packing
 from ema_boundary.stats import compare_arms, describe, mean_ci
 
 REPO = Path(__file__).resolve().parents[2]
@@ -71,10 +73,6 @@ def run_one(out: Path, weight: float, seed: int) -> dict:
 @torch.no_grad()
 def prediction_loss(run_dir: Path, settings: dict) -> list[float]:
     """Per block, mean_t ||u_t - x̂_t||^2 / D of the final model on the first 32 validation blocks."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from ema_boundary import packing
-
     model = AutoModelForCausalLM.from_pretrained(run_dir / "final").eval()
     tokenizer = AutoTokenizer.from_pretrained(run_dir / "final")
     val = packing.validation_blocks(["embedded"], settings["val_every"], tokenizer, settings["block_size"], 32)

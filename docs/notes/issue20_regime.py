@@ -33,6 +33,12 @@ from pathlib import Path
 
 import torch
 import yaml
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
+from ema_boundary import corpus, packing
+from eval.gap import class_masks, group_masks, make_tokens, read_documents
+from eval.ngram import ORDERS, KneserNey, ngram_perplexities
 
 REPO = Path(__file__).resolve().parents[2]
 RUNS = Path("outputs/gap-runs")
@@ -66,10 +72,6 @@ def count_parameters(model: torch.nn.Module) -> dict[str, int]:
 
 def count_config(folder: str | Path) -> dict[str, int]:
     """:func:`count_parameters` of the model a config folder defines, built on the meta device."""
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    import modeling_spen  # noqa: F401  (registers SPEN with the Auto classes)
-
     with torch.device("meta"):
         return count_parameters(AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(folder)))
 
@@ -124,11 +126,6 @@ def write_pair(width: int, out: Path, layers: int = 2, steps: int = 1000, lr: fl
 def ngram(tokenizer: str) -> dict:
     """Kneser-Ney lines on train.py's validation blocks (the first 200 of the embedded corpus, val_every 10),
     counted on the whole training stream, as the report's ngram stage."""
-    from transformers import AutoTokenizer
-
-    from ema_boundary import corpus, packing
-    from eval.ngram import ngram_perplexities
-
     tok = AutoTokenizer.from_pretrained(tokenizer)
     stream: list[int] = []
     docs = (d["text"] for d in corpus.documents(["embedded"], "train", TRAIN["val_every"]))
@@ -143,12 +140,6 @@ def ngram_classes(tokenizer: str) -> dict:
     """Kneser-Ney unigram/bigram/trigram mean loss per eval.gap class and group, on the tokens eval.gap scores
     (the embedded corpus's validation documents, blocks of 128; counted on the training stream): the lines
     beside the two models' per-class losses."""
-    from transformers import AutoTokenizer
-
-    from ema_boundary import corpus, packing
-    from eval.gap import class_masks, group_masks, make_tokens, read_documents
-    from eval.ngram import ORDERS, KneserNey
-
     tok = AutoTokenizer.from_pretrained(tokenizer)
     stream: list[int] = []
     docs = (d["text"] for d in corpus.documents(["embedded"], "train", TRAIN["val_every"]))

@@ -16,6 +16,7 @@ figures (:mod:`eval.probes.render`) into an output folder, all at once at the en
 from __future__ import annotations
 
 import os
+import platform
 import time
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -23,8 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import transformers
 from tqdm.auto import tqdm
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from ema_boundary.corpus import EMBEDDED_PYDOC, embedded_documents
 from ema_boundary.io import atomic_dir, check_output_dir, write_json, write_text
 from ema_boundary.usage import UsageError, first_line
 from eval import recall as mqar
@@ -159,8 +163,6 @@ def default_map_models(width: int = 64) -> list[ModelSpec]:
 def check_recall(spec: ModelSpec, trust_remote_code: bool = False) -> None:
     """Fail now, not after other models trained, if the recall task's copy of ``spec`` (its vocabulary and
     positions resized to the task's) does not build."""
-    from transformers import AutoModelForCausalLM
-
     try:
         with torch.device("meta"):
             AutoModelForCausalLM.from_config(mqar.task_config(spec.config, mqar.RecallTask(), True),
@@ -173,8 +175,6 @@ def check_recall(spec: ModelSpec, trust_remote_code: bool = False) -> None:
 def probe_text(path: str | os.PathLike | None = None) -> str:
     """The identity probe's text: a UTF-8 file, or (None) Python's help topics of the embedded corpus."""
     if path is None:
-        from ema_boundary.corpus import EMBEDDED_PYDOC, embedded_documents
-
         return "\n\n".join(embedded_documents(EMBEDDED_PYDOC))
     try:
         return Path(path).read_text(encoding="utf-8")
@@ -218,8 +218,6 @@ def identity_inputs(specs: Sequence[ModelSpec], text: str, settings: ProbeSettin
 
     A checkpoint without any tokenizer file gets ``identity_skip`` set (its recall still runs); a
     tokenizer that is there but does not load is bad input."""
-    from transformers import AutoTokenizer
-
     ids: dict[str, torch.Tensor] = {}
     for spec in specs:
         if spec.identity_skip is not None:
@@ -351,8 +349,6 @@ def run_content_probes(
 
 def check_device(device: str) -> None:
     """``device`` names a torch device this machine has (``cpu``, ``cuda``, ``cuda:N``), else ProbeInputError."""
-    import torch
-
     try:
         dev = torch.device(device)
     except (RuntimeError, TypeError):
@@ -364,10 +360,6 @@ def check_device(device: str) -> None:
 
 
 def _environment(workers: int, threads: int) -> dict[str, Any]:
-    import platform
-
-    import transformers
-
     try:
         load = [float(x) for x in Path("/proc/loadavg").read_text().split()[:3]]
     except OSError:

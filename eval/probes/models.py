@@ -20,7 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from safetensors import safe_open
+from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, AutoConfig, AutoModelForCausalLM
+from transformers.utils import logging as hf_logging
 
+import modeling_spen  # noqa: F401  registers SPEN with the Auto classes
 from ema_boundary.params import parameter_counts
 from ema_boundary.usage import UsageError, first_line, looks_like_path
 
@@ -99,10 +103,6 @@ def _read_config_json(path: Path) -> dict[str, Any]:
 
 
 def _load_config(where: str, trust_remote_code: bool) -> Any:
-    from transformers import AutoConfig
-
-    import modeling_spen  # noqa: F401  registers SPEN with the Auto classes
-
     try:
         return AutoConfig.from_pretrained(where, trust_remote_code=trust_remote_code)
     except Exception as e:  # unknown model_type, bad field values, remote code refused: all one line
@@ -112,8 +112,6 @@ def _load_config(where: str, trust_remote_code: bool) -> Any:
 def build_on_meta(config: Any, where: str, trust_remote_code: bool = False) -> torch.nn.Module:
     """The causal LM ``config`` defines, built on the meta device (no memory, no time): the check that it
     is a causal LM at all and builds."""
-    from transformers import MODEL_FOR_CAUSAL_LM_MAPPING, AutoModelForCausalLM
-
     auto_map = getattr(config, "auto_map", None) or {}
     if type(config) not in MODEL_FOR_CAUSAL_LM_MAPPING and "AutoModelForCausalLM" not in auto_map:
         raise ModelError(where, f"model_type {getattr(config, 'model_type', '?')!r} is not a causal language model "
@@ -139,7 +137,6 @@ def _check_weights(folder: Path) -> None:
     if not present:
         raise ModelError(str(folder), f"no weights ({' or '.join(WEIGHT_FILES[::2])}); for the architecture "
                                       "alone pass it as a config")
-    from safetensors import safe_open
 
     shards: list[Path] = []
     if "model.safetensors" in present:
@@ -162,8 +159,6 @@ def _check_weights(folder: Path) -> None:
 def _quiet_loading() -> Iterator[None]:
     """transformers' load report and progress bars off for one load (our one-line error replaces the report),
     restored after."""
-    from transformers.utils import logging as hf_logging
-
     verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
@@ -211,10 +206,6 @@ def load_causal_lm(where: str | os.PathLike, *, dtype: torch.dtype | str | None 
 
     ``dtype`` None leaves transformers' default; ``device_map="meta"`` checks names and shapes without reading
     a tensor (what :func:`resolve_model` does before any work)."""
-    from transformers import AutoModelForCausalLM
-
-    import modeling_spen  # noqa: F401  registers SPEN with the Auto classes
-
     where = str(where)
     path = Path(where).expanduser()
     if path.exists() or looks_like_path(where):  # a local folder: the cheap checks first, each naming its file
@@ -308,9 +299,6 @@ def resolve_model(name_or_path: str, trust_remote_code: bool = False) -> ModelSp
         return spec
     if looks_like_path(where):
         raise ModelError(where, "no such folder")
-    from transformers import AutoConfig
-
-    import modeling_spen  # noqa: F401
 
     try:  # offline, this succeeds only from the local cache; it fails fast either way
         config = AutoConfig.from_pretrained(where, trust_remote_code=trust_remote_code)

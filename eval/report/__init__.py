@@ -12,9 +12,11 @@
   folders under docs/sweeps/): each checked at load, their analyses carrying the claims' rows;
 - :mod:`.assemble` - ``report.json`` from the stages' results, every comparison through ``ema_boundary.stats``;
 - :mod:`.schema` - report.json's version, its JSON Schema (``report.schema.json``) and the upgrade of older ones;
-- :mod:`.render` - ``index.md``, the figures and the README's results block, from ``report.json``;
+- :mod:`.render` - ``index.md`` and the README's results block, from ``report.json``;
+- :mod:`.figures` - the report's figures, drawn from ``report.json`` or copied from the stages' folders;
 - :mod:`.boundary` - the picture of the boundary (``figures/boundary.png``), each claim's verdict on its axis;
 - :mod:`.paths` - recorded paths relative to the repository or the output folder (commands that run from a clone);
 - :mod:`.build` - the driver (everything built under a temporary name, renamed at the end);
+- :mod:`.rerender` - ``ema-boundary render`` and ``readme``: index.md and the README re-rendered from a report.json;
 - the command line, ``ema-boundary``: :mod:`ema_boundary.cli` (``python -m eval.report`` runs it too).
 """

@@ -12,6 +12,9 @@ import platform
 import statistics
 from typing import Any
 
+import torch
+import transformers
+
 from ema_boundary import stats
 from ema_boundary.machine import machine_record
 from ema_boundary.paper import PAPER
@@ -103,9 +106,6 @@ def headline(lm: dict[str, Any], ngram: dict[str, Any], regime: dict[str, Any]) 
 def assemble(plan: Any, structure: dict, lm: dict, ngram: dict, regime: dict, pred: dict, traces: dict,
              probes: dict, top_command: str, seconds: float, depth: dict | None = None,
              gap: dict | None = None) -> dict[str, Any]:
-    import torch
-    import transformers
-
     content = headline(lm, ngram, regime)
     steps_regime = {"note": "shorter than the headline pair (the plan's ablation.max_steps)"}
     report: dict[str, Any] = {

@@ -33,6 +33,7 @@ from ema_boundary.verdicts import (
     Verdict,
 )
 from eval.report.claim_rows import one_screen, short_name, short_verdict
+from eval.scale.data_axis import draw_settings
 
 __all__ = ["VERDICT_COLORS", "boundary_figure", "draw"]
 
@@ -274,8 +275,6 @@ def _data_axis_inset(ax: Any, report: dict) -> bool:
     """The committed data-axis sweep in the perplexity panel (an inset between 0 and the paper's point): each
     setting's gap against distinct training tokens with its fitted trend and zero crossing, a point whose gate fails
     hollow (eval.scale.data_axis.draw_settings); False where the plan names no such sweep or nothing has run."""
-    from eval.scale.data_axis import draw_settings
-
     a = ((report.get("sweeps") or {}).get("data_axis") or {}).get("analysis") or {}
     trends = list(dict.fromkeys(p["setting"] for p in a.get("points") or []
                                 if p.get("distinct_tokens") and p["gap"].get("mean") is not None

@@ -9,13 +9,16 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+import torch
 from tqdm.auto import tqdm
 
 from ema_boundary.io import atomic_dir, write_json
 from eval.report import stages
 from eval.report.assemble import assemble
+from eval.report.figures import figures
 from eval.report.plan import Plan
-from eval.report.render import figures, write_index
+from eval.report.render import write_index
+from modeling_spen.variants import SPEN_VARIANTS
 
 TOOL = "ema-boundary report"  # whose output folder this is (ema_boundary.io's marker)
 STAGES = ("tokenizer", "language_model", "ngram", "gap", "ablations", "content_probes", "depth", "structure",
@@ -64,8 +67,6 @@ def build_report(out: Path, plan: Plan, command: str, overwrite: bool = False) -
     (datasets, checkpoints, logs) stay under ``out/work``. A failed run keeps its folder as ``OUT.failed`` with
     every stage's logs and the traceback in ``logs/error.log``; the exception's ``kept_at`` names it.
     """
-    import torch
-
     if plan.scale == "tiny":
         # Tiny models: one thread beats two (synchronisation costs more than the matmuls save).
         torch.set_num_threads(1)
@@ -150,8 +151,6 @@ def _final_paths(work: Path, tmp: Path, out: Path) -> None:
 def _checkpoints(lm: dict[str, Any], traces: dict[str, Any]) -> dict[str, Path]:
     """The trained models identity at lag reads: the headline pair's first seed, and the trace ablation's
     non-reference arms (first seed), named by their trace."""
-    from modeling_spen.variants import SPEN_VARIANTS
-
     seed0 = str(lm["seeds"][0])
     checkpoints = {name: Path(lm["architectures"][w]["runs"][seed0]["final_dir"])
                    for name, w in (("SPEN-ema", "spen"), ("GPT-2 arch", "gpt2"))}

@@ -16,9 +16,14 @@ from typing import Any
 from ema_boundary import stats
 from ema_boundary.format import pct
 from ema_boundary.paper import PAPER
+from ema_boundary.seeding import recall_evaluation_seed
 from ema_boundary.verdicts import DIFFERENT, EQUIVALENT, UNRESOLVED, Verdict, higher
 from eval.probes.render import reader_kind
+from eval.recall import RecallTask, no_lookup_floor
 from eval.report import committed as sweeps
+from eval.report.conditions import phrase, structure_conditions
+from grammar_probe.render import paper_row_value
+from modeling_spen.variants import SPEN_VARIANTS
 
 Report = Mapping[str, Any]
 
@@ -258,8 +263,6 @@ def readers_rule(report: Report, a: Mapping[str, Any]) -> Outcome:
 
 def arm_trace(arm: str) -> str:
     """The trace an ablation arm uses: its SPEN variant's (reports before the variant table named arms by trace)."""
-    from modeling_spen.variants import SPEN_VARIANTS
-
     return SPEN_VARIANTS.get(arm, {}).get("trace", arm)
 
 
@@ -303,10 +306,6 @@ def _against_floor(report: Report, recall: Mapping[str, Any], kinds: Mapping[str
     settings = get(report, ("probes", "recall_settings"))
     if not isinstance(settings, Mapping) or not settings.get("task"):
         return ""
-    # delayed: eval.recall imports torch; the floor is a few thousand sampled sequences, no model
-    from ema_boundary.seeding import recall_evaluation_seed
-    from eval.recall import RecallTask, no_lookup_floor
-
     task = RecallTask(**{k: tuple(v) if isinstance(v, list) else v for k, v in settings["task"].items()})
     floor = no_lookup_floor(task, settings["recipe"]["eval_examples"], recall_evaluation_seed())
     state = [top_accuracy(r)[1] for n, r in recall.items() if kinds[n] == "state"]
@@ -406,8 +405,6 @@ def depth_loss_rule(report: Report, d: Mapping[str, Any]) -> Outcome:
 
 
 def structure_value(row_id: str, row: Mapping[str, Any], value: Any) -> str:
-    from grammar_probe.render import paper_row_value
-
     try:
         return paper_row_value(row_id, row, value)
     except (KeyError, TypeError, ValueError):
@@ -437,8 +434,6 @@ def arms_conditions(row_id: str) -> Callable[[Report], str | None]:
     """The row across the committed grammar arms sweep (labelled data size, unseen-word protocol), when the plan
     names it (:func:`eval.report.conditions.structure_conditions`)."""
     def conditions(report: Report) -> str | None:
-        from eval.report.conditions import phrase, structure_conditions
-
         block = structure_conditions(report)
         return phrase(block, row_id) if block else None
     return conditions

@@ -29,6 +29,7 @@ from ema_boundary.usage import UsageError
 from ema_boundary.yamlio import YAMLFileError, read_yaml_file
 from eval.plans import in_repo
 from eval.report.conditions import conditions_block
+from eval.scale.data_axis import overfit_text, trend_text
 from eval.sweep.runner import RESULTS, SCHEMA, TOOL
 
 # A claim source of the plan's ``committed:`` -> the analysis kind its sweep must have (eval/sweep/analyses.py).
@@ -453,8 +454,6 @@ def data_axis_conditions(block: dict[str, Any]) -> str | None:
     """Each setting's trend (the regime: who is better up to how many distinct tokens; how the gap moves per doubling
     of the data; where the fitted line crosses 0, or that it does not narrow) and the over-fitting check, in the words
     results.md uses (:mod:`eval.scale.data_axis`); None before any setting has run."""
-    from eval.scale.data_axis import overfit_text, trend_text
-
     a = block["analysis"]
     fits = [f for f in (a.get("fits") or {}).values() if f.get("n")]
     if not fits:

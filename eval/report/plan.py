@@ -281,6 +281,7 @@ class _Checker(Checker):
     def committed(self, raw: Any) -> dict[str, str]:
         """``committed:``: a claim source -> a committed sweep folder, each checked once here (a results.json of
         ``ema-boundary sweep`` of the source's analysis kind)."""
+        # deferred: the sweeps' reader imports scipy (seconds); `ema-boundary --help` reads this module, not a plan
         from eval.report.committed import SOURCES, read_sweep
 
         raw = self.mapping(("committed",), raw, SOURCES, "claim sources")

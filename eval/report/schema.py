@@ -15,6 +15,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from eval.report.claim_rows import evaluate
+
 SCHEMA_VERSION = "ema-boundary.report/2"
 SCHEMA_FILE = Path(__file__).with_name("report.schema.json")
 
@@ -32,7 +34,7 @@ def schema() -> dict[str, Any]:
 
 def validate(report: dict[str, Any]) -> None:
     """Raise :class:`ReportSchemaError` naming the first key path where ``report`` leaves the schema."""
-    import jsonschema
+    import jsonschema  # optional: the test extra's, as only the tests validate a report against the schema
 
     validator = jsonschema.Draft202012Validator(schema())
     error = jsonschema.exceptions.best_match(validator.iter_errors(report))
@@ -49,8 +51,6 @@ def migrate(report: dict[str, Any]) -> dict[str, Any]:
     ``probe_command`` moves to ``probes.command``, and ``paper_claims`` is replaced by the claims table evaluated
     on the report's own numbers (so its verdicts follow today's rules and preconditions).
     """
-    from eval.report.claim_rows import evaluate
-
     if report.get("schema") == SCHEMA_VERSION:
         return report
     if "schema" in report:

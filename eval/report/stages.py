@@ -28,9 +28,28 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+from transformers import AutoTokenizer
+
+import train_config
+from ema_boundary import corpus, packing
+from ema_boundary.io import atomic_dir, write_json
 from ema_boundary.usage import UsageError
 from ema_boundary.yamlio import read_yaml_file
+from eval import ablation as eval_ablation
+from eval import depth as eval_depth
+from eval import gap as eval_gap
+from eval.ngram import ngram_references
+from eval.probes.experiment import ProbeInputError, ProbeSettings, default_map_models, run_content_probes
+from eval.probes.experiment import probe_text as read_text
+from eval.probes.models import resolve_model
 from eval.report.plan import CORPORA, REPO, Plan, in_repo
+from eval.runs import param_count, read_metrics, read_spen_yaml
+from eval.sweep.paths import run_id
+from eval.sweep.plan import plan_from_dict
+from eval.sweep.runner import run_in_process
+from eval.sweep.trainers import SWEEP_OWNED, ngram_lines
+from modeling_spen.variants import SPEN_VARIANTS
 
 GRAMMAR = ("python", "-m", "grammar_probe")
 ABLATION = ("python", "-m", "eval.ablation")
@@ -130,20 +149,16 @@ def start_structure(work: Path, plan: Plan) -> Structure:
 def build_tokenizer(work: Path, plan: Plan) -> Path:
     """One tokenizer for every language-model run: the SPEN YAML's (a BPE trained on the training split when
     it names none). Both architectures' YAMLs must agree on the vocabulary size."""
-    from eval.ablation import build_tokenizer as build
-
     cfg = _yaml(plan, "spen")
     vocab = {w: json.loads((Path(_yaml(plan, w)["model_name_or_path"]) / "config.json").read_text())["vocab_size"]
              for w in ARCHITECTURES}
     if len(set(vocab.values())) != 1:
         raise UsageError(f"{plan.path}: the two architectures' vocabularies differ ({vocab}); "
                          "one tokenizer serves both")
-    return build(cfg, plan.data, work / "tokenizer")
+    return eval_ablation.build_tokenizer(cfg, plan.data, work / "tokenizer")
 
 
 def _yaml(plan: Plan, which: str) -> dict[str, Any]:
-    import train_config
-
     try:
         return train_config.read_yaml(plan.yaml_path(which))
     except train_config.ConfigError as e:
@@ -159,9 +174,6 @@ def _arm_settings(plan: Plan, which: str, model: dict[str, Any] | None = None) -
     """A train.py YAML as a runner arm declares it (``config``): the YAML's own keys but those the runner sets per
     run (folder, steps, rate, seed, model folder), the model as ``{from: FOLDER}`` (and ``model``'s other keys), the
     report's corpus."""
-    import train_config
-    from eval.sweep.trainers import SWEEP_OWNED
-
     def canonical(key: str) -> str:
         return next((n for n, s in train_config.SETTINGS.items() if key == n or key in s.old), key)
 
@@ -178,9 +190,6 @@ def run_sweep(folder: Path, declared: dict[str, Any], tokenizer: Path) -> dict[s
     result.json per run, its rate rule, resume where ``folder`` holds it already), every run on the report's
     tokenizer; its results.json content. The plan is kept as ``folder/sweep.yaml``; the command recorded is the
     one that reproduces the folder from it."""
-    from eval.sweep.plan import plan_from_dict
-    from eval.sweep.runner import run_in_process
-
     sweep = plan_from_dict(declared, str(folder / "sweep.yaml"))
     return run_in_process(sweep, folder, sweep_command(folder), shared={"tokenizer": tokenizer},
                           progress=lambda line: print(line, file=sys.stderr))
@@ -220,9 +229,6 @@ def language_model(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any]:
     beyond an edge as the plan's ``language_model.rate`` declares), then the other seeds at the chosen
     rate (``plan.workers`` at a time). Every seed's final model is scored on the test blocks of the YAMLs' test
     split when they hold one (``scored_on`` says which blocks the comparison reads: "test", else "validation")."""
-    from eval.runs import read_metrics
-    from eval.sweep.paths import run_id
-
     lm = plan.language_model
     cfgs = {w: _yaml(plan, w) for w in ARCHITECTURES}
     differ = [k for k in SHARED_SPLIT if cfgs["spen"][k] != cfgs["gpt2"][k]]
@@ -282,11 +288,6 @@ def ngram_reference(plan: Plan, tokenizer: Path, train_tokens: int, split: str =
     """Kneser-Ney unigram/bigram/trigram perplexities on the blocks the runs are compared on (``split``: the test
     blocks when the runs were scored there, else the validation blocks), counted on the training stream the runs
     read (at most the ``train_tokens`` they saw); also the split's size, for the epochs."""
-    from transformers import AutoTokenizer
-
-    from ema_boundary import packing
-    from eval.ngram import ngram_references
-
     cfg = _yaml(plan, "spen")
     tok = AutoTokenizer.from_pretrained(tokenizer)
     n_blocks = cfg["max_test_samples"] if split == "test" else cfg["max_eval_samples"]
@@ -302,11 +303,6 @@ def gap(work: Path, plan: Plan, lm: dict[str, Any], tokenizer: Path) -> dict[str
     scored on (the test documents when held out), split into AR hits, other repeats and first occurrences, SPEN
     (model b) minus the GPT-2 architecture (model a) paired by seed. None for a streamed corpus (c4), which
     eval.gap does not read. The result is gap.json's content with the command line that reproduces it."""
-    from transformers import AutoTokenizer
-
-    from ema_boundary.io import atomic_dir, write_json
-    from eval import gap as eval_gap
-
     if plan.corpus == "c4":
         return None
     cfg = _yaml(plan, "spen")
@@ -320,8 +316,6 @@ def gap(work: Path, plan: Plan, lm: dict[str, Any], tokenizer: Path) -> dict[str
     max_tokens = plan.language_model.gap_max_tokens
     docs = eval_gap.read_documents(text, split, cfg["val_every"], cfg["test_every"])
     tokens = eval_gap.make_tokens(docs, tok, cfg["block_size"], max_tokens)
-    import torch
-
     out = work / "gap"
     result = eval_gap.run_gap(sides, tokens, len(tok), cfg["block_size"], seed=plan.seed,
                               device="cuda" if torch.cuda.is_available() else "cpu",
@@ -348,22 +342,19 @@ def ablation(work: Path, plan: Plan, axis: str, lr: float, tokenizer: Path) -> d
     at each (the shorter ones at the rates the longest chose); the result is the longest budget's, with every
     budget's comparisons under ``budgets`` (the verdict is the longest's). The result has eval.ablation's
     ablation.json shape and carries the command that reproduces the sweep."""
-    from eval.ablation import CURVE_POINTS, DESIGN, PREDICTOR_VARIANTS, REFERENCE, TRACE_VARIANTS
-    from eval.ablation import _plot as plot_ablation
-    from eval.runs import read_metrics
-
     a = plan.ablation
     cfg = _yaml(plan, "spen")
     budgets = sorted(a.budgets) if a.budgets else [a.max_steps or plan.language_model.max_steps or cfg["max_steps"]]
     longest = budgets[-1]
-    arms = list(a.traces or TRACE_VARIANTS) if axis == "trace" else list(a.predictors or PREDICTOR_VARIANTS)
-    reference = REFERENCE[axis]
+    arms = (list(a.traces or eval_ablation.TRACE_VARIANTS) if axis == "trace"
+            else list(a.predictors or eval_ablation.PREDICTOR_VARIANTS))
+    reference = eval_ablation.REFERENCE[axis]
     seeds = list(a.seeds)
     folder = work / f"ablation_{axis}"
     # More validation and logging points for the curves than the YAML's; neither draws random numbers, so every
     # run's trajectory is the one the YAML alone gives.
-    curve_points = {"eval_steps": max(1, longest // CURVE_POINTS),
-                    "logging_steps": max(1, longest // (4 * CURVE_POINTS))}
+    curve_points = {"eval_steps": max(1, longest // eval_ablation.CURVE_POINTS),
+                    "logging_steps": max(1, longest // (4 * eval_ablation.CURVE_POINTS))}
     grid = sorted(a.lr_grid) if a.lr_grid else [lr]
     results = run_sweep(folder, {
         "name": f"{plan.name}-ablation-{axis}", "trainer": "train", "analysis": "none", "seeds": seeds,
@@ -371,8 +362,6 @@ def ablation(work: Path, plan: Plan, axis: str, lr: float, tokenizer: Path) -> d
         "rate": {"lr_grid": grid, "choose": "first_seed", "extend": False},
         "arms": {arm: {"config": {**_arm_settings(plan, "spen", {"variant": arm}), **curve_points}} for arm in arms},
     }, tokenizer)
-
-    from modeling_spen.variants import SPEN_VARIANTS
 
     rate_of = {arm: results["arms"][arm]["choices"][str(seeds[0])]["chosen"] for arm in arms}
     by_budget = {}
@@ -397,8 +386,8 @@ def ablation(work: Path, plan: Plan, axis: str, lr: float, tokenizer: Path) -> d
         by_budget[steps] = _ablation_result(variants, reference, a.equivalence_margin) | {
             "axis": axis, "config": str(plan.yaml_path("spen")), "model_config": cfg["model_name_or_path"],
             "max_steps": steps, "tokens": tokens, "lr": rate_of[reference], "lrs": rate_of,
-            "lr_grid": list(a.lr_grid) if a.lr_grid else None, "seeds": seeds, "data": plan.data, "design": DESIGN,
-            "reference": reference, "equivalence_margin": a.equivalence_margin}
+            "lr_grid": list(a.lr_grid) if a.lr_grid else None, "seeds": seeds, "data": plan.data,
+            "design": eval_ablation.DESIGN, "reference": reference, "equivalence_margin": a.equivalence_margin}
     result = by_budget[longest]
     if a.lr_grid:
         result["rates"] = {}
@@ -414,15 +403,13 @@ def ablation(work: Path, plan: Plan, axis: str, lr: float, tokenizer: Path) -> d
                                                                 "overall", "statement")},
                                           "command": result["command"], "folder": str(folder)}
                              for steps, r in by_budget.items()}
-    plot_ablation(result, folder / "loss_curves.png")  # the report's figure of this ablation (render.figures)
+    eval_ablation._plot(result, folder / "loss_curves.png")  # the report's figure of this ablation (report.figures)
     return result
 
 
 def _ablation_result(variants: dict[str, Any], reference: str, margin: float) -> dict[str, Any]:
     """The comparisons of one budget's arms (eval.ablation's: each arm minus the reference, paired by seed, on the
     test blocks where every run was scored there, else on validation), in ablation.json's keys."""
-    from eval.ablation import analyse
-
     val = {v: {s: r["final_val_loss"] for s, r in var["runs"].items()} for v, var in variants.items()}
     on_test = all("final_test_loss" in r for var in variants.values() for r in var["runs"].values())
     final = ({v: {s: r["final_test_loss"] for s, r in var["runs"].items()} for v, var in variants.items()}
@@ -433,13 +420,11 @@ def _ablation_result(variants: dict[str, Any], reference: str, margin: float) ->
     if on_test:
         out["final_test_loss"] = final
         out["test_tokens"] = next(iter(next(iter(variants.values()))["runs"].values()))["test_tokens"]
-    return out | analyse(final, reference, margin)
+    return out | eval_ablation.analyse(final, reference, margin)
 
 
 def probe_text(plan: Plan) -> str:
     """Held-out text for the identity probe: the validation documents of the training runs."""
-    from ema_boundary import corpus
-
     val_every = _yaml(plan, "spen")["val_every"]
     text, n = [], 0
     for doc in corpus.documents(plan.data, "validation", val_every):
@@ -453,8 +438,6 @@ def probe_text(plan: Plan) -> str:
 def probe_settings(plan: Plan) -> Any:
     """The probes' settings (:class:`eval.probes.experiment.ProbeSettings`) of the plan's ``recall`` section,
     checked by the probes' own rules; a bad value is one line naming the plan's line (called before any work)."""
-    from eval.probes.experiment import ProbeInputError, ProbeSettings
-
     r = plan.recall
     try:
         return ProbeSettings.make(quick=r.quick, seed=plan.seed, recall_pairs=r.pairs, recall_lrs=r.lr_grid,
@@ -469,10 +452,6 @@ def content_probes(work: Path, plan: Plan, checkpoints: dict[str, Path]) -> dict
     """Identity at lag on the trained checkpoints and the recall map on fresh models of the map's configs
     (:func:`eval.probes.experiment.run_content_probes`), the GPT-2 architecture as the positive control. The
     result carries the command line that reproduces it (``python -m eval.probes``)."""
-    from eval.probes.experiment import default_map_models, run_content_probes
-    from eval.probes.experiment import probe_text as read_text
-    from eval.probes.models import resolve_model
-
     r = plan.recall
     if plan.corpus in CORPORA:
         text_file = work / "probe_text.txt"  # kept, so that the recorded command can be run again
@@ -529,25 +508,6 @@ def depth(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any] | None:
     The result is eval.depth's depth.json (the paired table, the competence gate against the Kneser-Ney bigram on the
     validation blocks, the claim's verdict), written with its figure into the sweep folder, and carries the command
     that reproduces the sweep."""
-    from ema_boundary.io import write_json
-    from eval.depth import (
-        CLAIM,
-        CLAIM_RULE,
-        DESIGN,
-        MIN_SEEDS,
-        REFERENCE,
-        RESIDUALS,
-        claim_verdict,
-        experiment_plan,
-        gate_record,
-        paired_table,
-        render_experiment_figure,
-        run_scalars,
-    )
-    from eval.runs import param_count, read_spen_yaml
-    from eval.sweep.plan import plan_from_dict
-    from eval.sweep.trainers import ngram_lines
-
     d = plan.depth
     if d is None:
         return None
@@ -556,7 +516,7 @@ def depth(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any] | None:
     margins = {"token_accuracy": d.accuracy_margin, "earlier_share": d.share_margin, "val_loss": d.loss_margin}
     cfg = read_spen_yaml(config, "the experiment swaps SPEN's residual")
     steps = d.max_steps or cfg["max_steps"]
-    declared = experiment_plan(config, d.seeds, max_steps=steps, data=plan.data, workers=plan.workers,
+    declared = eval_depth.experiment_plan(config, d.seeds, max_steps=steps, data=plan.data, workers=plan.workers,
                                margins=margins)
     # The loss and the gate on validation, as depth.json reads them; one validation at the end of each run and the
     # final model only (neither draws random numbers: the trajectory is the YAML's).
@@ -569,32 +529,34 @@ def depth(work: Path, plan: Plan, tokenizer: Path) -> dict[str, Any] | None:
     seeds = declared["seeds"]
     runs: dict[str, dict[str, dict[str, Any]]] = {}
     parameters = {}
-    for residual in RESIDUALS:
+    for residual in eval_depth.RESIDUALS:
         by_seed = results["arms"][residual]["budgets"][str(steps)]
         runs[residual] = {}
         for s in seeds:
             r, out = _run_of(folder, by_seed, s)
             measured = r["depth"]
-            runs[residual][str(s)] = {**run_scalars(measured), "val_loss": r["val_loss"], "rms": measured["rms"],
-                                      "recovered": measured["recovered"], "run_dir": str(out.relative_to(folder)),
-                                      "command": _run_command(folder, r)}
+            runs[residual][str(s)] = {**eval_depth.run_scalars(measured), "val_loss": r["val_loss"],
+                                      "rms": measured["rms"], "recovered": measured["recovered"],
+                                      "run_dir": str(out.relative_to(folder)), "command": _run_command(folder, r)}
         parameters[residual] = param_count(_run_of(folder, by_seed, seeds[0])[1] / "final")
     model = json.loads((Path(cfg["model_name_or_path"]) / "config.json").read_text())
     tokens = steps * cfg["total_train_batch_size"] * cfg["block_size"]
     lines = ngram_lines(plan_from_dict(declared, str(folder / "sweep.yaml")), folder, tokens)
     ngram = {k: lines[k] for k in ("unigram", "bigram", "trigram", "train_tokens", "eval_tokens")}
-    gate = gate_record({r: statistics.fmean(x["val_loss"] for x in runs[r].values()) for r in RESIDUALS}, ngram)
-    table = paired_table(runs, margins)
+    gate = eval_depth.gate_record({r: statistics.fmean(x["val_loss"] for x in runs[r].values())
+                                   for r in eval_depth.RESIDUALS}, ngram)
+    table = eval_depth.paired_table(runs, margins)
     result: dict[str, Any] = {
-        "claim": CLAIM, "rule": CLAIM_RULE, "design": DESIGN, "config": str(config),
+        "claim": eval_depth.CLAIM, "rule": eval_depth.CLAIM_RULE, "design": eval_depth.DESIGN, "config": str(config),
         "model_config": cfg["model_name_or_path"], "num_layers": model["num_hidden_layers"],
-        "hidden_size": model["hidden_size"], "residuals": list(RESIDUALS), "reference": REFERENCE, "seeds": seeds,
+        "hidden_size": model["hidden_size"], "residuals": list(eval_depth.RESIDUALS),
+        "reference": eval_depth.REFERENCE, "seeds": seeds,
         "max_steps": steps, "tokens": tokens, "lr": declared["rate"]["lr_grid"][0], "data": list(plan.data),
-        "margins": margins, "min_seeds": MIN_SEEDS,
-        "probe": {**declared["arms"][REFERENCE]["config"]["depth"],
+        "margins": margins, "min_seeds": eval_depth.MIN_SEEDS,
+        "probe": {**declared["arms"][eval_depth.REFERENCE]["config"]["depth"],
                   "inputs": "the first validation blocks (held-out text)"},
         "parameters": parameters, "runs": runs, "ngram": ngram, "gate": gate, "table": table,
-        **claim_verdict(table, gate), "command": sweep_command(folder), "folder": str(folder)}
+        **eval_depth.claim_verdict(table, gate), "command": sweep_command(folder), "folder": str(folder)}
     write_json(folder / "depth.json", result)
-    render_experiment_figure(result, folder / "depth.png")  # the report's figure of this experiment
+    eval_depth.render_experiment_figure(result, folder / "depth.png")  # the report's figure of this experiment
     return result

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ema_boundary.usage import EXIT_USAGE, UsageError, UsageParser, comma_list, first_line, positive_int
 from eval import scale
-from eval.sweep.launch import LAUNCHERS
+from eval.sweep.launch import LAUNCHERS, make_launcher
 
 PROG = "ema-boundary sweep"
 EXIT_FAILED = 1
@@ -44,8 +44,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(parser: UsageParser, args: argparse.Namespace, command: str) -> int:
+    # deferred: the plan reader (yaml), the runner and its analyses (scipy, the trainers); --help answers without them
     from eval.plans import PlanError
-    from eval.sweep.launch import make_launcher
     from eval.sweep.plan import SweepPlan, cap_steps, load_plan
     from eval.sweep.runner import IDENTITY, RunFailed, SweepStopped, read_folder, run_sweep, summarize
 

@@ -287,6 +287,7 @@ def _log_records_to(log: Any) -> Iterator[None]:
 
 
 def _execute(paths: RunPaths) -> dict[str, Any]:
+    # deferred: the trainers import torch and the experiments; the launcher and --help import this module, not them
     from eval.sweep.trainers import TRAINERS
 
     spec = read_json(paths.spec, "run spec", "the sweep writes it before the run", error=RuntimeError)

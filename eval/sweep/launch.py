@@ -41,6 +41,7 @@ from ema_boundary.usage import UsageError
 from eval.sweep.execute import (
     RunStopped,
     StopFile,
+    execute,
     install_stop_handlers,
     parent_alive,
     pid_alive,
@@ -56,7 +57,7 @@ WAIT = 0.25  # seconds between two looks for finished runs and for a stop
 
 
 def _worker_init(stop: StopFile) -> None:
-    import torch
+    import torch  # deferred: only a worker trains; the sweep's command line imports this module for its choices
 
     torch.set_num_threads(1)
     install_stop_handlers(stop)  # a stop signal to this worker alone stops the sweep too
@@ -64,8 +65,6 @@ def _worker_init(stop: StopFile) -> None:
 
 
 def _execute(sweep: str, run: str) -> None:
-    from eval.sweep.execute import execute
-
     execute(Path(sweep), run)
 
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 import copy
 import re
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -120,15 +120,11 @@ def cap_steps(plan: SweepPlan, steps: int) -> SweepPlan:
     """``plan`` with every budget at most ``steps`` (a smoke test). The cap is written into the plan's settings
     (``max_steps_cap``), so the folder's copy of the plan reads back capped and a capped sweep is never resumed
     as the real one."""
-    from dataclasses import replace
-
     declared = {**plan.declared, "settings": {**plan.declared.get("settings", {}), "max_steps_cap": steps}}
     return _capped(replace(plan, settings={**plan.settings, "max_steps_cap": steps}, declared=declared), steps)
 
 
 def _capped(plan: SweepPlan, steps: int) -> SweepPlan:
-    from dataclasses import replace
-
     def cap(budgets: tuple[int, ...] | None) -> tuple[int, ...] | None:
         return None if budgets is None else tuple(sorted({min(b, steps) for b in budgets}))
 

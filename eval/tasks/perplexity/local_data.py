@@ -11,11 +11,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import datasets
+
 
 def load(data_files: dict[str, str], make: str = "python -m eval.make_data all", **_: Any):
     """The splits of ``data_files`` (JSON lines) as a DatasetDict; a missing file exits with one line."""
-    import datasets
-
     for path in data_files.values():
         if not Path(path).is_file():
             raise SystemExit(f"{path}: no such file (the task's data is written by `{make}`; run it first, from the "
