@@ -495,6 +495,31 @@ def test_a_sweep_without_an_analysis_draws_its_scores(tmp_path: Path, corpus_fil
     assert (tmp_path / "out" / "none.png").is_file()
 
 
+def test_a_handler_on_several_loggers_gets_its_own_stream_back_after_a_run(tmp_path: Path) -> None:
+    """pytest 9.2 puts one capture handler (a StringIO) on several loggers; the run's redirect must hand each
+    handler its own stream back, not the worker's stderr (pytest then failed every later test: no getvalue)."""
+    import io
+    import logging
+
+    from eval.sweep.execute import _log_records_to
+
+    handler = logging.StreamHandler(io.StringIO())
+    own = handler.stream
+    loggers = [logging.getLogger(f"test_runner_faults.shared{i}") for i in range(3)]
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        with open(tmp_path / "run.txt", "a") as log, _log_records_to(log):
+            loggers[1].warning("during the run")
+        assert handler.stream is own
+        loggers[2].warning("after the run")
+        assert own.getvalue() == "after the run\n"
+        assert (tmp_path / "run.txt").read_text().startswith("during the run\n")
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+
+
 def test_a_log_handler_made_during_one_run_writes_to_the_next_runs_log(tmp_path: Path) -> None:
     """transformers makes its stderr handler at its first warning, inside a run's redirect; the worker's next run
     gets its warnings in its own log (it used to print "--- Logging error ---": I/O on the first run's closed log)."""

@@ -272,18 +272,21 @@ def _log_records_to(log: Any) -> Iterator[None]:
     def stream_handlers() -> list[logging.StreamHandler]:
         loggers = [logging.getLogger()] + [x for x in logging.root.manager.loggerDict.values()
                                            if isinstance(x, logging.Logger)]
-        # a handler whose stream is a property (logging's last resort) reads sys.stderr at each record already
-        return [h for x in loggers for h in x.handlers
-                if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
-                and not isinstance(getattr(type(h), "stream", None), property)]
+        # a handler whose stream is a property (logging's last resort) reads sys.stderr at each record already;
+        # one handler may sit on several loggers (pytest >= 9.2 puts its capture handler on each): once each
+        return list(dict.fromkeys(h for x in loggers for h in x.handlers
+                                  if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)
+                                  and not isinstance(getattr(type(h), "stream", None), property)))
 
-    before = {h: h.setStream(log) for h in stream_handlers()}
+    before = {h: h.stream for h in stream_handlers()}
+    for h in before:
+        h.setStream(log)
     try:
         yield
     finally:
         for h in stream_handlers():
-            if h.stream is log:
-                h.setStream(before.get(h) or sys.__stderr__)
+            if h.stream is log:  # made during the run: the worker's own stderr from now on
+                h.setStream(before.get(h, sys.__stderr__))
 
 
 def _execute(paths: RunPaths) -> dict[str, Any]:
