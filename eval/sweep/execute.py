@@ -285,7 +285,7 @@ def _log_records_to(log: Any) -> Iterator[None]:
         yield
     finally:
         for h in stream_handlers():
-            if h.stream is log:  # made during the run: the worker's own stderr from now on
+            if h.stream is log:  # its stream before the run; one made during it: the worker's own stderr
                 h.setStream(before.get(h, sys.__stderr__))
 
 
