@@ -360,6 +360,13 @@ def train_recall(
     return model.eval(), step + 1
 
 
+def weights_finite(model: torch.nn.Module) -> bool:
+    """Whether every weight of ``model`` is a finite number. A run whose loss blew up leaves NaN weights, and a NaN
+    model's argmax answers one token everywhere: its accuracy is a number (0%), so this, not the accuracy, says it
+    diverged."""
+    return all(bool(torch.isfinite(p).all()) for p in model.parameters())
+
+
 # What a recall checkpoint holds (training.checkpoint.save_state_file): one without all of it is not resumed.
 _STATE_KEYS = ("step", "model", "optimizer", "scheduler", "generator", "torch_rng", "curriculum")
 
@@ -482,7 +489,8 @@ def recall_model(
         sweep[f"{lr:g}"] = {"selection_accuracy": {str(n): a for n, a in selection.items()}, "steps": steps,
                             "seconds": time.perf_counter() - t0}
         trained[lr] = model, steps
-        scores[lr] = sum(selection.values()) / len(selection)
+        # A diverged run (NaN weights) scores NaN: the rule never chooses it (eval.rates.choose)
+        scores[lr] = sum(selection.values()) / len(selection) if weights_finite(model) else math.nan
         best = choose(scores, lower_is_better=False)
         for other in [r for r in trained if r != best]:  # only the best model so far is kept (memory)
             del trained[other]

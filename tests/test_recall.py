@@ -463,3 +463,39 @@ settings:
     assert reading == {"conv": "lets it escape", "gate": "not needed"}
     assert a["field_check"]["verdict"] == "equivalent"
     assert "conv 1" in a["arms"]["mixer_mamba-conv1"]["write_rule_label"]
+
+
+def test_a_run_left_with_nan_weights_is_recorded_diverged_not_scored_zero(tmp_path, monkeypatch) -> None:
+    # A model with NaN weights answers one token everywhere (argmax of NaN): 0% accuracy, a number the rule would
+    # read as a rate's score. The recall trainer's objective is NaN for it, so the run is recorded diverged.
+    import json
+
+    import eval.recall
+    from eval.sweep.execute import execute
+    from eval.sweep.paths import RunPaths
+
+    real = eval.recall.train_recall
+
+    def blows_up(*args, **kwargs):
+        model, steps = real(*args, **kwargs)
+        with torch.no_grad():
+            next(model.parameters()).fill_(math.nan)
+        return model, steps
+
+    spec = {"sweep": "t", "trainer": "recall", "arm": "gpt2", "lr": 1e-2, "seed": 0, "steps": 2,
+            "config": {"model": "gpt2", "width": 16, "layers": 1, "heads": 2, "task": {"vocab_size": 16, "pairs": [2]},
+                       "recipe": {"batch_size": 4, "warmup_steps": 1, "select_examples": 8, "eval_examples": 8}},
+            "shared": {}}
+    results = {}
+    for name, train in (("finite", real), ("nan", blows_up)):
+        monkeypatch.setattr(eval.recall, "train_recall", train)
+        paths = RunPaths(tmp_path / name, "runs/gpt2/lr_0.01/seed_0/steps_2")
+        paths.folder.mkdir(parents=True)
+        paths.spec.write_text(json.dumps(spec))
+        execute(paths.sweep, paths.run)
+        results[name] = json.loads(paths.result.read_text())
+    assert results["finite"]["finite_weights"] and "diverged" not in results["finite"]
+    assert math.isfinite(results["finite"]["selection"])
+    nan = results["nan"]
+    assert nan["finite_weights"] is False and nan["diverged"] is True and math.isnan(nan["selection"])
+    assert nan["accuracy"]["2"] < 0.5  # the accuracy stays recorded, as measured

@@ -401,10 +401,11 @@ class RecallTrainer(InProcessTrainer):
                     raise UsageError(f"{where}: recipe.{key} is set by the sweep (budgets, rate rule)")
 
     def run(self, spec: dict[str, Any], paths: RunPaths) -> dict[str, Any]:
-        from ema_boundary.params import parameter_counts  # delayed: its trainer's stack (module docstring)
-        from eval.recall import evaluate_recall, train_recall  # delayed: its trainer's stack (module docstring)
-        from eval.recall_arms import describe_arm  # delayed: its trainer's stack (module docstring)
-        from eval.recall_map import build_arm  # delayed: its trainer's stack (module docstring)
+        # delayed: its trainer's stack (module docstring)
+        from ema_boundary.params import parameter_counts
+        from eval.recall import evaluate_recall, train_recall, weights_finite
+        from eval.recall_arms import describe_arm
+        from eval.recall_map import build_arm
 
         started = time.perf_counter()
         config, task, recipe = build_arm(spec)
@@ -417,7 +418,9 @@ class RecallTrainer(InProcessTrainer):
         # Every model and seed is scored on the same evaluation sequences (the stream depends on the task only).
         accuracy = evaluate_recall(model, task, recipe.eval_examples, recall_evaluation_seed())
         counts = parameter_counts(model)
-        return {"selection": sum(selection.values()) / len(selection),
+        finite = weights_finite(model)  # NaN weights score 0%, a number: the objective says it diverged (execute)
+        return {"selection": sum(selection.values()) / len(selection) if finite else math.nan,
+                "finite_weights": finite,
                 "selection_accuracy": {str(n): a for n, a in selection.items()},
                 "accuracy": {str(n): a for n, a in accuracy.items()}, "steps": steps, "chance": task.chance,
                 "pairs": list(task.pairs), "queries": {str(n): n * recipe.eval_examples for n in task.pairs},
