@@ -2,7 +2,8 @@
 
 report.json (``machine``) and every sweep's results.json (``machine``) carry :func:`machine_record`: the CPU model,
 the cores this process may use and the threads torch computes with, the GPU if any, the git commit of the code
-(and whether it had uncommitted changes) and the versions of Python and of the libraries the numbers depend on.
+(and whether it had uncommitted changes), the versions of Python and of the libraries the numbers depend on, and
+the machine's load when the record was written (a wall time measured beside other work is not a cost).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 # The distributions whose versions a result records (their names on the package index).
 PACKAGES = ("torch", "transformers", "datasets", "accelerate", "lm-eval")
 
-__all__ = ["PACKAGES", "cpu_model", "git_commit", "machine_record"]
+__all__ = ["PACKAGES", "cpu_model", "git_commit", "load_average", "machine_record"]
 
 
 def cpu_model() -> str:
@@ -50,6 +51,15 @@ def git_commit(repo: Path = REPO) -> dict[str, Any] | None:
     return {"commit": commit, "dirty": dirty}
 
 
+def load_average() -> list[float] | None:
+    """The system's load over the last 1, 5 and 15 minutes (runnable processes), or None where the system has none
+    to give: beside a wall time, it says whether the cores were shared."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except (AttributeError, OSError):
+        return None
+
+
 def _version(package: str) -> str | None:
     try:
         return metadata.version(package)
@@ -68,4 +78,5 @@ def machine_record() -> dict[str, Any]:
         "platform": platform.platform(),
         "git": git_commit(),
         "versions": {"python": platform.python_version(), **{p: _version(p) for p in PACKAGES}},
+        "load_average": load_average(),  # when the record was written: 1, 5 and 15 minutes
     }

@@ -22,3 +22,17 @@ def test_the_record_names_cpu_threads_commit_and_versions(tmp_path):
     if head.returncode == 0:  # a clone: the commit the code ran from
         assert record["git"]["commit"] == head.stdout.strip() and isinstance(record["git"]["dirty"], bool)
     assert git_commit(tmp_path) is None  # not a checkout: no commit, not a wrong one
+    load = record["load_average"]  # Linux always has one: three non-negative numbers, 1, 5 and 15 minutes
+    assert len(load) == 3 and all(isinstance(x, float) and x >= 0 for x in load)
+
+
+def test_no_load_average_is_none_not_a_failure(monkeypatch):
+    import os
+
+    from ema_boundary import machine
+
+    def unavailable():
+        raise OSError("no load average")
+
+    monkeypatch.setattr(os, "getloadavg", unavailable)
+    assert machine.load_average() is None and machine.machine_record()["load_average"] is None
