@@ -23,7 +23,6 @@ from ema_boundary.verdicts import (
     NOT_NEEDED,
     NOT_RESOLVED,
     NOT_RUN,
-    UNRESOLVED,
     higher,
 )
 from eval import verdicts
@@ -184,9 +183,7 @@ def recall_map(plan: Plan, results: dict[str, Any], folder: Path, reads: Reads) 
     escaped = {}
     for arm in arms:
         acc = arms[arm]["accuracy"]
-        ci = acc.get("ci95")
-        state = (UNRESOLVED if not ci or acc.get("n", 0) < s.get("min_seeds", 5) else
-                 ESCAPES if ci[0] > copy_bar else DOES_NOT_ESCAPE if ci[1] < copy_bar else UNRESOLVED)
+        state, ci = verdicts.arm_escape(list(_ran(arms[arm]).values()), copy_bar, s.get("min_seeds", 5))
         escaped[arm] = {"rule": arms[arm]["write_rule_label"], "state_numbers": arms[arm]["state_numbers"],
                         "accuracy": acc.get("mean"), "ci95": ci, "n": acc.get("n", 0), "escape": state}
     decides = (escapes_longer if read_longer else escapes).get(headline, {})

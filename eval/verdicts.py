@@ -28,13 +28,16 @@ from ema_boundary import stats
 from ema_boundary.verdicts import (
     A_HIGHER,
     A_LOWER,
+    DOES_NOT_ESCAPE,
     EQUIVALENT,
+    ESCAPES,
     MET,
     NEITHER_ESCAPES,
     NOT_RESOLVED,
     NOT_RUN,
     NOT_TESTABLE,
     REFUTED,
+    UNRESOLVED,
 )
 
 
@@ -148,6 +151,19 @@ def difference_verdict(c: stats.Comparison, min_seeds: int = 5, bounds: tuple[fl
         f" and the 90% interval is not inside ±{c.equivalence_margin:g}" if c.equivalence_margin else "")
 
 
+def arm_escape(values: Sequence[float], bar: float, min_seeds: int = 5) -> tuple[str, list[float] | None]:
+    """One arm's accuracies over seeds against the escape bar (floor + margin): :data:`ESCAPES` where the 95% t interval
+    over seeds (clipped to [0, 1], an accuracy's range) lies wholly above ``bar``, :data:`DOES_NOT_ESCAPE` wholly
+    below, otherwise (or under ``min_seeds`` seeds) :data:`UNRESOLVED`. Returns the state and the interval."""
+    if len(values) < 2:
+        return UNRESOLVED, None
+    lo, hi = stats.mean_ci(list(values))["ci95"]
+    ci = [max(0.0, lo), min(1.0, hi)]
+    if len(values) < min_seeds:
+        return UNRESOLVED, ci
+    return (ESCAPES if ci[0] > bar else DOES_NOT_ESCAPE if ci[1] < bar else UNRESOLVED), ci
+
+
 def escape_verdict(selective: Mapping[Any, float], fixed: Mapping[Any, float], *, copying: float, min_effect: float,
                    copy_margin: float, margin: float, control: Gate, min_seeds: int = 5) -> dict[str, Any]:
     """"Only input-dependent selection escapes", decided so that it cannot be won at the floor (``copying``: the
@@ -156,16 +172,18 @@ def escape_verdict(selective: Mapping[Any, float], fixed: Mapping[Any, float], *
 
     Paired over seeds, ``selective - fixed`` (accuracies at the pairs read):
 
+    An arm is above the bar ``copying + copy_margin`` only where its own 95% interval over seeds lies wholly above
+    it (:func:`arm_escape`, the reading of every arm in the recall analyses), and at or below it only where that
+    interval lies wholly below: a mean above the bar with an interval across it is neither.
+
     - behind the positive control (``control``): without it, not testable;
-    - "selective escapes" (:data:`MET`): the 95% interval above 0, the mean difference at least ``min_effect``,
-      and the selective arm's mean above ``copying + copy_margin``;
+    - "selective escapes" (:data:`MET`): the 95% interval of the difference above 0, the mean difference at least
+      ``min_effect``, and the selective arm above the bar;
     - "fixed escapes" (:data:`REFUTED`): the same the other way;
-    - :data:`NEITHER_ESCAPES`: a difference, or equivalence, with neither arm above ``copying + copy_margin``
-      (both numbers given);
-    - "equivalent" within ``margin`` with both arms above ``copying + copy_margin``: refuted (the fixed bank
-      escapes as well);
-    - otherwise :data:`NOT_RESOLVED`, including equivalence with only one arm above the bar: the lead is below the
-      declared effect, and the fixed bank has not escaped, so neither reading is earned.
+    - :data:`NEITHER_ESCAPES`: a difference, or equivalence, with both arms at or below the bar (both numbers given);
+    - "equivalent" within ``margin`` with both arms above the bar: refuted (the fixed bank escapes as well);
+    - otherwise :data:`NOT_RESOLVED`: an arm whose interval holds the bar, equivalence with only one arm above it,
+      or a lead below the declared effect: neither reading is earned.
     """
     c = stats.compare(dict(selective), dict(fixed), margin)
     kind, ci, why = difference_verdict(c, min_seeds, (-1.0, 1.0))
@@ -173,25 +191,38 @@ def escape_verdict(selective: Mapping[Any, float], fixed: Mapping[Any, float], *
     mean_s = sum(selective[s] for s in seeds) / max(1, len(seeds))
     mean_f = sum(fixed[s] for s in seeds) / max(1, len(seeds))
     bar = copying + copy_margin
+    state_s, ci_s = arm_escape(list(selective.values()), bar, min_seeds)
+    state_f, ci_f = arm_escape(list(fixed.values()), bar, min_seeds)
     numbers = {"selective_mean": mean_s, "fixed_mean": mean_f, "difference": c.difference, "ci95": ci,
                "ci90": [_finite(x) for x in c.ci90], "seeds": seeds, "copying": copying, "copy_bar": bar,
-               "min_effect": min_effect, "margin": margin}
-    above_s, above_f = mean_s > bar, mean_f > bar
+               "min_effect": min_effect, "margin": margin, "selective_ci95": ci_s, "fixed_ci95": ci_f,
+               "selective_escape": state_s, "fixed_escape": state_f}
+
+    def shown(mean: float, arm_ci: list[float] | None) -> str:
+        return f"{mean:.3f}" + (f" [{arm_ci[0]:.3f}, {arm_ci[1]:.3f}]" if arm_ci else "")
+
+    above_s, above_f = state_s == ESCAPES, state_f == ESCAPES
+    below_s, below_f = state_s == DOES_NOT_ESCAPE, state_f == DOES_NOT_ESCAPE
+    where = f"the floor {copying:.3f} + {copy_margin:g}"
     if kind == A_HIGHER and c.difference >= min_effect and above_s:
         verdict, why = MET, f"selective escapes: {why}, effect {c.difference:+.3f} >= {min_effect:g}, " \
-                            f"selective {mean_s:.3f} above the floor {copying:.3f} + {copy_margin:g}"
+                            f"selective {shown(mean_s, ci_s)} above {where}"
     elif kind == A_LOWER and -c.difference >= min_effect and above_f:
-        verdict, why = REFUTED, f"the fixed bank is higher: {why}, fixed {mean_f:.3f} above the floor"
-    elif kind in (A_HIGHER, A_LOWER, EQUIVALENT) and not above_s and not above_f:
-        verdict, why = NEITHER_ESCAPES, (f"selective {mean_s:.3f}, fixed {mean_f:.3f}: both at or below the "
-                                         f"floor {copying:.3f} + {copy_margin:g} ({why})")
+        verdict, why = REFUTED, f"the fixed bank is higher: {why}, fixed {shown(mean_f, ci_f)} above the floor"
+    elif kind in (A_HIGHER, A_LOWER, EQUIVALENT) and below_s and below_f:
+        verdict, why = NEITHER_ESCAPES, (f"selective {shown(mean_s, ci_s)}, fixed {shown(mean_f, ci_f)}: both at or "
+                                         f"below {where} ({why})")
     elif kind == EQUIVALENT and above_s and above_f:
         verdict, why = REFUTED, f"equivalent above the floor: the fixed bank escapes as well ({why})"
+    elif kind in (A_HIGHER, A_LOWER, EQUIVALENT) and (state_s == UNRESOLVED or state_f == UNRESOLVED):
+        across = [f"{name} {shown(m, arm_ci)}" for name, m, arm_ci, st in
+                  (("selective", mean_s, ci_s, state_s), ("fixed", mean_f, ci_f, state_f)) if st == UNRESOLVED]
+        verdict, why = NOT_RESOLVED, (f"{' and '.join(across)}: the interval over seeds holds {where} = {bar:.3f} "
+                                      f"({why})")
     elif kind == EQUIVALENT:
         verdict, why = NOT_RESOLVED, (f"equivalent within ±{margin:g}, but only the "
-                                      f"{'selective' if above_s else 'fixed'} mean is above the floor "
-                                      f"{copying:.3f} + {copy_margin:g} (selective {mean_s:.3f}, fixed {mean_f:.3f}; "
-                                      f"{why})")
+                                      f"{'selective' if above_s else 'fixed'} arm is above {where} "
+                                      f"(selective {shown(mean_s, ci_s)}, fixed {shown(mean_f, ci_f)}; {why})")
     elif kind in (A_HIGHER, A_LOWER):
         verdict, why = NOT_RESOLVED, f"a difference below the declared effect {min_effect:g} ({why})"
     else:
@@ -204,5 +235,5 @@ def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-__all__ = ["Gate", "context_gate", "control_gate", "decidability_gate", "difference_verdict", "escape_verdict", "gated",
-           "interior_gate", "ngram_gate", "reference_gate"]
+__all__ = ["Gate", "arm_escape", "context_gate", "control_gate", "decidability_gate", "difference_verdict",
+           "escape_verdict", "gated", "interior_gate", "ngram_gate", "reference_gate"]

@@ -138,7 +138,7 @@ def test_neither_escapes_and_a_failed_control(tmp_path: Path) -> None:
                                   "linear-selective_ssm": [0.08, 0.09, 0.08, 0.09, 0.08]})
     r = row(evaluate(report_with(sweeps_block({"recall_map": str(tmp_path / "a")}))), "selection_escapes_recall")
     assert r["verdict"] == words.NEITHER_ESCAPES and r["verdict_short"] == "neither escapes"
-    assert "selective 0.084, fixed 0.062" in r["detail"]
+    assert "selective 0.084 [0.077, 0.091], fixed 0.062 [0.056, 0.068]: both at or below" in r["detail"]
     recall_sweep(tmp_path / "b", {"gpt2": [0.5] * 5, "linear-ema16": [0.1] * 5,
                                   "linear-selective_ssm": [0.4, 0.41, 0.42, 0.4, 0.43]})
     r = row(evaluate(report_with(sweeps_block({"recall_map": str(tmp_path / "b")}))), "selection_escapes_recall")

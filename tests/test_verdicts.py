@@ -73,3 +73,19 @@ def test_escape_cannot_be_won_at_copying_level(selective, fixed, control, verdic
     assert out["verdict"] == verdict, out["reason"]
     assert out["copy_bar"] == pytest.approx(1 / 16 + 0.05)
     assert out["selective_mean"] == pytest.approx(sum(selective) / 5)
+
+
+def test_a_mean_above_the_bar_with_an_interval_across_it_does_not_escape() -> None:
+    # escape-routes' lagged S6 against the bank at 16 pairs (its five seeds as measured): the mean 0.178 sits above the
+    # bar 0.123 + 0.05, its interval over seeds [0.159, 0.198] holds it; the plan declares escaping as the interval
+    # wholly above the bar, as the per-arm reading does, so the pair is not resolved, not "selective escapes".
+    lagged, bank = seeds(0.168, 0.178, 0.173, 0.205, 0.167), seeds(0.112, 0.112, 0.112, 0.114, 0.112)
+    out = v.escape_verdict(lagged, bank, copying=0.1232, min_effect=0.05, copy_margin=0.05, margin=0.05,
+                           control=PASSED)
+    assert out["selective_mean"] > out["copy_bar"] and out["selective_ci95"][0] < out["copy_bar"]
+    assert out["verdict"] == w.NOT_RESOLVED and "holds the floor" in out["reason"], out["reason"]
+    assert (out["selective_escape"], out["fixed_escape"]) == (w.UNRESOLVED, w.DOES_NOT_ESCAPE)
+    assert v.arm_escape(list(lagged.values()), out["copy_bar"]) == (w.UNRESOLVED, out["selective_ci95"])
+    assert v.arm_escape([0.95, 0.96, 0.94, 0.97, 0.95], 0.173)[0] == w.ESCAPES
+    assert v.arm_escape([0.95, 0.96, 0.94, 0.97], 0.173)[0] == w.UNRESOLVED  # under the declared five seeds
+    assert v.arm_escape([0.95], 0.173) == (w.UNRESOLVED, None)

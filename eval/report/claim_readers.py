@@ -319,11 +319,13 @@ ESCAPE_SWEEP = SweepReader(
     rule_text="eval.verdicts.escape_verdict at the sweep's headline state size (at the declared longer cap once "
               "both arms have their seeds there, else at the cap), selective − fixed paired by seed: "
               "met (selective escapes) if the 95% interval lies above 0, the lead is at least the declared effect and "
-              "the selective arm is above the floor by the declared margin (the floor: the best no-lookup answer, "
+              "the selective arm is above the floor by the declared margin, its own 95% interval over seeds wholly "
+              "above floor + margin (the floor: the best no-lookup answer, "
               "the most frequent value in the context, measured on the evaluation sequences; 1 / pairs in sweeps "
               "summarised before issue 49); refuted if the fixed bank escapes the same way or the two are "
               "equivalent with both above the floor; neither escapes if a resolved difference (or equivalence) "
-              "leaves both at the floor; otherwise not resolved (equivalence with only one arm above it included)")
+              "leaves both wholly at or below it; otherwise not resolved (an arm whose interval holds floor + "
+              "margin, or equivalence with only one arm above it)")
 
 
 LADDER_SWEEP = SweepReader(
