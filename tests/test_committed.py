@@ -21,7 +21,7 @@ from eval import verdicts
 from eval.depth import claim_verdict, paired_table
 from eval.report.claim_rows import evaluate, one_screen
 from eval.report.claims import CLAIMS
-from eval.report.committed import SOURCES, read_sweep, sweeps_block
+from eval.report.committed import SOURCES, escape_tables, read_sweep, sweeps_block
 from eval.report.plan import REPO, Plan, PlanError
 from eval.sweep.analyses import ANALYSES
 from eval.sweep.plan import plan_from_text
@@ -108,6 +108,27 @@ def test_selective_escapes_reads_the_headline_with_both_numbers_and_its_conditio
     assert [x["id"] for x in rows] == [c.id for c in CLAIMS]
     shown = [a["id"] for a, _ in one_screen(rows)]
     assert len(shown) == len(set(shown)) and "selection_escapes_recall" in shown
+
+
+def test_the_committed_recall_sweep_renders_as_tables_and_the_row_keeps_the_bank_pairs(tmp_path: Path) -> None:
+    recall_sweep(tmp_path / "recall", {
+        "gpt2": SOLVED, "linear-ema16": [0.10, 0.11, 0.09, 0.10, 0.12],
+        "linear-selective_ssm": [0.40, 0.45, 0.38, 0.42, 0.44],
+        "linear_attention-sequence": [0.9, 0.92, 0.9, 0.91, 0.9]})
+    block = sweeps_block({"recall_map": str(tmp_path / "recall")})["recall_map"]
+    text = "\n".join(escape_tables(block))
+    # one row per arm: its write rule, state, rate, seeds, accuracy with the interval, and the reading against the bar
+    assert ("| `linear-selective_ssm` | S6 decay and write, read one step late (SPEN's slots) | 1,216 | 91,808 | 0.001 "
+            "| 5 | 41.8% [38.2%, 45.4%] | escapes |") in text, text
+    assert ("| `linear-ema16` | fixed (EMA rates) | 1,024 | 91,808 | 0.001 | 5 | 10.4% [9.0%, 11.8%] "
+            "| does not escape |") in text
+    assert "| N = 16 | `linear-selective_ssm` 41.8% | `linear-ema16` 10.4% | +31.4 [" in text and "| met |" in text
+    assert "an arm escapes where its 95% interval over seeds lies wholly above floor + margin, 17.3%" in text
+    r = row(evaluate(report_with(sweeps_block({"recall_map": str(tmp_path / "recall")}))), "selection_escapes_recall")
+    # the claim row keeps the pairs against the fixed bank; the pair of the two escaping arms is in the tables' file
+    assert "against the fixed bank (every pair: the sweep's results.md)" in r["conditions"]
+    assert "(`linear-selective_ssm`, 1,216) − input-dependent" not in r["conditions"]
+    assert "(`linear-ema16`, 1,024) − input-dependent" in r["conditions"]
 
 
 def test_the_escape_row_names_the_rates_tried_and_counts_edge_choices(tmp_path: Path) -> None:

@@ -560,7 +560,7 @@ def test_the_escape_routes_section_shows_both_maps_with_their_verdicts(tmp_path:
     write_index(report, {**report["figures"], "depth": "figures/depth.png"}, tmp_path / "index.md")
     text = (tmp_path / "index.md").read_text()
     section = text[text.index("## Escape routes"):]
-    assert "### In time: the recall map on two axes" in section and "### In depth" in section
+    assert "### In time: this run's recall map on two axes" in section and "### In depth" in section
     assert "| token identity at the last layer (held-out accuracy) | 52.0% | 62.1% | +10.1 [" in section
     assert "majority token 10.0%" in section and "add 5.0x, attention 1.4x" in section
     assert "Competence gate (the loss part): holds" in section and "![depth](figures/depth.png)" in section

@@ -43,7 +43,7 @@ ZOOLOGY = ("Zoology (Arora et al. 2023): associative-recall capacity grows with 
 
 __all__ = ["SOURCES", "UNDER_TRAINED", "ZOOLOGY", "ablation_conditions", "ablation_gate", "ablation_longest",
            "ablation_text", "budget_check_text", "cap", "data_axis_conditions", "depth_conditions", "escape_arms",
-           "escape_conditions",
+           "escape_conditions", "escape_tables",
            "escape_row", "escape_text", "ladder_conditions", "ladder_deciding", "ladder_gate", "ladder_size_text",
            "partial", "read_sweep", "sweep_block", "sweeps_block"]
 
@@ -233,9 +233,12 @@ def escape_conditions(block: dict[str, Any]) -> str | None:
     if others:
         parts.append("other state sizes: " + ", ".join(
             f"N = {k}: {escape_text(block, k, r)}, {r['verdict']}" for k, r in others))
-    rules = a.get("write_rules") or []
+    # Against the fixed banks only (each pair's fixed arm of a declared comparison): every pair is in results.md.
+    banks = {escape_arms(block, k, r, s)[1] for s in ("escape", "escape_longer") for k, r in (a.get(s) or {}).items()}
+    rules = [r for r in a.get("write_rules") or [] if not banks or banks & {r["a"], r["b"]}]
     if rules:
-        parts.append("write rules at about equal state: " + ", ".join(
+        parts.append("write rules at about equal state, against the fixed bank (every pair: the sweep's results.md): "
+                     + ", ".join(
             f"{r['rules'][0]} (`{r['a']}`, {r['state_numbers'][0]:,}) − {r['rules'][1]} (`{r['b']}`, "
             f"{r['state_numbers'][1]:,}) {_interval(r['difference'], r.get('ci95'), 100, 1, ' points')}, "
             f"{r['verdict']}" for r in rules))
@@ -262,6 +265,58 @@ def escape_conditions(block: dict[str, Any]) -> str | None:
             f"{cap(block, k)} steps)" for k, v in rest.items()))
     parts.append(ZOOLOGY)
     return _joined(*parts)
+
+
+def escape_tables(block: dict[str, Any]) -> list[str]:
+    """A committed recall sweep as the report's tables: every arm against the floor (its rate, seeds and 95% interval
+    over seeds), each declared escape comparison, the ablation of Mamba's block and the field check. The claim row
+    keeps one line of each; these are what a reader cites."""
+    a = block["analysis"]
+    pairs, bar, floor = a["pairs"], a.get("copy_bar"), a.get("floor") or {}
+    strategies = {name: levels.get(str(pairs)) for name, levels in (floor.get("strategies") or {}).items()}
+    others = ", ".join(f"{name} {_pct(v)}" for name, v in strategies.items()
+                       if v is not None and v != floor.get("level"))
+    random_value = (floor.get("random_context_value") or {}).get(str(pairs))
+    lines = [f"From `{block['source']}` (`{block.get('plan')}`; {partial(block) or 'complete'}). Accuracy at {pairs} "
+             "pairs on the evaluation sequences every model shares; the rate is the choosing seed's, from the rates "
+             f"tried. The floor: {floor.get('name', 'copying level')} {_pct(floor.get('level', a.get('copying')))}"
+             + (f" ({others}" + (f"; a uniformly random context value {_pct(random_value)}" if random_value else "")
+                + ")" if others else "")
+             + f"; an arm escapes where its 95% interval over seeds lies wholly above floor + margin, {_pct(bar)}.",
+             "", f"| arm | write rule | state numbers per layer | non-embedding parameters | rate | seeds | "
+             f"accuracy at {pairs} pairs [95% interval] | against {_pct(bar)} |",
+             "|---|---|---:|---:|---:|---:|---|---|"]
+    for arm, e in (a.get("rule_escape") or {}).items():
+        info = (a.get("arms") or {}).get(arm) or {}
+        chosen = sorted({c.get("chosen") for c in ((block.get("arms") or {}).get(arm) or {}).get("choices", {}).values()
+                         if c.get("chosen") is not None})
+        ci = f" [{_pct(e['ci95'][0])}, {_pct(e['ci95'][1])}]" if e.get("ci95") else ""
+        lines.append(f"| `{arm}` | {e['rule']} | {e['state_numbers']:,}{' (grows)' * bool(info.get('grows'))} | "
+                     f"{info.get('non_embedding_parameters', 0):,} | {', '.join(f'{r:g}' for r in chosen) or '–'} | "
+                     f"{e['n']} | {_pct(e['accuracy'])}{ci} | {e['escape']} |")
+    rows = [(k, r, s) for s in ("escape", "escape_longer") for k, r in (a.get(s) or {}).items()]
+    if rows:
+        lines += ["", "| comparison (paired by seed) | selective | fixed | selective − fixed, points [95%] | verdict |",
+                  "|---|---|---|---|---|"]
+        for k, r, s in rows:
+            sel, fix, mean_s, mean_f = escape_arms(block, k, r, s)
+            ci = r.get("ci95") if len(r.get("seeds") or []) > 1 else None
+            lines.append(f"| {'N = ' + k}{' (longer cap)' * (s == 'escape_longer')} | `{sel}` {_pct(mean_s)} | "
+                         f"`{fix}` {_pct(mean_f)} | {_interval(r['difference'], ci, 100, 1)} | {r['verdict']} |")
+    if a.get("ablation"):
+        lines += ["", "| part of Mamba's block | the block without it | with it | without − with, points [95%] | "
+                  "reading |", "|---|---|---|---|---|"]
+        for r in a["ablation"]:
+            ci = r.get("ci95") if len(r["seeds"]) > 1 else None
+            lines.append(f"| {r['part']} | `{r['without']}` ({r['escape'][0]}) | `{r['full']}` ({r['escape'][1]}) | "
+                         f"{_interval(r['difference'], ci, 100, 1)} ({len(r['seeds'])} seed(s)) | {r['reading']} |")
+    f = a.get("field_check")
+    if f:
+        ci = f.get("ci95") if len(f.get("seeds") or []) > 1 else None
+        lines += ["", f"Against the field's own model: `{f['ours']}` − `{f['theirs']}` "
+                  f"{_interval(f['difference'], ci, 100, 1, ' points')} ({len(f.get('seeds') or [])} paired seed(s)): "
+                  f"{f['verdict']} (equal only if the 90% interval lies inside the declared margin)."]
+    return lines
 
 
 def budget_check_text(block: dict[str, Any]) -> str | None:

@@ -16,6 +16,7 @@ from eval.recall_arms import WRITE_RULES
 from eval.report.claim_checks import EXPERIMENTS
 from eval.report.claim_rows import one_screen, outside_text, short_name, short_verdict, verdict_text
 from eval.report.claims import INVERTIBILITY
+from eval.report.committed import escape_tables
 from eval.report.conditions import PROTOCOL_NAMES, structure_conditions, value_text
 from eval.report.paths import portable
 from grammar_probe.render import render_structure_markdown
@@ -306,8 +307,11 @@ def escape_routes_section(report: dict, figure_paths: dict[str, str]) -> list[st
              "The paper's general principle: accumulation with fixed coefficients dilutes information irreversibly, "
              "along time (a fixed-rate trace) and along depth (the residual sum), and only learned, input-dependent "
              "selection escapes it: gates as in Mamba and attention over tokens in time, Attention Residuals in "
-             "depth. Each route is one map and one claim row.", "", *_details(report, ESCAPE_CLAIMS),
-             "### In time: the recall map on two axes", ""]
+             "depth. Each route is one map and one claim row.", "", *_details(report, ESCAPE_CLAIMS)]
+    committed = (report.get("sweeps") or {}).get("recall_map")
+    if committed and (committed.get("analysis") or {}).get("rule_escape"):
+        lines += ["### In time: the committed escape routes", "", *escape_tables(committed), ""]
+    lines += ["### In time: this run's recall map on two axes", ""]
     recall = (report.get("probes") or {}).get("recall") or {}
     described = {n: r for n, r in recall.items() if r.get("write_rule")}
     if described:
