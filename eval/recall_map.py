@@ -236,6 +236,11 @@ def _recall_ablation(s: dict[str, Any], arms: dict[str, Any], escaped: dict[str,
             reading = NOT_NEEDED
         else:
             reading = NOT_RESOLVED
+            if esc == (ESCAPES, ESCAPES) and kind in (A_LOWER, A_HIGHER):  # say which case of "otherwise" this is
+                why = (f"both escape, and the block without it is {'lower' if kind == A_LOWER else 'higher'} by "
+                       f"{abs(c.difference) * 100:.1f} points ({why}): the part moves the level, not the escape; "
+                       "neither declared reading (lets it escape: only the full block escapes; not needed: "
+                       "equivalent) applies")
         reading, why = verdicts.gated(reading, [control]) if control.holds is not True else (reading, why)
         rows.append({"part": part, "without": without, "full": full, "difference": c.difference, "ci95": ci,
                      "seeds": list(c.seeds), "escape": list(esc), "reading": reading, "reason": why})

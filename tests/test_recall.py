@@ -437,13 +437,15 @@ arms:
   mixer_mamba: {config: {model: mixer_mamba}}
   mixer_mamba-conv1: {config: {model: mixer_mamba-conv1}}
   mixer_mamba-nogate: {config: {model: mixer_mamba-nogate}}
+  mixer_mamba-lagged: {config: {model: mixer_mamba-lagged}}
   hf-mamba: {config: {model: hf-mamba}}
 settings:
   pairs: 16
   control: gpt2
   escape: {"16": [mixer_mamba, linear-ema16], "16-lagged": [linear-s6lagged, linear-ema16]}
   headline: "16"
-  ablation: {conv: [mixer_mamba-conv1, mixer_mamba], gate: [mixer_mamba-nogate, mixer_mamba]}
+  ablation: {conv: [mixer_mamba-conv1, mixer_mamba], gate: [mixer_mamba-nogate, mixer_mamba],
+             current read: [mixer_mamba-lagged, mixer_mamba]}
   field_check: [mixer_mamba, hf-mamba]
 """)
     plan = load_plan(str(plan_file))
@@ -453,14 +455,20 @@ settings:
         # above 1/16 + 5 points (0.1125) but not above the measured floor (0.123) + 5 points: no escape
         "linear-s6lagged": [0.16, 0.15, 0.17, 0.165, 0.155],
         "mixer_mamba": [0.95, 0.97, 0.93, 0.96, 0.98], "mixer_mamba-conv1": [0.11, 0.105, 0.12, 0.1, 0.11],
-        "mixer_mamba-nogate": [0.94, 0.96, 0.95, 0.97, 0.96], "hf-mamba": [0.96, 0.95, 0.97, 0.94, 0.98]}, configs)
+        "mixer_mamba-nogate": [0.94, 0.96, 0.95, 0.97, 0.96], "hf-mamba": [0.96, 0.95, 0.97, 0.94, 0.98],
+        "mixer_mamba-lagged": [0.31, 0.30, 0.25, 0.30, 0.25]}, configs)
     a = analyse(plan, results, tmp_path, Sweep(plan, tmp_path))
     assert a["floor"]["kind"] == "no_lookup" and abs(a["copying"] - 0.1232) < 1e-3  # measured, not 1/16
     assert a["rule_escape"]["linear-s6lagged"]["escape"] == "does not escape"
     assert a["escape"]["16-lagged"]["verdict"] == "neither escapes at this budget"
     assert a["escape"]["16"]["verdict"] == "met" and a["verdict"] == "met"
     reading = {row["part"]: row["reading"] for row in a["ablation"]}
-    assert reading == {"conv": "lets it escape", "gate": "not needed"}
+    assert reading == {"conv": "lets it escape", "gate": "not needed", "current read": "not resolved at this budget"}
+    # above the bar without the part, far below the full block: the reason names the case the rule leaves open
+    lagged = next(row for row in a["ablation"] if row["part"] == "current read")
+    assert lagged["escape"] == ["escapes", "escapes"] and "both escape" in lagged["reason"]
+    assert "lower by 67.6 points" in lagged["reason"]  # 0.958 - 0.282
+    assert "the part moves the level, not the escape" in lagged["reason"]
     assert a["field_check"]["verdict"] == "equivalent"
     assert "conv 1" in a["arms"]["mixer_mamba-conv1"]["write_rule_label"]
 

@@ -26,6 +26,7 @@ from typing import Any
 
 from ema_boundary.io import read_json
 from ema_boundary.usage import UsageError
+from ema_boundary.verdicts import LETS_IT_ESCAPE, NOT_NEEDED
 from ema_boundary.yamlio import YAMLFileError, read_yaml_file
 from eval.plans import in_repo
 from eval.report.conditions import conditions_block
@@ -310,6 +311,8 @@ def escape_tables(block: dict[str, Any]) -> list[str]:
             ci = r.get("ci95") if len(r["seeds"]) > 1 else None
             lines.append(f"| {r['part']} | `{r['without']}` ({r['escape'][0]}) | `{r['full']}` ({r['escape'][1]}) | "
                          f"{_interval(r['difference'], ci, 100, 1)} ({len(r['seeds'])} seed(s)) | {r['reading']} |")
+        open_rows = [r for r in a["ablation"] if r["reading"] not in (LETS_IT_ESCAPE, NOT_NEEDED)]
+        lines += ["", *[f"- {r['part']}, {r['reading']}: {r['reason']}" for r in open_rows]] if open_rows else []
     f = a.get("field_check")
     if f:
         ci = f.get("ci95") if len(f.get("seeds") or []) > 1 else None
