@@ -110,8 +110,12 @@ def test_a_stop_signal_saves_every_live_run_stops_the_sweep_and_resumes_exactly(
     assert line.startswith(f"ema-boundary sweep: stopped by {'Ctrl-C' if signum == signal.SIGINT else signum.name}")
     assert f"--resume_from {out}" in line
     runs = sorted(out.glob("runs/linear/*/seed_*/steps_*"))
-    started = [r for r in runs if (r / "train").is_dir()]
-    assert len(runs) == 3 and len(started) == len(live)  # the queued third run never started
+    # A run can finish before a slow neighbour logs its second step (a loaded machine): the next run then starts
+    # before the signal, legitimately. Every other run that started is one of those live when the signal came.
+    finished = [r for r in runs if (r / "result.json").exists()]
+    started = [r for r in runs if (r / "train").is_dir() and r not in finished]
+    assert len(runs) == 3 and sorted(started) == sorted(live)  # a run queued at the signal never started
+    assert len(finished) + len(live) <= 3
     for run in started:  # one checkpoint each (the plan saves none of its own), no result, nothing locked
         assert [c.name for c in (run / "train" / "checkpoints").glob("step_*")] != [], run
         assert len(list((run / "train" / "checkpoints").glob("step_*"))) == 1 and not (run / "result.json").exists()
