@@ -205,11 +205,9 @@ def recall_map(plan: Plan, results: dict[str, Any], folder: Path, reads: Reads) 
 
 
 def _unit_interval(values: list[float]) -> dict[str, Any]:
-    """:func:`eval.results.interval` of accuracies, its 95% interval clipped to [0, 1] (the range of an accuracy)."""
-    out = interval(values)
-    if out["ci95"]:
-        out["ci95"] = [max(0.0, out["ci95"][0]), min(1.0, out["ci95"][1])]
-    return out
+    """:func:`eval.results.interval` of accuracies, its 95% interval clipped to [0, 1] (eval.verdicts.unit_interval,
+    the interval every escape reading uses)."""
+    return {**interval(values), "ci95": verdicts.unit_interval(values)}
 
 
 def _ran(arm: dict[str, Any]) -> dict[str, float]:

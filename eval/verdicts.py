@@ -151,15 +151,20 @@ def difference_verdict(c: stats.Comparison, min_seeds: int = 5, bounds: tuple[fl
         f" and the 90% interval is not inside ±{c.equivalence_margin:g}" if c.equivalence_margin else "")
 
 
-def arm_escape(values: Sequence[float], bar: float, min_seeds: int = 5) -> tuple[str, list[float] | None]:
-    """One arm's accuracies over seeds against the escape bar (floor + margin): :data:`ESCAPES` where the 95% t interval
-    over seeds (clipped to [0, 1], an accuracy's range) lies wholly above ``bar``, :data:`DOES_NOT_ESCAPE` wholly
-    below, otherwise (or under ``min_seeds`` seeds) :data:`UNRESOLVED`. Returns the state and the interval."""
+def unit_interval(values: Sequence[float]) -> list[float] | None:
+    """The 95% t interval over seeds of accuracies, clipped to [0, 1] (an accuracy's range); None under two values."""
     if len(values) < 2:
-        return UNRESOLVED, None
+        return None
     lo, hi = stats.mean_ci(list(values))["ci95"]
-    ci = [max(0.0, lo), min(1.0, hi)]
-    if len(values) < min_seeds:
+    return [max(0.0, lo), min(1.0, hi)]
+
+
+def arm_escape(values: Sequence[float], bar: float, min_seeds: int = 5) -> tuple[str, list[float] | None]:
+    """One arm's accuracies over seeds against the escape bar (floor + margin): :data:`ESCAPES` where their
+    :func:`unit_interval` lies wholly above ``bar``, :data:`DOES_NOT_ESCAPE` wholly below, otherwise (or under
+    ``min_seeds`` seeds) :data:`UNRESOLVED`. Returns the state and the interval."""
+    ci = unit_interval(values)
+    if ci is None or len(values) < min_seeds:
         return UNRESOLVED, ci
     return (ESCAPES if ci[0] > bar else DOES_NOT_ESCAPE if ci[1] < bar else UNRESOLVED), ci
 
@@ -236,4 +241,4 @@ def _finite(x: float) -> float | None:
 
 
 __all__ = ["Gate", "arm_escape", "context_gate", "control_gate", "decidability_gate", "difference_verdict",
-           "escape_verdict", "gated", "interior_gate", "ngram_gate", "reference_gate"]
+           "escape_verdict", "gated", "interior_gate", "ngram_gate", "reference_gate", "unit_interval"]
