@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import importlib
 import json
+import math
 import runpy
 import sys
 import sysconfig
@@ -23,9 +24,9 @@ SCRIPTS = sorted(p.relative_to(NOTES).as_posix() for p in NOTES.rglob("*.py"))
 # Scripts whose real run takes minutes: only their command line is checked.
 HELP_ONLY = ["issue14_prediction_loss.py", "issue14_recall_check.py", "issue14_recall_map.py", "issue20_regime.py"]
 # Scripts run below, each by its own test.
-RUN = ["compare_reports.py", "migrate_arms.py", "issue14_lm_regime.py", "issue14/exploration/ab.py",
-       "issue14/exploration/docstrings.py", "issue14/exploration/ex2.py", "issue14/exploration/rr.py",
-       "issue14/exploration/rr2.py"]  # fmt: skip
+RUN = ["compare_reports.py", "migrate_arms.py", "issue49_nan_check.py", "issue14_lm_regime.py",
+       "issue14/exploration/ab.py", "issue14/exploration/docstrings.py", "issue14/exploration/ex2.py",
+       "issue14/exploration/rr.py", "issue14/exploration/rr2.py"]  # fmt: skip
 
 
 @pytest.fixture(autouse=True)
@@ -84,6 +85,30 @@ def test_compare_reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
     after.write_text(json.dumps({"a": 1.5, "b": [2, 3]}))
     assert _run("compare_reports.py", [str(before), str(after)], monkeypatch) == 1
     assert "differs: a: 1.0 -> 1.5" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("blows_up_at", "said"), [(None, "finished 4 steps; finite weights: True"),
+                                                   (2, "first non-finite loss at step 2")])
+def test_the_nan_check_finds_the_first_non_finite_loss(blows_up_at: int | None, said: str, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    # a tiny recall run: trained as it comes it goes through; with the loss NaN from its third step the check says so
+    import torch.nn.functional as F
+
+    real, calls = F.cross_entropy, []
+
+    def loss(*args, **kwargs):
+        calls.append(1)
+        out = real(*args, **kwargs)
+        return out * math.nan if blows_up_at is not None and len(calls) > blows_up_at else out
+
+    monkeypatch.setattr(F, "cross_entropy", loss)
+    spec = {"trainer": "recall", "arm": "gpt2", "lr": 1e-2, "seed": 0, "steps": 4,
+            "config": {"model": "gpt2", "width": 16, "layers": 1, "heads": 2, "task": {"vocab_size": 16, "pairs": [2]},
+                       "recipe": {"batch_size": 4, "warmup_steps": 1}}}
+    (tmp_path / "run.json").write_text(json.dumps(spec))
+    assert _run("issue49_nan_check.py", ["--run", str(tmp_path)], monkeypatch) == 0
+    assert said in capsys.readouterr().out
+    assert F.cross_entropy is loss  # the check puts back the loss it wrapped
 
 
 @pytest.mark.slow

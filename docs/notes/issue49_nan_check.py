@@ -2,11 +2,12 @@
 pair count with no diverged flag (the recall trainer recorded NaN weights only from 1bf3dbc on). This re-trains the
 run from its committed run.json and stops at the first non-finite training loss.
 
-    PYTHONPATH=. python docs/notes/issue49_nan_check.py
+    PYTHONPATH=. python docs/notes/issue49_nan_check.py [--run RUN_FOLDER]
 
 Run twice in the eleventh session: "first non-finite loss at step 946" both times (80 and 69 CPU-s, one torch thread).
 """
 
+import argparse
 import json
 import time
 from pathlib import Path
@@ -25,7 +26,11 @@ class NonFinite(Exception):
 
 
 def main() -> None:
-    spec = json.loads((RUN / "run.json").read_text())
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--run", type=Path, default=RUN,
+                        help="a recall run's folder (its run.json) (default: %(default)s)")
+    args = parser.parse_args()
+    spec = json.loads((args.run / "run.json").read_text())
     config, task, recipe = build_arm(spec)
     cross_entropy, calls = F.cross_entropy, [0]
 
