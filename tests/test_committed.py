@@ -383,6 +383,26 @@ def test_the_depth_rows_read_the_sweep_the_loss_behind_its_gate(tmp_path: Path) 
     assert loss["verdict"] == words.NOT_TESTABLE and "Kneser-Ney bigram 4.2" in loss["detail"]
 
 
+def test_the_depth_loss_row_prints_the_comparison_at_equal_cpu(tmp_path: Path) -> None:
+    results = depth_sweep(tmp_path / "d", attention_better=True, gate_holds=False)
+    results["analysis"]["equal_cpu"] = {"arm": "add-equal-cpu", "verdict": "not run",
+                                        "reason": "add-equal-cpu has not run"}
+    (tmp_path / "d" / RESULTS).write_text(json.dumps(results))
+    loss = row(evaluate(report_with(sweeps_block({"depth": str(tmp_path / "d")}))), "depth_selection_loss")
+    assert loss["conditions"].startswith("at equal CPU: add-equal-cpu has not run; each block's output")
+    results["analysis"]["equal_cpu"] = {
+        "arm": "add-equal-cpu", "steps": 4300, "difference": 0.071, "ci95": [0.061, 0.081], "seeds": list(SEEDS),
+        "verdict": words.A_HIGHER, "reason": "95% interval [+0.0610, +0.0810] above 0",
+        "cpu_seconds": {"attention": 512.7, "add-equal-cpu": 504.2}}
+    (tmp_path / "d" / RESULTS).write_text(json.dumps(results))
+    rows = evaluate(report_with(sweeps_block({"depth": str(tmp_path / "d")})))
+    loss = row(rows, "depth_selection_loss")
+    assert loss["verdict"] == words.NOT_TESTABLE  # a condition beside the row, never its verdict
+    assert ("at equal CPU: attention − `add-equal-cpu` (the sum trained 4,300 steps, 513 vs 504 CPU-s a run) +0.071 "
+            "[+0.061, +0.081] nats, `add-equal-cpu` lower at equal CPU (5 paired seeds)") in loss["conditions"]
+    assert "equal CPU" not in row(rows, "depth_selection_recovers")["conditions"]  # the probe row reads no loss
+
+
 def test_without_a_committed_sweep_the_rows_keep_their_older_readers() -> None:
     rows = evaluate({"plan": {"corpus": "embedded"}})
     assert row(rows, "selection_escapes_recall")["measurement"] == "probes.recall_escape"

@@ -372,7 +372,7 @@ DEPTH_SWEEP = SweepReader(
 DEPTH_LOSS_SWEEP = SweepReader(
     "depth", "table", _sweep_depth_loss_rule,
     "both residual arms of the depth sweep below the declared Kneser-Ney line on the same tokens",
-    _sweep_depth_gate, sweeps.depth_conditions, _sweep_depth_loss_value)
+    _sweep_depth_gate, sweeps.depth_loss_conditions, _sweep_depth_loss_value)
 
 
 __all__ = ["DEPTH_LOSS_SWEEP", "DEPTH_SWEEP", "ESCAPE_SWEEP", "GAP_LADDER_SWEEP", "LADDER_SWEEP", "PREDICTOR_SWEEP",

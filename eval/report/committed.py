@@ -26,7 +26,7 @@ from typing import Any
 
 from ema_boundary.io import read_json
 from ema_boundary.usage import UsageError
-from ema_boundary.verdicts import LETS_IT_ESCAPE, NOT_NEEDED
+from ema_boundary.verdicts import A_HIGHER, A_LOWER, LETS_IT_ESCAPE, NOT_NEEDED
 from ema_boundary.yamlio import YAMLFileError, read_yaml_file
 from eval.plans import in_repo
 from eval.report.conditions import conditions_block
@@ -43,7 +43,8 @@ ZOOLOGY = ("Zoology (Arora et al. 2023): associative-recall capacity grows with 
            "convolutions and recurrences, while attention solves it at any size")
 
 __all__ = ["SOURCES", "UNDER_TRAINED", "ZOOLOGY", "ablation_conditions", "ablation_gate", "ablation_longest",
-           "ablation_text", "budget_check_text", "cap", "data_axis_conditions", "depth_conditions", "escape_arms",
+           "ablation_text", "budget_check_text", "cap", "data_axis_conditions", "depth_conditions",
+           "depth_loss_conditions", "escape_arms",
            "escape_conditions", "escape_tables",
            "escape_row", "escape_text", "ladder_conditions", "ladder_deciding", "ladder_gate", "ladder_size_text",
            "partial", "read_sweep", "sweep_block", "sweeps_block"]
@@ -500,6 +501,25 @@ def depth_conditions(block: dict[str, Any]) -> str | None:
     return ("each block's output recovered at the last layer, attention − add: "
             + ", ".join(f"block {i}: {_interval(r['difference'], r.get('ci95'), 100, 1, ' points')}"
                         for i, r in enumerate(rows)) + f" (committed sweep `{block['source']}`)")
+
+
+def depth_loss_conditions(block: dict[str, Any]) -> str | None:
+    """The loss row's conditions: the loss at equal CPU (the analysis' ``equal_cpu``: the selective arm against the
+    residual sum trained for about as many CPU-seconds, paired by seed) before the probe measures."""
+    e = block["analysis"].get("equal_cpu")
+    text = None
+    if e and e.get("difference") is None:  # declared, not run yet
+        text = f"at equal CPU: {e['reason']}"
+    elif e:
+        cpu = e.get("cpu_seconds") or {}
+        sel = next((k for k in cpu if k != e["arm"]), "attention")
+        words = {A_HIGHER: f"`{e['arm']}` lower at equal CPU", A_LOWER: f"{sel} lower at equal CPU"}
+        spent = (f", {cpu[sel]:.0f} vs {cpu[e['arm']]:.0f} CPU-s a run"
+                 if cpu.get(sel) is not None and cpu.get(e["arm"]) is not None else "")
+        text = (f"at equal CPU: {sel} − `{e['arm']}` (the sum trained {e['steps']:,} steps{spent}) "
+                f"{_interval(e['difference'], e.get('ci95'), 1, 3, ' nats')}, {words.get(e['verdict'], e['verdict'])} "
+                f"({len(e.get('seeds') or [])} paired seeds)")
+    return _joined(text, depth_conditions(block))
 
 
 # ---------------------------------------------------------------------------------------------
