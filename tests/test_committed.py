@@ -97,10 +97,11 @@ def test_selective_escapes_reads_the_headline_with_both_numbers_and_its_conditio
     # Which arm escapes: each against the measured floor + margin (a bank at 10.4% [9.0, 11.8] is above 1/16 + 5
     # points' upper end no more, and below the floor's bar: it does not escape); each pair names the higher arm.
     assert ("against the no-lookup floor (most frequent value in the context) + margin, 17.3%): attention over "
-            "tokens (`gpt2`, 0) 99.8% [99.2%, 100.0%] escapes, fixed (EMA rates) (`linear-ema16`, 1,024) 10.4% "
-            "[9.0%, 11.8%] does not escape, S6 decay and write, read one step late (SPEN's slots) "
-            "(`linear-selective_ssm`, 1,216) 41.8% [38.2%, 45.4%] escapes, input-dependent outer-product sums "
-            "(linear attention) (`linear_attention-sequence`, 1,280) 90.6% [89.5%, 91.7%] escapes") in r["conditions"]
+            "tokens (`gpt2`, 0) 99.8% [99.2%, 100.0%] escapes (5 seeds), fixed (EMA rates) (`linear-ema16`, 1,024) "
+            "10.4% [9.0%, 11.8%] does not escape (5 seeds), S6 decay and write, read one step late (SPEN's slots) "
+            "(`linear-selective_ssm`, 1,216) 41.8% [38.2%, 45.4%] escapes (5 seeds), input-dependent outer-product "
+            "sums (linear attention) (`linear_attention-sequence`, 1,280) 90.6% [89.5%, 91.7%] escapes (5 seeds)"
+            ) in r["conditions"]
     assert "`linear_attention-sequence` higher" in r["conditions"] and "a lower" not in r["conditions"]
     assert "partial" not in r["conditions"]
     assert r["preconditions"][0]["holds"] is True and r["value"].startswith("+31.4")
@@ -129,6 +130,66 @@ def test_the_committed_recall_sweep_renders_as_tables_and_the_row_keeps_the_bank
     assert "against the fixed bank (every pair: the sweep's results.md)" in r["conditions"]
     assert "(`linear-selective_ssm`, 1,216) − input-dependent" not in r["conditions"]
     assert "(`linear-ema16`, 1,024) − input-dependent" in r["conditions"]
+
+
+def n64_sweep(folder: Path, bank: list[float], missing: list[str] | None = None) -> dict[str, Any]:
+    """escape-routes-n64's plan on synthetic runs: Mamba's block well above the floor, the bank of 64 at ``bank``."""
+    states = {"gpt2": (0, "cache"), "mixer_mamba64": (4352, "selective_scan"), "hf-mamba64": (4352, "selective_scan"),
+              "linear-s6lagged64": (4288, "input_dependent_outer_product"), "linear-ema64": (4096, "fixed")}
+    accs = {"gpt2": SOLVED, "mixer_mamba64": [0.97, 0.95, 0.96, 0.98, 0.94],
+            "hf-mamba64": [0.96, 0.93, 0.97, 0.95, 0.96],
+            "linear-s6lagged64": [0.16, 0.15, 0.18, 0.14, 0.17], "linear-ema64": bank}
+    arms = {arm: {"2000": {s: recall_seed(a, arm, states[arm][0], states[arm][1]) for s, a in zip(SEEDS, acc,
+                                                                                                   strict=False)}}
+            for arm, acc in accs.items()}
+    return write_sweep(folder, "escape-routes-n64", arms, missing=missing)
+
+
+def test_the_larger_state_is_a_condition_of_the_escape_row_its_tables_and_its_figure(tmp_path: Path) -> None:
+    """The same protocol at N = 64 (``committed: recall_map_n64``) prints beside the row, in its own tables and on
+    the figure's lines, and never decides the row: here its bank escapes too, so it would read "refuted" if it did."""
+    from eval.report.boundary import draw
+    from eval.report.render import escape_routes_section
+
+    recall_sweep(tmp_path / "recall", {
+        "gpt2": SOLVED, "linear-ema16": [0.10, 0.11, 0.09, 0.10, 0.12],
+        "linear-selective_ssm": [0.40, 0.45, 0.38, 0.42, 0.44]})
+    results = n64_sweep(tmp_path / "n64", [0.90, 0.92, 0.91, 0.93, 0.90])
+    assert results["analysis"]["escape"]["64"]["verdict"] != words.MET
+    report = report_with(sweeps_block({"recall_map": str(tmp_path / "recall"),
+                                       "recall_map_n64": str(tmp_path / "n64")}))
+    r = row(evaluate(report), "selection_escapes_recall")
+    assert r["verdict"] == "met" and r["measurement"] == "sweeps.recall_map.analysis.escape"
+    assert f"at a larger state, the same protocol (committed sweep `{tmp_path / 'n64'}`, a condition" in r["conditions"]
+    assert "N = 64: `mixer_mamba64` 96.0% vs `linear-ema64` 91.2% at 16 pairs (state per layer 4,352 vs 4,096" \
+        in r["conditions"]
+    assert "(`linear-ema64`, 4,096) 91.2% [89.6%, 92.8%] escapes (5 seeds)" in r["conditions"]
+    report["claims"] = [r]
+    text = "\n".join(escape_routes_section(report, {}))
+    assert "### In time: the same protocol at N = 64" in text
+    assert "| `linear-s6lagged64` | " in text and "| N = 64-lagged | `linear-s6lagged64` 16.0% |" in text
+    fig = draw(report)
+    labels = [ax.get_xlabel() for ax in fig.axes]
+    assert any(f"`{tmp_path / 'recall'}` and `{tmp_path / 'n64'}`" in x for x in labels), labels
+    # a partial sweep says how much is still to run
+    n64_sweep(tmp_path / "part", [0.1] * 5, missing=["linear-ema64/lr_0.001/seed_4/steps_2000"])
+    part = sweeps_block({"recall_map_n64": str(tmp_path / "part")})["recall_map_n64"]
+    from eval.report.committed import larger_state_conditions
+
+    assert "partial: 1 run still to run" in larger_state_conditions(part)
+
+
+def test_a_write_rule_pair_of_unequal_states_says_so() -> None:
+    from eval.report.committed import _unequal_states
+
+    assert _unequal_states(320, 1024) == " (the states are not equal: 3.2x)"
+    assert _unequal_states(1024, 1216) == "" and _unequal_states(1216, 1024) == ""
+    assert _unequal_states(0, 1024) == " (the states are not equal: infx)"
+
+
+def test_the_report_schema_lists_every_claim_source() -> None:
+    schema = json.loads((REPO / "eval/report/report.schema.json").read_text())
+    assert schema["properties"]["sweeps"]["propertyNames"]["enum"] == list(SOURCES)
 
 
 def test_the_escape_row_names_the_rates_tried_and_counts_edge_choices(tmp_path: Path) -> None:
@@ -425,8 +486,8 @@ def test_a_plan_names_sweeps_checked_once_at_load(tmp_path: Path) -> None:
     recall_sweep(tmp_path / "recall", {"gpt2": SOLVED})
     plan = Plan.load(plan_naming(tmp_path, {"recall_map": str(tmp_path / "recall")}))
     assert plan.committed == {"recall_map": str(tmp_path / "recall")}
-    assert set(SOURCES) == {"recall_map", "ladder", "ablation_predictor", "ablation_trace", "depth", "arms",
-                            "data_axis"}
+    assert set(SOURCES) == {"recall_map", "recall_map_n64", "ladder", "ablation_predictor", "ablation_trace",
+                            "depth", "arms", "data_axis"}
 
 
 @pytest.mark.parametrize("make,message", [

@@ -145,14 +145,22 @@ RULE_STYLE = {"fixed": ("fixed EMA rates", "o", "#c0392b"), "learned_lti": ("lea
               "attention": ("attention over tokens", "*", "#1a7f37")}
 
 
-def _recall_sweep(ax: Any, sweep: dict, rows: dict[str, dict]) -> None:
-    """The committed recall-map sweep: accuracy at its pairs against state numbers per layer, one line per write
-    rule, with intervals over seeds and the floor (the measured no-lookup floor; 1 / pairs in older summaries)."""
-    a = sweep["analysis"]
-    longer = {c["longer"] for c in a.get("budget_check") or []}  # the budget check: a table row, not a point
-    ablated = {r["without"] for r in a.get("ablation") or []}  # the ablation: its own table, not a point on a line
-    arms = {n: r for n, r in (a.get("arms") or {}).items()
+def _drawn_arms(a: dict) -> dict[str, dict]:
+    """A recall analysis' arms that are points on a write-rule line: those with a state size, less the budget
+    check's longer runs and the ablation's arms (each is a table row, not a point)."""
+    longer = {c["longer"] for c in a.get("budget_check") or []}
+    ablated = {r["without"] for r in a.get("ablation") or []}
+    return {n: r for n, r in (a.get("arms") or {}).items()
             if (r.get("state_numbers") or 0) > 0 and n not in longer and n not in ablated}
+
+
+def _recall_sweep(ax: Any, sweep: dict, rows: dict[str, dict], larger: dict | None = None) -> None:
+    """The committed recall-map sweep: accuracy at its pairs against state numbers per layer, one line per write
+    rule, with intervals over seeds and the floor (the measured no-lookup floor; 1 / pairs in older summaries).
+    ``larger``, the same protocol at a larger state (``recall_map_n64``), adds its arms to the same lines; an arm
+    both sweeps name (the control) is drawn from the headline sweep."""
+    a = sweep["analysis"]
+    arms = {**(_drawn_arms(larger["analysis"]) if larger else {}), **_drawn_arms(a)}
     for rule in dict.fromkeys(r["write_rule"] for r in arms.values()):
         label, marker, color = RULE_STYLE.get(rule, (rule, "o", "#7f8c8d"))
         pts = sorted(((r["state_numbers"], r["accuracy"]) for r in arms.values() if r["write_rule"] == rule
@@ -171,7 +179,8 @@ def _recall_sweep(ax: Any, sweep: dict, rows: dict[str, dict]) -> None:
     ax.set_xscale("log")
     log_ticks(ax)
     ax.set_ylim(0, 112)
-    ax.set_xlabel(f"decoding-state numbers per layer (log); committed sweep `{sweep['source']}`", fontsize=8)
+    sources = f"sweeps `{sweep['source']}` and `{larger['source']}`" if larger else f"sweep `{sweep['source']}`"
+    ax.set_xlabel(f"decoding-state numbers per layer (log); committed {sources}", fontsize=8)
     ax.set_ylabel(f"recall accuracy at {a.get('pairs')} pairs (%)", fontsize=8)
     ax.legend(fontsize=6.5, loc="center right", framealpha=0.9)
     _title(ax, "Content lost? Recall by write rule and state", rows, ("recall_lost", "selection_escapes_recall"))
@@ -179,7 +188,7 @@ def _recall_sweep(ax: Any, sweep: dict, rows: dict[str, dict]) -> None:
 
 def _recall(ax: Any, report: dict, rows: dict[str, dict]) -> None:
     if sweep := (report.get("sweeps") or {}).get("recall_map"):
-        return _recall_sweep(ax, sweep, rows)
+        return _recall_sweep(ax, sweep, rows, (report.get("sweeps") or {}).get("recall_map_n64"))
     recall = ((report.get("probes") or {}).get("recall")) or {}
     described = {n: r for n, r in recall.items() if r.get("write_rule") and r.get("state_numbers")}
     if not described:

@@ -215,6 +215,13 @@ def data_axis_conditions(report: Report) -> str | None:
     return safe_words(sweeps.data_axis_conditions, sweep) if sweep else None
 
 
+def recall_n64_conditions(report: Report) -> str | None:
+    """The escape routes at a larger state under the same protocol, when the plan names that sweep (``committed:
+    recall_map_n64:``, report.json's ``sweeps.recall_map_n64``): a condition beside the headline's verdict."""
+    sweep = get(report, ("sweeps", "recall_map_n64"))
+    return safe_words(sweeps.larger_state_conditions, sweep) if sweep else None
+
+
 def gap_rule(report: Report, c: Mapping[str, Any]) -> Outcome:
     """eval.gap's contrast on the headline pair: (SPEN − GPT-2 on AR hits) − (SPEN − GPT-2 on first occurrences)."""
     gap = report["gap"]
@@ -467,5 +474,5 @@ __all__ = ["Check", "Experiment", "Explanation", "Outcome", "Precondition", "REC
            "arm_trace", "arms_conditions", "by_scope", "committed_at", "data_axis_conditions", "depth_loss_rule",
            "depth_loss_verdict", "depth_ours", "depth_probe_verdict", "depth_rule", "escape_rule", "fixed_text",
            "gap_outcome", "gap_rule", "get", "hebbian_rule", "interval_text", "ladder_conditions", "perplexity_rule",
-           "readers_rule", "recall_rule", "safe_words", "selection_rule", "structure_paper", "structure_rule",
-           "structure_value", "top_accuracy"]
+           "readers_rule", "recall_n64_conditions", "recall_rule", "safe_words", "selection_rule", "structure_paper",
+           "structure_rule", "structure_value", "top_accuracy"]

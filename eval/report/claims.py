@@ -74,6 +74,7 @@ from eval.report.claim_rules import (
     ladder_conditions,
     perplexity_rule,
     readers_rule,
+    recall_n64_conditions,
     recall_rule,
     safe_words,
     selection_rule,
@@ -353,8 +354,9 @@ CLAIMS: tuple[Claim, ...] = (
           "met if the selective state (Mamba-style, input-dependent write) is higher than a bank of fixed rates with "
           "the same state numbers at 16 pairs (paired interval over at least 5 seeds); refuted if the bank is "
           "higher or the two are equivalent within the declared margin; otherwise not resolved",
-          (CONTROL_GATE,), short="On recall, only a selective state escapes (equal state size)",
-          paper_short="selective escapes", value=_v_escape, sweep=ESCAPE_SWEEP),
+          (CONTROL_GATE,), conditions=recall_n64_conditions,
+          short="On recall, only a selective state escapes (equal state size)", paper_short="selective escapes",
+          value=_v_escape, sweep=ESCAPE_SWEEP),
     Claim("depth_selection_recovers", "content",
           "fixed accumulation across depth dilutes; input-dependent depth selection recovers it",
           fixed_text("the residual sum dilutes each layer's contribution; Attention Residuals (selection over depth) "

@@ -5,6 +5,7 @@ runner (``ema-boundary sweep``, eval/sweep/), committed (``docs/sweeps/<name>/``
 
     committed:
       recall_map: docs/sweeps/recall-map          # selection_escapes_recall
+      recall_map_n64: docs/sweeps/escape-routes-n64   # the same protocol at N = 64: a condition of that row
       ladder: docs/sweeps/ladder                  # perplexity_gap_ladder
       ablation_predictor: docs/sweeps/ablation-predictor   # readers_identical_budgets
       ablation_trace: docs/sweeps/ablation-trace  # selection_escapes_budgets
@@ -34,8 +35,9 @@ from eval.scale.data_axis import overfit_text, trend_text
 from eval.sweep.runner import RESULTS, SCHEMA, TOOL
 
 # A claim source of the plan's ``committed:`` -> the analysis kind its sweep must have (eval/sweep/analyses.py).
-SOURCES: dict[str, str] = {"recall_map": "recall_map", "ladder": "ladder", "ablation_predictor": "ablation",
-                           "ablation_trace": "ablation", "depth": "depth", "arms": "arms", "data_axis": "data_axis"}
+SOURCES: dict[str, str] = {"recall_map": "recall_map", "recall_map_n64": "recall_map", "ladder": "ladder",
+                           "ablation_predictor": "ablation", "ablation_trace": "ablation", "depth": "depth",
+                           "arms": "arms", "data_axis": "data_axis"}
 KEYS = ("tool", "schema", "name", "complete", "missing", "arms", "analysis", "commands")
 
 UNDER_TRAINED = "baseline under-trained"  # eval.verdicts.reference_gate's words for a failed check
@@ -44,9 +46,8 @@ ZOOLOGY = ("Zoology (Arora et al. 2023): associative-recall capacity grows with 
 
 __all__ = ["SOURCES", "UNDER_TRAINED", "ZOOLOGY", "ablation_conditions", "ablation_gate", "ablation_longest",
            "ablation_text", "budget_check_text", "cap", "data_axis_conditions", "depth_conditions",
-           "depth_loss_conditions", "escape_arms",
-           "escape_conditions", "escape_tables",
-           "escape_row", "escape_text", "ladder_conditions", "ladder_deciding", "ladder_gate", "ladder_size_text",
+           "depth_loss_conditions", "escape_arms", "escape_conditions", "escape_tables", "escape_row", "escape_text",
+           "ladder_conditions", "ladder_deciding", "ladder_gate", "ladder_size_text", "larger_state_conditions",
            "partial", "read_sweep", "sweep_block", "sweeps_block"]
 
 
@@ -243,15 +244,8 @@ def escape_conditions(block: dict[str, Any]) -> str | None:
                      + ", ".join(
             f"{r['rules'][0]} (`{r['a']}`, {r['state_numbers'][0]:,}) − {r['rules'][1]} (`{r['b']}`, "
             f"{r['state_numbers'][1]:,}) {_interval(r['difference'], r.get('ci95'), 100, 1, ' points')}, "
-            f"{r['verdict']}" for r in rules))
-    escaped = a.get("rule_escape") or {}
-    if escaped:
-        level = (a.get("floor") or {}).get("name", "copying level")
-        parts.append(f"which arm escapes (accuracy at {a['pairs']} pairs, 95% interval over seeds, against the "
-                     f"{level} + margin, {_pct(a.get('copy_bar'))}): " + ", ".join(
-                         f"{e['rule']} (`{arm}`, {e['state_numbers']:,}) {_pct(e['accuracy'])}"
-                         + (f" [{_pct(e['ci95'][0])}, {_pct(e['ci95'][1])}]" if e.get("ci95") else "")
-                         + f" {e['escape']}" for arm, e in escaped.items()))
+            f"{r['verdict']}{_unequal_states(*r['state_numbers'])}" for r in rules))
+    parts.append(_escapes_text(a))
     checks = a.get("budget_check") or []
     if checks:
         parts.append(budget_check_text(block))
@@ -267,6 +261,51 @@ def escape_conditions(block: dict[str, Any]) -> str | None:
             f"{cap(block, k)} steps)" for k, v in rest.items()))
     parts.append(ZOOLOGY)
     return _joined(*parts)
+
+
+# A write-rule pair is read "at about equal state"; one whose states differ by more than this says by how much.
+UNEQUAL_STATE = 1.5
+
+
+def _unequal_states(a: int, b: int) -> str:
+    """" (the states are not equal: 3.2x)" for a pair whose state numbers differ by more than UNEQUAL_STATE."""
+    ratio = max(a, b) / min(a, b) if min(a, b) > 0 else float("inf")
+    return f" (the states are not equal: {ratio:.1f}x)" if ratio > UNEQUAL_STATE else ""
+
+
+def _pct_ci(e: dict[str, Any]) -> str:
+    """An accuracy with its 95% interval over seeds, where it has one: "94.1% [91.9%, 96.3%]"."""
+    ci = e.get("ci95")
+    return _pct(e.get("accuracy")) + (f" [{_pct(ci[0])}, {_pct(ci[1])}]" if ci else "")
+
+
+def _escapes_text(a: dict[str, Any]) -> str | None:
+    """Every arm of a recall analysis against the floor + margin: its write rule, state numbers, accuracy with its
+    interval over seeds and its reading (None before any arm has run)."""
+    escaped = a.get("rule_escape") or {}
+    if not escaped:
+        return None
+    level = (a.get("floor") or {}).get("name", "copying level")
+    return (f"which arm escapes (accuracy at {a['pairs']} pairs, 95% interval over seeds, against the {level} + "
+            f"margin, {_pct(a.get('copy_bar'))}): " + ", ".join(
+                f"{e['rule']} (`{arm}`, {e['state_numbers']:,}) {_pct_ci(e)} {e['escape']} ({e['n']} seed"
+                f"{'s' * (e['n'] != 1)})" for arm, e in escaped.items()))
+
+
+def larger_state_conditions(block: dict[str, Any]) -> str | None:
+    """A recall sweep run at a larger state size under the headline sweep's protocol (``committed:
+    recall_map_n64``), in words for the escape row's conditions: each declared comparison with its verdict and every
+    arm against its floor + margin. It never decides the row (the headline sweep does); None before any arm has
+    run."""
+    a = block["analysis"]
+    comparisons = [f"N = {k}: {escape_text(block, k, r)}, {r['verdict']} ({len(r.get('seeds') or [])} paired "
+                   f"seed{'s' * (len(r.get('seeds') or []) != 1)})" for k, r in (a.get("escape") or {}).items()]
+    escapes = _escapes_text(a)
+    if not comparisons and not escapes:
+        return None
+    head = (f"at a larger state, the same protocol (committed sweep `{block['source']}`, a condition: the headline "
+            f"sweep decides the row" + (f"; {partial(block)}" if partial(block) else "") + ")")
+    return head + ": " + "; ".join([*comparisons, *([escapes] if escapes else [])])
 
 
 def escape_tables(block: dict[str, Any]) -> list[str]:
@@ -292,10 +331,9 @@ def escape_tables(block: dict[str, Any]) -> list[str]:
         info = (a.get("arms") or {}).get(arm) or {}
         chosen = sorted({c.get("chosen") for c in ((block.get("arms") or {}).get(arm) or {}).get("choices", {}).values()
                          if c.get("chosen") is not None})
-        ci = f" [{_pct(e['ci95'][0])}, {_pct(e['ci95'][1])}]" if e.get("ci95") else ""
         lines.append(f"| `{arm}` | {e['rule']} | {e['state_numbers']:,}{' (grows)' * bool(info.get('grows'))} | "
                      f"{info.get('non_embedding_parameters', 0):,} | {', '.join(f'{r:g}' for r in chosen) or '–'} | "
-                     f"{e['n']} | {_pct(e['accuracy'])}{ci} | {e['escape']} |")
+                     f"{e['n']} | {_pct_ci(e)} | {e['escape']} |")
     rows = [(k, r, s) for s in ("escape", "escape_longer") for k, r in (a.get(s) or {}).items()]
     if rows:
         lines += ["", "| comparison (paired by seed) | selective | fixed | selective − fixed, points [95%] | verdict |",

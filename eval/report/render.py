@@ -311,6 +311,11 @@ def escape_routes_section(report: dict, figure_paths: dict[str, str]) -> list[st
     committed = (report.get("sweeps") or {}).get("recall_map")
     if committed and (committed.get("analysis") or {}).get("rule_escape"):
         lines += ["### In time: the committed escape routes", "", *escape_tables(committed), ""]
+    larger = (report.get("sweeps") or {}).get("recall_map_n64")
+    if larger and (larger.get("analysis") or {}).get("rule_escape"):
+        lines += ["### In time: the same protocol at N = 64", "",
+                  "The declared protocol, unchanged, at a larger state (a condition of the row: the sweep above "
+                  "decides it).", "", *escape_tables(larger), ""]
     lines += ["### In time: this run's recall map on two axes", ""]
     recall = (report.get("probes") or {}).get("recall") or {}
     described = {n: r for n, r in recall.items() if r.get("write_rule")}
