@@ -180,7 +180,7 @@ def _recall_sweep(ax: Any, sweep: dict, rows: dict[str, dict], larger: dict | No
     log_ticks(ax)
     ax.set_ylim(0, 112)
     sources = f"sweeps `{sweep['source']}` and `{larger['source']}`" if larger else f"sweep `{sweep['source']}`"
-    ax.set_xlabel(f"decoding-state numbers per layer (log); committed {sources}", fontsize=8)
+    ax.set_xlabel(f"decoding-state numbers per layer (log)\ncommitted {sources}", fontsize=8)  # 2 lines: fits
     ax.set_ylabel(f"recall accuracy at {a.get('pairs')} pairs (%)", fontsize=8)
     ax.legend(fontsize=6.5, loc="center right", framealpha=0.9)
     _title(ax, "Content lost? Recall by write rule and state", rows, ("recall_lost", "selection_escapes_recall"))
