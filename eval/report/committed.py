@@ -133,8 +133,13 @@ def partial(block: dict[str, Any]) -> str | None:
     if block.get("complete"):
         return None
     n = block.get("missing", 0)
-    return (f"partial: {n} run{'s' * (n != 1)} still to run (committed sweep `{block['source']}`; continue with "
+    return (f"partial: {_count(n, 'run')} still to run (committed sweep `{block['source']}`; continue with "
             f"`{(block.get('commands') or {}).get('resume', 'ema-boundary sweep --resume_from ' + block['source'])}`)")
+
+
+def _count(n: int, word: str) -> str:
+    """``"1 seed"``, ``"3 seeds"``."""
+    return f"{n} {word}{'s' * (n != 1)}"
 
 
 def _pct(x: float | None) -> str:
@@ -288,8 +293,8 @@ def _escapes_text(a: dict[str, Any]) -> str | None:
     level = (a.get("floor") or {}).get("name", "copying level")
     return (f"which arm escapes (accuracy at {a['pairs']} pairs, 95% interval over seeds, against the {level} + "
             f"margin, {_pct(a.get('copy_bar'))}): " + ", ".join(
-                f"{e['rule']} (`{arm}`, {e['state_numbers']:,}) {_pct_ci(e)} {e['escape']} ({e['n']} seed"
-                f"{'s' * (e['n'] != 1)})" for arm, e in escaped.items()))
+                f"{e['rule']} (`{arm}`, {e['state_numbers']:,}) {_pct_ci(e)} {e['escape']} ({_count(e['n'], 'seed')})"
+                for arm, e in escaped.items()))
 
 
 def larger_state_conditions(block: dict[str, Any]) -> str | None:
@@ -298,13 +303,14 @@ def larger_state_conditions(block: dict[str, Any]) -> str | None:
     arm against its floor + margin. It never decides the row (the headline sweep does); None before any arm has
     run."""
     a = block["analysis"]
-    comparisons = [f"N = {k}: {escape_text(block, k, r)}, {r['verdict']} ({len(r.get('seeds') or [])} paired "
-                   f"seed{'s' * (len(r.get('seeds') or []) != 1)})" for k, r in (a.get("escape") or {}).items()]
+    comparisons = [f"N = {k}: {escape_text(block, k, r)}, {r['verdict']} "
+                   f"({_count(len(r.get('seeds') or []), 'paired seed')})" for k, r in (a.get("escape") or {}).items()]
     escapes = _escapes_text(a)
     if not comparisons and not escapes:
         return None
+    left = partial(block)
     head = (f"at a larger state, the same protocol (committed sweep `{block['source']}`, a condition: the headline "
-            f"sweep decides the row" + (f"; {partial(block)}" if partial(block) else "") + ")")
+            f"sweep decides the row" + (f"; {left}" if left else "") + ")")
     return head + ": " + "; ".join([*comparisons, *([escapes] if escapes else [])])
 
 
@@ -419,7 +425,7 @@ def ladder_size_text(block: dict[str, Any], e: dict[str, Any]) -> str:
     def loss(name: str) -> str:  # a size still running may lack one model's score
         return "–" if e[name].get("mean") is None else f"{e[name]['mean']:.3f}"
 
-    text = (f"{e['name']} ({params.get('non_embedding', 0):,} non-embedding parameters, {n} seed{'s' * (n != 1)}): "
+    text = (f"{e['name']} ({params.get('non_embedding', 0):,} non-embedding parameters, {_count(n, 'seed')}): "
             f"{an} {loss(an)}, {bn} {loss(bn)}")
     if e.get("ngram"):
         text += f", Kneser-Ney {order} {e['ngram'][order]:.3f}"
@@ -574,9 +580,10 @@ def data_axis_conditions(block: dict[str, Any]) -> str | None:
     fits = [f for f in (a.get("fits") or {}).values() if f.get("n")]
     if not fits:
         return None
+    left = partial(block)
     head = (f"along the data axis (committed sweep `{block['source']}`: {a['a']} − {a['b']} loss on the "
             f"{block.get('scored_on') or 'test'} blocks against log2 distinct training tokens, nested fractions of "
-            f"the corpus, both gates at every point" + (f"; {partial(block)}" if partial(block) else "") + ")")
+            f"the corpus, both gates at every point" + (f"; {left}" if left else "") + ")")
     return head + ": " + "; ".join([trend_text(f, a["a"], a["b"]) for f in fits]
                                    + [t for t in (overfit_text(a.get("overfit")),) if t])
 
