@@ -5,11 +5,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-__all__ = ["interval", "number", "pct", "with_interval"]
+__all__ = ["count", "interval", "number", "pct", "with_interval"]
 
 
 def _finite(x: float | None) -> bool:
     return x is not None and not (isinstance(x, float) and math.isnan(x))
+
+
+def count(n: int, word: str) -> str:
+    """``n`` and ``word``, plural unless ``n`` is 1: ``"1 seed"``, ``"3 seeds"``, ``"0 paired seeds"``."""
+    return f"{n} {word}{'s' * (n != 1)}"
 
 
 def number(x: float | None, digits: int = 3) -> str:

@@ -54,6 +54,10 @@ LETS_IT_ESCAPE, NOT_NEEDED = "lets it escape", "not needed"
 # or across 0.
 NARROWS, WIDENS, FLAT = "narrows", "widens", "does not narrow"
 
+# A gate's failure (eval.verdicts.reference_gate): the baseline scores worse than its plain reference on the same
+# tokens. It names the fact, not a cause: a baseline can be worse by under-training or by over-fitting.
+WORSE_THAN_REFERENCE = "baseline worse than its plain reference"
+
 # The one- or two-word form of each claim verdict, for the report's first table and the boundary figure.
 SHORT = {MET: "met", PARTLY_MET: "partly met", REFUTED: "refuted", PARTLY_REFUTED: "partly refuted",
          NOT_RESOLVED: "not resolved", NOT_TESTABLE: "not testable", NOT_RUN: "not run", OPPOSITE: "opposite direction",

@@ -38,6 +38,7 @@ from ema_boundary.verdicts import (
     NOT_TESTABLE,
     REFUTED,
     UNRESOLVED,
+    WORSE_THAN_REFERENCE,
 )
 
 
@@ -75,13 +76,14 @@ def control_gate(name: str, value: float | None, bar: float, what: str = "accura
 
 
 def reference_gate(name: str, baseline: float, reference: float | None, margin: float) -> Gate:
-    """A baseline checked against a plain reference on the same tokens (lower is better): under-trained when it is
-    worse than the reference by more than ``margin``. No reference declared: the gate cannot hold."""
+    """A baseline checked against a plain reference on the same tokens (lower is better): the gate fails when it is
+    worse than the reference by more than ``margin`` (:data:`WORSE_THAN_REFERENCE`, a fact, not a cause). No
+    reference declared: the gate cannot hold."""
     if reference is None:
         return Gate("reference", None, f"no plain reference declared for {name}")
     holds = baseline <= reference + margin
     why = (f"{name} {baseline:.3f} vs the plain reference {reference:.3f} nats (margin {margin:g}): "
-           + ("within" if holds else "baseline under-trained"))
+           + ("within" if holds else WORSE_THAN_REFERENCE))
     return Gate("reference", holds, why, {"baseline": baseline, "reference": reference, "margin": margin})
 
 

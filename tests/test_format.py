@@ -1,6 +1,6 @@
 """ema_boundary.format: numbers written the same way everywhere."""
 
-from ema_boundary.format import interval, number, pct, with_interval
+from ema_boundary.format import count, interval, number, pct, with_interval
 
 
 def test_formats():
@@ -11,3 +11,4 @@ def test_formats():
     assert interval(None) == "[–]"
     assert with_interval({"mean": 0.5, "ci95": [0.4, 0.6]}, digits=2) == "0.50 [0.40, 0.60]"
     assert with_interval({}) == "–"
+    assert count(1, "seed") == "1 seed" and count(3, "paired seed") == "3 paired seeds" and count(0, "run") == "0 runs"

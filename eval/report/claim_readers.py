@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ema_boundary.format import pct
+from ema_boundary.format import count, pct
 from ema_boundary.verdicts import Verdict
 from eval.report import committed as sweeps
 from eval.report.claim_rules import (
@@ -107,9 +107,6 @@ def _sweep_control(block: Mapping[str, Any]) -> tuple[bool | None, str]:
 _NAMES = {"spen": "SPEN", "gpt2": "GPT-2"}
 
 
-UNDER_TRAINED = sweeps.UNDER_TRAINED
-
-
 def sweep_ladder_rule(report: Report, block: Mapping[str, Any]) -> Outcome:
     """The gap a − b at the ladder sweep's deciding size (both gates holding, an interval); with none, the largest
     size's numbers (its gate then says why the row cannot be read)."""
@@ -126,7 +123,7 @@ def sweep_ladder_rule(report: Report, block: Mapping[str, Any]) -> Outcome:
                                            None)
     ours = (sweeps.ladder_size_text(block, e) + (f"; {tokens:,} training tokens" if tokens else "")
             + f", {block.get('scored_on') or 'test'} blocks")
-    strength = (f"{gap.get('n', 0)} paired seed{'s' * (gap.get('n', 0) != 1)}, 95% t interval; another scale and "
+    strength = (f"{count(gap.get('n', 0), 'paired seed')}, 95% t interval; another scale and "
                 "corpus than the paper's, so only the sign of the gap is compared")
     at = (committed_at(report, params["total"], tokens, block.get("corpus"))
           if params.get("total") and tokens else None)
@@ -376,4 +373,4 @@ DEPTH_LOSS_SWEEP = SweepReader(
 
 
 __all__ = ["DEPTH_LOSS_SWEEP", "DEPTH_SWEEP", "ESCAPE_SWEEP", "GAP_LADDER_SWEEP", "LADDER_SWEEP", "PREDICTOR_SWEEP",
-           "SweepReader", "TRACE_SWEEP", "UNDER_TRAINED", "sweep_gap_rule", "sweep_ladder_rule"]
+           "SweepReader", "TRACE_SWEEP", "sweep_gap_rule", "sweep_ladder_rule"]

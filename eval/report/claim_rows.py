@@ -8,10 +8,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ema_boundary.verdicts import Verdict
+from ema_boundary.verdicts import WORSE_THAN_REFERENCE, Verdict
 from eval.report import committed as sweeps
 from eval.report.claim_checks import EXPERIMENTS
-from eval.report.claim_readers import UNDER_TRAINED, SweepReader
+from eval.report.claim_readers import SweepReader
 from eval.report.claim_rules import Check, Outcome, Precondition, Report, get, safe_words
 from eval.report.claims import CLAIMS, Claim
 
@@ -94,9 +94,9 @@ def _evaluate_sweep(claim: Claim, reader: SweepReader, block: Mapping[str, Any],
     holds, numbers = reader.gate(block)
     gate = Precondition(f"sweep_gate:{reader.source}", reader.gate_text, lambda r: Check(holds, numbers))
     row = _decided(claim, report, base, outcome, [(gate, Check(holds, numbers))])
-    if row.verdict is Verdict.NOT_TESTABLE and numbers.startswith(UNDER_TRAINED):
+    if row.verdict is Verdict.NOT_TESTABLE and numbers.startswith(WORSE_THAN_REFERENCE):
         # The baseline failed its plain-reference check: the one-screen table says so, not only "not testable".
-        row = replace(row, verdict_short=f"{Verdict.NOT_TESTABLE.short}: {UNDER_TRAINED}")
+        row = replace(row, verdict_short=f"{Verdict.NOT_TESTABLE.short}: {WORSE_THAN_REFERENCE}")
     return row
 
 

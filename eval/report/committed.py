@@ -25,9 +25,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ema_boundary.format import count
 from ema_boundary.io import read_json
 from ema_boundary.usage import UsageError
-from ema_boundary.verdicts import A_HIGHER, A_LOWER, LETS_IT_ESCAPE, NOT_NEEDED
+from ema_boundary.verdicts import A_HIGHER, A_LOWER, LETS_IT_ESCAPE, NOT_NEEDED, WORSE_THAN_REFERENCE
 from ema_boundary.yamlio import YAMLFileError, read_yaml_file
 from eval.plans import in_repo
 from eval.report.conditions import conditions_block
@@ -40,11 +41,10 @@ SOURCES: dict[str, str] = {"recall_map": "recall_map", "recall_map_n64": "recall
                            "arms": "arms", "data_axis": "data_axis"}
 KEYS = ("tool", "schema", "name", "complete", "missing", "arms", "analysis", "commands")
 
-UNDER_TRAINED = "baseline under-trained"  # eval.verdicts.reference_gate's words for a failed check
 ZOOLOGY = ("Zoology (Arora et al. 2023): associative-recall capacity grows with the state size for gated "
            "convolutions and recurrences, while attention solves it at any size")
 
-__all__ = ["SOURCES", "UNDER_TRAINED", "ZOOLOGY", "ablation_conditions", "ablation_gate", "ablation_longest",
+__all__ = ["SOURCES", "ZOOLOGY", "ablation_conditions", "ablation_gate", "ablation_longest",
            "ablation_text", "budget_check_text", "cap", "data_axis_conditions", "depth_conditions",
            "depth_loss_conditions", "escape_arms", "escape_conditions", "escape_tables", "escape_row", "escape_text",
            "ladder_conditions", "ladder_deciding", "ladder_gate", "ladder_size_text", "larger_state_conditions",
@@ -133,13 +133,8 @@ def partial(block: dict[str, Any]) -> str | None:
     if block.get("complete"):
         return None
     n = block.get("missing", 0)
-    return (f"partial: {_count(n, 'run')} still to run (committed sweep `{block['source']}`; continue with "
+    return (f"partial: {count(n, 'run')} still to run (committed sweep `{block['source']}`; continue with "
             f"`{(block.get('commands') or {}).get('resume', 'ema-boundary sweep --resume_from ' + block['source'])}`)")
-
-
-def _count(n: int, word: str) -> str:
-    """``"1 seed"``, ``"3 seeds"``."""
-    return f"{n} {word}{'s' * (n != 1)}"
 
 
 def _pct(x: float | None) -> str:
@@ -293,7 +288,7 @@ def _escapes_text(a: dict[str, Any]) -> str | None:
     level = (a.get("floor") or {}).get("name", "copying level")
     return (f"which arm escapes (accuracy at {a['pairs']} pairs, 95% interval over seeds, against the {level} + "
             f"margin, {_pct(a.get('copy_bar'))}): " + ", ".join(
-                f"{e['rule']} (`{arm}`, {e['state_numbers']:,}) {_pct_ci(e)} {e['escape']} ({_count(e['n'], 'seed')})"
+                f"{e['rule']} (`{arm}`, {e['state_numbers']:,}) {_pct_ci(e)} {e['escape']} ({count(e['n'], 'seed')})"
                 for arm, e in escaped.items()))
 
 
@@ -304,7 +299,7 @@ def larger_state_conditions(block: dict[str, Any]) -> str | None:
     run."""
     a = block["analysis"]
     comparisons = [f"N = {k}: {escape_text(block, k, r)}, {r['verdict']} "
-                   f"({_count(len(r.get('seeds') or []), 'paired seed')})" for k, r in (a.get("escape") or {}).items()]
+                   f"({count(len(r.get('seeds') or []), 'paired seed')})" for k, r in (a.get("escape") or {}).items()]
     escapes = _escapes_text(a)
     if not comparisons and not escapes:
         return None
@@ -425,7 +420,7 @@ def ladder_size_text(block: dict[str, Any], e: dict[str, Any]) -> str:
     def loss(name: str) -> str:  # a size still running may lack one model's score
         return "–" if e[name].get("mean") is None else f"{e[name]['mean']:.3f}"
 
-    text = (f"{e['name']} ({params.get('non_embedding', 0):,} non-embedding parameters, {_count(n, 'seed')}): "
+    text = (f"{e['name']} ({params.get('non_embedding', 0):,} non-embedding parameters, {count(n, 'seed')}): "
             f"{an} {loss(an)}, {bn} {loss(bn)}")
     if e.get("ngram"):
         text += f", Kneser-Ney {order} {e['ngram'][order]:.3f}"
@@ -446,7 +441,7 @@ def ladder_size_text(block: dict[str, Any], e: dict[str, Any]) -> str:
 def ladder_gate(block: dict[str, Any]) -> tuple[bool | None, str]:
     """Whether a size decides the ladder (every gate holding: the n-gram line and the plain-reference check of
     the baseline), with the numbers; where none does, the largest size's failed gates ("baseline
-    under-trained" with both numbers when the reference check fails)."""
+    worse than its plain reference" with both numbers when the reference check fails)."""
     a = block["analysis"]
     sizes = a.get("sizes") or []
     deciding = ladder_deciding(block)
@@ -458,8 +453,8 @@ def ladder_gate(block: dict[str, Any]) -> tuple[bool | None, str]:
     failed = []
     for g in last.get("gates") or []:
         if g.get("holds") is False and g.get("name") == "reference":
-            why = g["why"].removesuffix(f": {UNDER_TRAINED}")
-            failed.append(f"{UNDER_TRAINED} at {last['name']}: {why}")
+            why = g["why"].removesuffix(f": {WORSE_THAN_REFERENCE}")
+            failed.append(f"{WORSE_THAN_REFERENCE} at {last['name']}: {why}")
         elif g.get("holds") is not True:
             failed.append(f"{last['name']}: {g['why']}")
     if not failed:
