@@ -173,6 +173,18 @@ def test_the_analysis_is_declared_and_fits_only_the_points_whose_gates_hold(tmp_
     assert "| w128-e12/f1 | – | – | – | – | – | **not read**: not run yet |" in text
 
 
+def test_a_point_whose_reference_ran_before_its_baseline_is_read_as_not_run(tmp_path: Path, monkeypatch) -> None:
+    # A sweep stopped part-way: at w192-e6/f1 SPEN and the plain reference have scores, GPT-2 none yet.
+    plan = load_plan(PLAN)
+    monkeypatch.setattr("ema_boundary.figures.save", lambda fig, path, dpi=120: Path(path).write_bytes(b"png"))
+    results = _results(plan, {"w192-e6/f1": ([3.20, 3.21, 3.22], [3.40, 3.41, 3.42], 3.38)})
+    results["arms"]["w192-e6/f1/gpt2"]["budgets"] = {"2000": {}}
+    out = da.data_axis(plan, results, tmp_path, Sweep(plan, tmp_path))
+    point = next(p for p in out["points"] if p["name"] == "w192-e6/f1")
+    assert point["gate"] is False and point["gpt2"]["mean"] is None and point["reference"]["mean"] == 3.38
+    assert not any(g["name"] == "reference" for g in point["gates"])  # no check against a baseline not yet run
+
+
 def test_the_over_fitting_check_pairs_each_model_by_seed(tmp_path: Path, monkeypatch) -> None:
     plan = load_plan(PLAN)
     monkeypatch.setattr("ema_boundary.figures.save", lambda fig, path, dpi=120: Path(path).write_bytes(b"png"))

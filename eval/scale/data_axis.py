@@ -117,6 +117,7 @@ def _point(plan: Plan, results: dict[str, Any], folder: Path, reads: Reads, name
     ref = _seeds(results, ref_arm) if ref_arm in results["arms"] else {}
     if ref:
         entry["reference"] = _interval([r["score"] for r in ref.values()])
+    if ref and b:
         gates.append(verdicts.reference_gate(b_name, entry[b_name]["mean"], entry["reference"]["mean"], margin))
     elif b and ref_arm in results["arms"]:
         gates.append(verdicts.Gate("reference", None, f"{b_name}'s plain reference has not run yet"))
