@@ -172,6 +172,17 @@ def test_rewording_a_claim_keeps_its_tested_explanation_in_its_section(committed
     assert "(reworded)" in text and "**partly refuted" in text
 
 
+def test_a_reading_whose_conditions_the_row_holds_prints_them_once(committed: dict) -> None:
+    rows = {r["id"]: r for r in evaluate(committed)}
+    ladder = "committed ladder `docs/sweeps/ladder`: w192 gap -0.175"
+    row = {**rows["perplexity_gap"], "conditions": f"{ladder}; along the data axis: w192-e6 narrows"}
+    also = {**rows["perplexity_gap"], "conditions": ladder}
+    cells = [ln for ln in claim_detail(committed, row, also) if ln.startswith("| conditions |")]
+    assert cells == [f"| conditions | {row['conditions']} |"]
+    other = {**also, "conditions": "another sweep's conditions"}
+    assert len([ln for ln in claim_detail(committed, row, other) if ln.startswith("| conditions |")]) == 2
+
+
 def test_disagreement_is_the_verdict_enum_not_the_words(committed: dict) -> None:
     assert {v for v in Verdict if v.disagrees} == {Verdict.REFUTED, Verdict.PARTLY_REFUTED, Verdict.OPPOSITE,
                                                     Verdict.NOT_REPRODUCED}

@@ -325,6 +325,13 @@ def data_axis_sweep(folder: Path, settings: dict[str, Any], **kw: Any) -> dict[s
                                                           for i, e in enumerate(noise)}}
             arms[f"{setting}/{key}/gpt2"] = {str(steps): {str(i): seed(3.40 + e / 2) for i, e in enumerate(noise)}}
             arms[f"{setting}/{key}/reference"] = {str(steps): {"0": seed(3.40)}}
+    # The sweep's Kneser-Ney lines, counted on each fraction (its cache of them; the trigram 3.6 nats, above every
+    # model): without them no point is read.
+    (folder / "shared" / "tokenizer").mkdir(parents=True)
+    for arm in plan.arms:
+        fraction = plan.config_of(arm).get("train_fraction", 1.0)
+        name = f"ngram_test_{plan.budgets_of(arm)[0] * 2048}{f'_f{fraction:g}' if fraction < 1 else ''}.json"
+        (folder / "shared" / name).write_text(json.dumps({"loss": {"unigram": 5.9, "bigram": 4.1, "trigram": 3.6}}))
     return write_sweep(folder, "data-axis", arms, **kw)
 
 

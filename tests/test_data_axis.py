@@ -169,6 +169,9 @@ def test_the_analysis_is_declared_and_fits_only_the_points_whose_gates_hold(tmp_
                             "complete": False, "missing": ["x"], "commands": {"reproduce": "r", "resume": "c",
                                                                             "summarize": "s"},
                             "arms": {}, "analysis": {"kind": "data_axis", **out}})
+    assert da.trend_text(fit).endswith("(left out: w192-e6/f1_8: not all below the Kneser-Ney trigram)")
+    assert da.trend_text(flat).endswith(
+        f"(left out: w128-e6/f1_4: not all below the Kneser-Ney trigram, {WORSE_THAN_REFERENCE})")
     assert da.trend_text(fit) in text and "**not read**: spen 3.700, gpt2 3.900 nats not all below" in text
     assert "| w128-e12/f1 | – | – | – | – | – | **not read**: not run yet |" in text
 
@@ -183,6 +186,12 @@ def test_a_point_whose_reference_ran_before_its_baseline_is_read_as_not_run(tmp_
     point = next(p for p in out["points"] if p["name"] == "w192-e6/f1")
     assert point["gate"] is False and point["gpt2"]["mean"] is None and point["reference"]["mean"] == 3.38
     assert not any(g["name"] == "reference" for g in point["gates"])  # no check against a baseline not yet run
+    # Both models run, no Kneser-Ney line to read (the folder lacks the sweep's tokenizer): not read, and said so.
+    results = _results(plan, {"w192-e6/f1": ([3.20, 3.21, 3.22], [3.40, 3.41, 3.42], 3.38)})
+    point = next(p for p in da.data_axis(plan, results, tmp_path, Sweep(plan, tmp_path))["points"]
+                 if p["name"] == "w192-e6/f1")
+    assert point["gate"] is False and point["gates"][0]["holds"] is None and "no Kneser-Ney trigram line" \
+        in point["gates"][0]["why"]
 
 
 def test_the_over_fitting_check_pairs_each_model_by_seed(tmp_path: Path, monkeypatch) -> None:

@@ -479,8 +479,10 @@ def claim_detail(report: dict, row: dict, also: dict | None = None) -> list[str]
     if also is not None:
         cells.append(("also read", f"{_other_reading(also)}: **{verdict_text(also)}**{outside_text(also)}; the rule "
                                    f"alone reads {also['ours']}"))
-    for r in (row, also):  # the two readings may share their conditions (the same committed sweep): print once
-        if r is not None and r.get("conditions") and (r is row or r["conditions"] != row.get("conditions")):
+    # The two readings may share their conditions (the same committed sweep), or the row's may hold the other's and
+    # more (the ladder's row adds the data axis): print each text once.
+    for r in (row, also):
+        if r is not None and r.get("conditions") and (r is row or r["conditions"] not in (row.get("conditions") or "")):
             cells.append(("conditions", r["conditions"]))
     for e in row["explanations"]:
         cells.append(("tested explanation", _explanation(e).strip().removeprefix("Tested explanation: ")))

@@ -34,6 +34,8 @@ from eval import verdicts
 from eval.results import Plan, Reads
 from eval.runs import read_metrics
 
+# A failed gate in a trend's words (the gates' names in eval.verdicts).
+GATE_WORDS = {"ngram": "not all below the Kneser-Ney {order}", "reference": "baseline worse than its plain reference"}
 BOOTSTRAP = 2000  # resamples of the seeds for the crossing's interval (settings.bootstrap)
 
 
@@ -114,6 +116,9 @@ def _point(plan: Plan, results: dict[str, Any], folder: Path, reads: Reads, name
         entry["ngram"] = {k: lines["loss"][k] for k in ("unigram", "bigram", "trigram")}
         gates.append(verdicts.ngram_gate({a_name: entry[a_name]["mean"], b_name: entry[b_name]["mean"]},
                                          lines["loss"][order], f"Kneser-Ney {order} on the same documents"))
+    elif a and b:  # not a pass: a point is read only behind both gates
+        gates.append(verdicts.Gate("ngram", None, f"no Kneser-Ney {order} line: the sweep's shared/tokenizer (or "
+                                                  "its cached lines) is not in the folder"))
     ref = _seeds(results, ref_arm) if ref_arm in results["arms"] else {}
     if ref:
         entry["reference"] = _interval([r["score"] for r in ref.values()])
@@ -197,6 +202,7 @@ def data_axis(plan: Plan, results: dict[str, Any], folder: Path, reads: Reads) -
     names = dict.fromkeys(arm.name.rsplit("/", 1)[0] for arm in plan.arms)
     points = [p for p in (_point(plan, results, folder, reads, n) for n in names) if p is not None]
     fits = {}
+    out_order = s.get("gate_ngram", "trigram")
     for setting in dict.fromkeys(p["setting"] for p in points):
         mine = [p for p in points if p["setting"] == setting]
         if len({p["fraction"] for p in mine}) < 2:  # one fraction: a point of the over-fitting check, not a trend
@@ -207,7 +213,10 @@ def data_axis(plan: Plan, results: dict[str, Any], folder: Path, reads: Reads) -
         epochs = [p["epochs"] for p in mine if p["epochs"]]
         fit["setting"], fit["epochs"] = setting, sum(epochs) / len(epochs) if epochs else None
         # Points that ran and failed a gate (a point still to run is neither in the fit nor left out of it).
-        fit["excluded"] = [{"name": p["name"], "why": "; ".join(g["why"] for g in p["gates"] if g["holds"] is not True)}
+        fit["excluded"] = [{"name": p["name"], "why": "; ".join(g["why"] for g in p["gates"] if g["holds"] is not True),
+                            "failed": [GATE_WORDS.get(g["name"], g["name"]).format(order=out_order)
+                                       if g["holds"] is False else f"{g['name']} gate not measured"
+                                       for g in p["gates"] if g["holds"] is not True]}
                            for p in mine if not p["gate"] and p[a_name]["n"] and p[b_name]["n"]]
         fit["better"] = _better(mine, a_name, b_name)
         fits[setting] = fit
@@ -281,8 +290,11 @@ def trend_text(fit: dict[str, Any], a: str = "spen", b: str = "gpt2") -> str:
     doubling with its interval, and where the line crosses zero (or that it does not narrow)."""
     epochs = f"{fit['epochs']:.3g}" if fit.get("epochs") else None
     setting = fit.get("setting", "") + (f" ({epochs} epoch{'s' * (epochs != '1')})" if epochs else "")
+    left_out = "; ".join(f"{e['name']}: {', '.join(e.get('failed') or ['a gate fails'])}"
+                         for e in fit.get("excluded") or [])
+    left_out = f" (left out: {left_out})" if left_out else ""
     if not fit.get("fit"):
-        return f"{setting}: no trend ({fit.get('why', 'not fitted')})"
+        return f"{setting}: no trend ({fit.get('why', 'not fitted')}){left_out}"
     better = fit.get("better")
     regime = (f"{_NAMES.get(better['arch'], better['arch'])} better at <= {tokens_text(better['up_to'])} distinct "
               f"tokens (every gated point from {tokens_text(better['from'])})" if better
@@ -303,9 +315,7 @@ def trend_text(fit: dict[str, Any], a: str = "spen", b: str = "gpt2") -> str:
         trend += (f"; the fitted line crosses 0 at ~{tokens_text(c['tokens'], 2)} tokens {bounds} ({c['where']}"
                   + (f", {c['times_largest']:.2g}x the largest point" if c["where"] == "beyond the data" else "")
                   + ")")
-    n_out = len(fit.get("excluded") or [])
-    return (f"{setting}: {regime}; {trend}; {len(fit['points'])} points, {fit['n']} seed gaps"
-            + (f", {n_out} left out (a gate fails)" if n_out else ""))
+    return f"{setting}: {regime}; {trend}; {len(fit['points'])} points, {fit['n']} seed gaps{left_out}"
 
 
 def overfit_text(check: dict[str, Any] | None) -> str | None:
