@@ -74,7 +74,7 @@ def test_a_line_that_crosses_within_the_data_is_named_with_the_bounds_its_resamp
 def test_too_few_points_are_no_trend() -> None:
     fit = da.fit_trend(_points(lambda t: -0.2)[:2])
     assert fit["fit"] is False and "at least 3 points" in fit["why"]
-    assert da.trend_text({**fit, "setting": "w128-e1"}).startswith("w128-e1: no trend (2 point(s)")
+    assert da.trend_text({**fit, "setting": "w128-e1"}).startswith("w128-e1: no trend (2 points with both gates")
 
 
 # ---------------------------------------------------------------------------------------------

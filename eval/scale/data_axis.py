@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ema_boundary import stats
+from ema_boundary.format import count
 from ema_boundary.verdicts import FLAT, NARROWS, WIDENS
 from eval import verdicts
 from eval.results import Plan, Reads
@@ -160,8 +161,8 @@ def fit_trend(points: list[dict[str, Any]], bootstrap: int = BOOTSTRAP, seed: in
                            "tokens": [int(p["tokens"]) for p in pts]}
     if len(pts) < 3 or len(y) < 4:
         return {**out, "fit": False, "reading": None,
-                "why": f"{len(pts)} point(s) with both gates holding, {len(y)} seed gap(s): a trend needs at least 3 "
-                       "points and 4 gaps"}
+                "why": f"{count(len(pts), 'point')} with both gates holding, {count(len(y), 'seed gap')}: a trend "
+                       "needs at least 3 points and 4 gaps"}
     slope, intercept, (lo, hi), df = stats.slope_interval(x, y)
     at_smallest = intercept + slope * float(x.min())
     toward_zero = -1.0 if at_smallest > 0 else 1.0  # the slope's sign that brings the gap at the least data to 0
