@@ -30,13 +30,13 @@ import numpy as np
 
 from ema_boundary import stats
 from ema_boundary.format import count
-from ema_boundary.verdicts import FLAT, NARROWS, WIDENS
+from ema_boundary.verdicts import FLAT, NARROWS, WIDENS, WORSE_THAN_REFERENCE
 from eval import verdicts
 from eval.results import Plan, Reads
 from eval.runs import read_metrics
 
 # A failed gate in a trend's words (the gates' names in eval.verdicts).
-GATE_WORDS = {"ngram": "not all below the Kneser-Ney {order}", "reference": "baseline worse than its plain reference"}
+GATE_WORDS = {"ngram": "not all below the Kneser-Ney {order}", "reference": WORSE_THAN_REFERENCE}
 BOOTSTRAP = 2000  # resamples of the seeds for the crossing's interval (settings.bootstrap)
 
 
@@ -203,7 +203,7 @@ def data_axis(plan: Plan, results: dict[str, Any], folder: Path, reads: Reads) -
     names = dict.fromkeys(arm.name.rsplit("/", 1)[0] for arm in plan.arms)
     points = [p for p in (_point(plan, results, folder, reads, n) for n in names) if p is not None]
     fits = {}
-    out_order = s.get("gate_ngram", "trigram")
+    order = s.get("gate_ngram", "trigram")
     for setting in dict.fromkeys(p["setting"] for p in points):
         mine = [p for p in points if p["setting"] == setting]
         if len({p["fraction"] for p in mine}) < 2:  # one fraction: a point of the over-fitting check, not a trend
@@ -215,13 +215,13 @@ def data_axis(plan: Plan, results: dict[str, Any], folder: Path, reads: Reads) -
         fit["setting"], fit["epochs"] = setting, sum(epochs) / len(epochs) if epochs else None
         # Points that ran and failed a gate (a point still to run is neither in the fit nor left out of it).
         fit["excluded"] = [{"name": p["name"], "why": "; ".join(g["why"] for g in p["gates"] if g["holds"] is not True),
-                            "failed": [GATE_WORDS.get(g["name"], g["name"]).format(order=out_order)
+                            "failed": [GATE_WORDS.get(g["name"], g["name"]).format(order=order)
                                        if g["holds"] is False else f"{g['name']} gate not measured"
                                        for g in p["gates"] if g["holds"] is not True]}
                            for p in mine if not p["gate"] and p[a_name]["n"] and p[b_name]["n"]]
         fit["better"] = _better(mine, a_name, b_name)
         fits[setting] = fit
-    out: dict[str, Any] = {"a": a_name, "b": b_name, "gate_ngram": s.get("gate_ngram", "trigram"),
+    out: dict[str, Any] = {"a": a_name, "b": b_name, "gate_ngram": order,
                            "reference_margin": s.get("reference_margin", 0.03), "points": points, "fits": fits,
                            "overfit": _overfit_check(s.get("overfit") or {}, points, a_name, b_name)}
     if any(p["distinct_tokens"] and p["gap"]["mean"] is not None for p in points):
