@@ -5,7 +5,8 @@ every verdict here is a rule on an interval behind zero or more **gates**, and a
 into "not testable in this regime", carrying the gate's numbers (the words: :mod:`ema_boundary.verdicts`):
 
 - :func:`ngram_gate` (competence): every model's loss below a Kneser-Ney line on the same tokens (the
-  declared order: the bigram, or a trigram for a claim about context use);
+  declared order: the bigram, or a trigram for a claim about context use); :func:`sweep_ngram_gate` reads it from
+  a sweep's cached lines, and a sweep without them is not measured, never passed;
 - :func:`control_gate` (a positive control that must succeed): e.g. attention solves recall at the pairs read;
 - :func:`reference_gate` (a baseline checked against a plain reference): the baseline no worse than the plain
   recipe's number on the same tokens, by more than a declared margin;
@@ -25,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from ema_boundary import stats
+from ema_boundary.format import count
 from ema_boundary.verdicts import (
     A_HIGHER,
     A_LOWER,
@@ -64,6 +66,17 @@ def ngram_gate(losses: Mapping[str, float], line: float, line_name: str = "Knese
     why = (f"{shown} nats {'all below' if holds else 'not all below'} the {line_name} {line:.3f} nats "
            f"(perplexity {math.exp(line):.1f}) on the same tokens")
     return Gate("ngram", holds, why, {"losses": dict(losses), "line": line, "line_name": line_name})
+
+
+def sweep_ngram_gate(losses: Mapping[str, float], lines: Mapping[str, Any] | None, order: str,
+                     line_name: str | None = None) -> Gate:
+    """:func:`ngram_gate` on a sweep's Kneser-Ney lines (``Reads.ngram_lines``: ``{"loss": {order: nats}}``) at
+    the declared ``order``. No lines (the folder lacks the sweep's ``shared/tokenizer`` and its cached lines): the
+    gate is not measured, never a pass, so a point without its competence line is never read."""
+    if lines is None:
+        return Gate("ngram", None, f"no Kneser-Ney {order} line: the sweep's shared/tokenizer (or its cached lines) "
+                                   "is not in the folder")
+    return ngram_gate(losses, lines["loss"][order], line_name or f"Kneser-Ney {order}")
 
 
 def control_gate(name: str, value: float | None, bar: float, what: str = "accuracy") -> Gate:
@@ -141,7 +154,8 @@ def difference_verdict(c: stats.Comparison, min_seeds: int = 5, bounds: tuple[fl
     ci = [lo, hi]
     interval = f"95% interval [{lo:+.{digits}f}, {hi:+.{digits}f}]"
     if c.n < min_seeds:
-        return NOT_RESOLVED, ci, f"{c.n} paired seed(s), fewer than the {min_seeds} a verdict on a difference needs"
+        return NOT_RESOLVED, ci, (f"{count(c.n, 'paired seed')}, fewer than the {min_seeds} a verdict on a "
+                                  "difference needs")
     if lo > 0:
         return A_HIGHER, ci, f"{interval} above 0"
     if hi < 0:
@@ -243,4 +257,5 @@ def _finite(x: float) -> float | None:
 
 
 __all__ = ["Gate", "arm_escape", "context_gate", "control_gate", "decidability_gate", "difference_verdict",
-           "escape_verdict", "gated", "interior_gate", "ngram_gate", "reference_gate", "unit_interval"]
+           "escape_verdict", "gated", "interior_gate", "ngram_gate", "reference_gate", "sweep_ngram_gate",
+           "unit_interval"]

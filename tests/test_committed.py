@@ -237,6 +237,19 @@ def test_an_incomplete_sweep_is_read_for_what_it_has_and_says_so(tmp_path: Path)
     assert "ema-boundary sweep --resume_from part" in r["conditions"]
 
 
+def write_ngram_lines(folder: Path, plan: Any, trigram: float = 3.6, bigram: float = 4.1) -> None:
+    """The sweep's cache of its Kneser-Ney lines (nats) for every arm's budgets (2,048 tokens a step) and training
+    fraction, as the runner names it (eval.sweep.trainers.ngram_lines), and the tokenizer folder that marks a train
+    sweep: without them no size, point or budget is read."""
+    (folder / "shared" / "tokenizer").mkdir(parents=True, exist_ok=True)
+    for arm in plan.arms:
+        fraction = plan.config_of(arm).get("train_fraction", 1.0)
+        for steps in plan.budgets_of(arm):
+            name = f"ngram_test_{steps * 2048}{f'_f{fraction:g}' if fraction < 1 else ''}.json"
+            (folder / "shared" / name).write_text(json.dumps({"loss": {"unigram": 5.9, "bigram": bigram,
+                                                                       "trigram": trigram}}))
+
+
 def ladder_sizes(folder: Path, sizes: dict[str, tuple[list[float], list[float], float]],
                  **kw: Any) -> dict[str, Any]:
     """A ladder sweep (hub_configs/sweeps/ladder.yaml) with the given sizes: size -> (SPEN's losses by seed,
@@ -248,6 +261,8 @@ def ladder_sizes(folder: Path, sizes: dict[str, tuple[list[float], list[float], 
         arms |= {f"{size}/spen": {"2000": {str(i): seed(x) for i, x in enumerate(spen)}},
                  f"{size}/gpt2": {"2000": {str(i): seed(x) for i, x in enumerate(gpt2)}},
                  f"{size}/reference": {"2000": {"0": seed(reference)}}}
+    write_ngram_lines(folder, plan_from_text((REPO / "hub_configs/sweeps/ladder.yaml").read_text(), "ladder.yaml"),
+                      trigram=3.7)  # above every model of the fixture
     return write_sweep(folder, "ladder", arms, **kw)
 
 
@@ -325,13 +340,7 @@ def data_axis_sweep(folder: Path, settings: dict[str, Any], **kw: Any) -> dict[s
                                                           for i, e in enumerate(noise)}}
             arms[f"{setting}/{key}/gpt2"] = {str(steps): {str(i): seed(3.40 + e / 2) for i, e in enumerate(noise)}}
             arms[f"{setting}/{key}/reference"] = {str(steps): {"0": seed(3.40)}}
-    # The sweep's Kneser-Ney lines, counted on each fraction (its cache of them; the trigram 3.6 nats, above every
-    # model): without them no point is read.
-    (folder / "shared" / "tokenizer").mkdir(parents=True)
-    for arm in plan.arms:
-        fraction = plan.config_of(arm).get("train_fraction", 1.0)
-        name = f"ngram_test_{plan.budgets_of(arm)[0] * 2048}{f'_f{fraction:g}' if fraction < 1 else ''}.json"
-        (folder / "shared" / name).write_text(json.dumps({"loss": {"unigram": 5.9, "bigram": 4.1, "trigram": 3.6}}))
+    write_ngram_lines(folder, plan, trigram=3.6)  # above every model of the fixture
     return write_sweep(folder, "data-axis", arms, **kw)
 
 
@@ -382,12 +391,9 @@ def ablation_sweep(folder: Path, plan: str, arms: dict[str, list[float]], line: 
     budgets = {arm: {steps: {s: {"score": x + (2000 - int(steps)) / 1000, "tokens": int(steps) * 2048,
                                  "parameters": params} for s, x in zip(SEEDS, losses, strict=False)}
                      for steps in ("200", "2000")} for arm, losses in arms.items()}
-
-    def gate(analysis: dict[str, Any]) -> None:  # the n-gram line a sweep with a tokenizer would have counted
-        for entry in analysis["budgets"].values():
-            ref = entry["arms"][analysis["reference"]]["mean"]
-            entry["gate"] = verdicts.ngram_gate({analysis["reference"]: ref}, line).as_dict()
-    return write_sweep(folder, plan, budgets, patch=gate)
+    write_ngram_lines(folder, plan_from_text((REPO / f"hub_configs/sweeps/{plan}.yaml").read_text(), f"{plan}.yaml"),
+                      bigram=line)  # the plans gate on the bigram
+    return write_sweep(folder, plan, budgets)
 
 
 def test_the_reader_and_trace_rows_read_the_longest_budget(tmp_path: Path) -> None:
@@ -412,6 +418,29 @@ def test_the_reader_and_trace_rows_read_the_longest_budget(tmp_path: Path) -> No
     r = row(evaluate(report_with(sweeps_block({"ablation_predictor": str(tmp_path / "weak")}))),
             "readers_identical_budgets")
     assert r["verdict"] == words.NOT_TESTABLE and "2,000 steps: linear 4.000 nats not all below" in r["detail"]
+
+
+@pytest.mark.parametrize("plan,block,row_id,order", [
+    ("ladder", "ladder", "perplexity_gap_ladder", "trigram"),
+    ("ablation-predictor", "ablation_predictor", "readers_identical_budgets", "bigram"),
+])
+def test_a_sweep_without_its_ngram_lines_is_not_read(tmp_path: Path, plan: str, block: str, row_id: str,
+                                                     order: str) -> None:
+    # A clone without the sweep's shared/ (its tokenizer and cached Kneser-Ney lines): the competence gate is not
+    # measured, never passed on the other gates alone (the ladder read "opposite direction" from its reference check).
+    base = [4.00, 4.02, 3.98, 4.01, 3.99]
+    made = (ladder_sweep(tmp_path / "s", *BETTER, 3.50) if plan == "ladder" else
+            ablation_sweep(tmp_path / "s", plan, {"linear": base, "linear_attention-state": base}, 4.5))
+    assert row(evaluate(report_with(sweeps_block({block: str(tmp_path / "s")}))), row_id)["verdict"] != \
+        words.NOT_TESTABLE
+    shutil.rmtree(tmp_path / "s" / "shared")
+    out = write_sweep(tmp_path / "s", plan, {arm: v["budgets"] for arm, v in made["arms"].items()})["analysis"]
+    gates = ([g for g in out["sizes"][0]["gates"] if g["name"] == "ngram"] if plan == "ladder"
+             else [out["budgets"]["2000"]["gate"]])
+    assert [g["holds"] for g in gates] == [None]
+    assert out.get("deciding_size") is None
+    r = row(evaluate(report_with(sweeps_block({block: str(tmp_path / "s")}))), row_id)
+    assert r["verdict"] == words.NOT_TESTABLE and f"no Kneser-Ney {order} line" in r["detail"]
 
 
 def depth_sweep(folder: Path, attention_better: bool, gate_holds: bool) -> dict[str, Any]:

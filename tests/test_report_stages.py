@@ -80,8 +80,8 @@ def test_the_pair_is_a_sweep_whose_rates_come_from_the_runners_rule(tmp_path: Pa
     lm = stages.language_model(work, plan, _tokenizer(tmp_path))
     folder = work / "language_model"
     rule = RateRule(lr_grid=(1e-3, 3e-3, 1e-2), extend=True, max_extensions=1, digits=3)  # the report's
-    for arch, (chosen, interior, words) in {"spen": (0.0333, False, "edge: the cap of 1 added rate(s)"),
-                                            "gpt2": (1e-2, True, "interior (1 rate(s) added")}.items():
+    for arch, (chosen, interior, words) in {"spen": (0.0333, False, "edge: the cap of 1 added rate"),
+                                            "gpt2": (1e-2, True, "interior (1 rate added")}.items():
         a = lm["architectures"][arch]
         # The grid's seed tried the grid, then the rate the runner's rule asked for beyond the edge (3 digits).
         losses = {float(k): g["final_val_loss"] for k, g in a["grid"].items()}

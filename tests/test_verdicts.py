@@ -21,6 +21,12 @@ def test_gates_hold_fail_or_cannot_be_read() -> None:
     g = v.ngram_gate({"spen": 3.4, "gpt2": 3.7}, 3.6, "Kneser-Ney trigram")
     assert g.holds is False and "trigram" in g.why and "3.700" in g.why
     assert v.ngram_gate({}, 3.6).holds is None
+    # A sweep's cached lines at its declared order; a sweep without them is not measured (never a pass).
+    lines = {"loss": {"bigram": 4.1, "trigram": 3.6}}
+    assert v.sweep_ngram_gate({"spen": 3.4, "gpt2": 3.7}, lines, "bigram").holds is True
+    assert v.sweep_ngram_gate({"spen": 3.4, "gpt2": 3.7}, lines, "trigram").holds is False
+    missing = v.sweep_ngram_gate({"spen": 3.4}, None, "trigram")
+    assert missing.holds is None and missing.why.startswith("no Kneser-Ney trigram line")
     assert PASSED.holds and not FAILED.holds and v.control_gate("gpt2", None, 0.95).holds is None
     assert v.reference_gate("gpt2", 3.47, 3.454, 0.03).holds is True
     under = v.reference_gate("gpt2", 3.97, 3.454, 0.03)

@@ -32,9 +32,9 @@ def ablation(plan: Plan, results: dict[str, Any], folder: Path, reads: Reads) ->
         lines = reads.ngram_lines(tokens) if tokens else None
         if lines is not None:
             entry["ngram"] = lines
-            ref_mean = entry["arms"][reference]["mean"]
-            entry["gate"] = verdicts.ngram_gate({reference: ref_mean}, lines["loss"][order],
-                                                f"Kneser-Ney {order}").as_dict()
+        if reference in arms:  # no line: the gate is not measured (never a pass)
+            entry["gate"] = verdicts.sweep_ngram_gate({reference: entry["arms"][reference]["mean"]}, lines,
+                                                      order).as_dict()
         budgets[steps] = entry
     return {"reference": reference, "equivalence_margin": margin, "gate_ngram": order, "budgets": budgets,
             "rates": {a: {k: c["chosen"] for k, c in v["choices"].items()} for a, v in results["arms"].items()}}

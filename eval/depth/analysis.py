@@ -36,8 +36,7 @@ def depth(plan: Plan, results: dict[str, Any], folder: Path, reads: Reads) -> di
     lines = reads.ngram_lines(tokens) if tokens else None
     order = s.get("loss_gate_ngram", s.get("gate_ngram", "bigram"))
     means = {n: interval([r["val_loss"] for r in runs[n].values()])["mean"] for n in runs}
-    gates = [verdicts.ngram_gate(means, lines["loss"][order], f"Kneser-Ney {order}") if lines else verdicts.Gate(
-        "ngram", None, "no n-gram line")]
+    gates = [verdicts.sweep_ngram_gate(means, lines, order)]
     plain = s.get("plain_reference")
     if plain:
         ran = scores(results, plain) if plain in results["arms"] else {}

@@ -80,7 +80,7 @@ def _sweep_escape_rule(report: Report, block: Mapping[str, Any]) -> Outcome:
     tried = {arm: sorted({r for c in cs for r in c.get("tried") or ()}) for arm, cs in chosen.items()}
     grids = ", ".join(f"`{arm}` {len(t)} ({t[0]:g} to {t[-1]:g})" for arm, t in tried.items() if len(t) > 1)
     grid = f" (rates tried: {grids})" if grids else ""
-    strength = (f"{len(row.get('seeds') or [])} paired seed(s), each at its own rate; a winner must lead by "
+    strength = (f"{count(len(row.get('seeds') or []), 'paired seed')}, each at its own rate; a winner must lead by "
                 f"{100 * row['min_effect']:g} points (declared before the run); cap {sweeps.cap(block, sel)} steps"
                 + (f"; the rate at an edge of the rates tried in {edges} of {len(choices)} choices{grid}"
                    if edges else f"; every rate chosen inside the rates tried{grid}" if choices else ""))

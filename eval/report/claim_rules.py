@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ema_boundary import stats
-from ema_boundary.format import pct
+from ema_boundary.format import count, pct
 from ema_boundary.paper import PAPER
 from ema_boundary.seeding import recall_evaluation_seed
 from ema_boundary.verdicts import DIFFERENT, EQUIVALENT, UNRESOLVED, Verdict, higher
@@ -257,7 +257,8 @@ def readers_rule(report: Report, a: Mapping[str, Any]) -> Outcome:
     equivalent = [x for x, c in comps.items() if c["verdict"] == EQUIVALENT]
     different = [x for x, c in comps.items() if c["verdict"] == DIFFERENT]
     arms_differ = overall is not None and overall["p"] < stats.ALPHA
-    ours = (f"vs `{a['reference']}`: {len(equivalent)} arm(s) equivalent within ±{a['equivalence_margin']:g} nats, "
+    ours = (f"vs `{a['reference']}`: {count(len(equivalent), 'arm')} equivalent within "
+            f"±{a['equivalence_margin']:g} nats, "
             f"{len(different)} different, {len(comps) - len(equivalent) - len(different)} not resolved"
             + (f"; any arm different: seed-blocked F = {overall['F']:.2f}, p = {overall['p']:.3g}"
                if overall is not None else ""))
@@ -332,7 +333,7 @@ def escape_rule(report: Report, escape: Mapping[str, Any]) -> Outcome:
             f"{100 * row['difference']:+.1f} points [{100 * lo:+.1f}, {100 * hi:+.1f}] "
             f"(state per layer {row['state_numbers']['selective']:,} vs {row['state_numbers']['fixed']:,})"
             if row.get("difference") is not None else f"`{row['selective']}` vs `{row['fixed']}`: {row['reason']}")
-    strength = f"{len(row.get('seeds') or [])} paired seed(s)"
+    strength = count(len(row.get('seeds') or []), "paired seed")
     verdict = {higher("selective"): Verdict.MET, higher("fixed"): Verdict.REFUTED,
                EQUIVALENT: Verdict.REFUTED}.get(row["verdict"], Verdict.NOT_RESOLVED)
     return Outcome(verdict, ours, "equal state, no escape" if row["verdict"] == EQUIVALENT else "", strength,

@@ -206,7 +206,7 @@ def ablation_text(block: dict[str, Any]) -> str:
     if f:
         ci = f.get("ci95") if len(f.get("seeds") or []) > 1 else None  # one seed: no interval
         out += (f"; against the field's own model, `{f['ours']}` − `{f['theirs']}` "
-                f"{_interval(f['difference'], ci, 100, 1, ' points')} ({len(f.get('seeds') or [])} seed(s)), "
+                f"{_interval(f['difference'], ci, 100, 1, ' points')} ({count(len(f.get('seeds') or []), 'seed')}), "
                 f"{f['verdict']}")
     return out
 
@@ -257,7 +257,7 @@ def escape_conditions(block: dict[str, Any]) -> str | None:
     rest = {k: v for k, v in (a.get("arms") or {}).items() if k not in named}
     if rest:
         parts.append("other arms: " + ", ".join(
-            f"`{k}` {_pct(v['accuracy'].get('mean'))} ({v['accuracy'].get('n', 0)} seed(s), cap "
+            f"`{k}` {_pct(v['accuracy'].get('mean'))} ({count(v['accuracy'].get('n', 0), 'seed')}, cap "
             f"{cap(block, k)} steps)" for k, v in rest.items()))
     parts.append(ZOOLOGY)
     return _joined(*parts)
@@ -350,14 +350,16 @@ def escape_tables(block: dict[str, Any]) -> list[str]:
         for r in a["ablation"]:
             ci = r.get("ci95") if len(r["seeds"]) > 1 else None
             lines.append(f"| {r['part']} | `{r['without']}` ({r['escape'][0]}) | `{r['full']}` ({r['escape'][1]}) | "
-                         f"{_interval(r['difference'], ci, 100, 1)} ({len(r['seeds'])} seed(s)) | {r['reading']} |")
+                         f"{_interval(r['difference'], ci, 100, 1)} ({count(len(r['seeds']), 'seed')}) | "
+                         f"{r['reading']} |")
         open_rows = [r for r in a["ablation"] if r["reading"] not in (LETS_IT_ESCAPE, NOT_NEEDED)]
         lines += ["", *[f"- {r['part']}, {r['reading']}: {r['reason']}" for r in open_rows]] if open_rows else []
     f = a.get("field_check")
     if f:
         ci = f.get("ci95") if len(f.get("seeds") or []) > 1 else None
         lines += ["", f"Against the field's own model: `{f['ours']}` − `{f['theirs']}` "
-                  f"{_interval(f['difference'], ci, 100, 1, ' points')} ({len(f.get('seeds') or [])} paired seed(s)): "
+                  f"{_interval(f['difference'], ci, 100, 1, ' points')} "
+                  f"({count(len(f.get('seeds') or []), 'paired seed')}): "
                   f"{f['verdict']} (equal only if the 90% interval lies inside the declared margin)."]
     return lines
 
@@ -458,7 +460,7 @@ def ladder_gate(block: dict[str, Any]) -> tuple[bool | None, str]:
         elif g.get("holds") is not True:
             failed.append(f"{last['name']}: {g['why']}")
     if not failed:
-        failed.append(f"{last['name']}: no interval ({last['gap'].get('n', 0)} paired seed(s))")
+        failed.append(f"{last['name']}: no interval ({count(last['gap'].get('n', 0), 'paired seed')})")
     holds = False if any(g.get("holds") is False for g in last.get("gates") or []) or last.get("gate") else None
     return holds, "; ".join(failed)
 

@@ -8,7 +8,7 @@ import statistics
 import textwrap
 from pathlib import Path
 
-from ema_boundary.format import pct
+from ema_boundary.format import count, pct
 from ema_boundary.paper import ARXIV
 from ema_boundary.verdicts import Verdict
 from eval.probes.render import render_content_probes_markdown
@@ -451,7 +451,8 @@ def _runs(report: dict, row: dict) -> str:
     if block == "sweeps" and data:  # a committed sweep the plan names (eval.report.committed)
         sweep = data.get(row["measurement"].split(".")[1]) or {}
         commands = sweep.get("commands") or {}
-        state = "complete" if sweep.get("complete") else f"partial, {sweep.get('missing', 0)} run(s) still to run"
+        state = ("complete" if sweep.get("complete")
+                 else f"partial, {count(sweep.get('missing', 0), 'run')} still to run")
         return (f"committed sweep `{sweep.get('source')}` ({state}; reproduce: `{commands.get('reproduce', '')}`, "
                 f"summarise: `{commands.get('summarize', '')}`)")
     if block == "structure" and data:
@@ -621,8 +622,9 @@ def readme_results(report: dict, index: str = "docs/report/index.md") -> str:
     folder = index.rsplit("/", 1)[0]
     sources = [f"{what} `{report[key]['source']}`" for key, what in (
         ("structure_conditions", "committed grammar_probe arms"),) if report.get(key)]
-    sources += [f"committed sweep `{b['source']}`" + ("" if b.get("complete") else f" (partial: {b.get('missing', 0)} "
-                "run(s) still to run)") for b in (report.get("sweeps") or {}).values()]
+    sources += [f"committed sweep `{b['source']}`"
+                + ("" if b.get("complete") else f" (partial: {count(b.get('missing', 0), 'run')} still to run)")
+                for b in (report.get("sweeps") or {}).values()]
     lines = [
         README_BEGIN,
         f"Plan `{plan}`, {env['seconds'] / 60:.1f} min on {env['device']}. Each verdict links to its section of "

@@ -33,6 +33,7 @@ from transformers import AutoTokenizer
 
 import train_config
 from ema_boundary import corpus, packing
+from ema_boundary.format import count
 from ema_boundary.io import atomic_dir, write_json
 from ema_boundary.usage import UsageError
 from ema_boundary.yamlio import read_yaml_file
@@ -215,11 +216,11 @@ def _search(choice: dict[str, Any], rule: dict[str, Any]) -> str:
     """How the runner's rate search ended for one arm (its ``choices`` entry), in words."""
     added = len(choice["extensions"])
     if choice["interior"]:
-        return f"interior ({added} rate(s) added beyond the declared grid)" if added else "interior"
+        return f"interior ({count(added, 'rate')} added beyond the declared grid)" if added else "interior"
     if not rule["extend"]:
         return "edge: the plan declares no extension of the grid"
     if added >= rule["max_extensions"]:
-        return f"edge: the cap of {rule['max_extensions']} added rate(s) stopped the extension"
+        return f"edge: the cap of {count(rule['max_extensions'], 'added rate')} stopped the extension"
     return "edge: the next rate beyond the edge is not below 1"
 
 

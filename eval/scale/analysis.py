@@ -55,8 +55,9 @@ def ladder(plan: Plan, results: dict[str, Any], folder: Path, reads: Reads) -> d
         if lines is not None and a and b:
             entry["ngram"] = {k: lines["loss"][k] for k in ("unigram", "bigram", "trigram")}
             entry["train_tokens"] = tokens
-            gates.append(verdicts.ngram_gate({a_name: entry[a_name]["mean"], b_name: entry[b_name]["mean"]},
-                                             lines["loss"][order], f"Kneser-Ney {order}"))
+        if a and b:  # no line: not measured, never a pass (a size is read only behind both gates)
+            gates.append(verdicts.sweep_ngram_gate({a_name: entry[a_name]["mean"], b_name: entry[b_name]["mean"]},
+                                                   lines, order))
         ref_scores = scores(results, f"{size}/reference") if f"{size}/reference" in results["arms"] else {}
         reference = interval(list(ref_scores.values()))["mean"] if ref_scores else references.get(size)
         if ref_scores:

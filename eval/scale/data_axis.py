@@ -115,11 +115,9 @@ def _point(plan: Plan, results: dict[str, Any], folder: Path, reads: Reads, name
     lines = reads.ngram_lines(read, a_arm) if read and a and b else None
     if lines is not None:
         entry["ngram"] = {k: lines["loss"][k] for k in ("unigram", "bigram", "trigram")}
-        gates.append(verdicts.ngram_gate({a_name: entry[a_name]["mean"], b_name: entry[b_name]["mean"]},
-                                         lines["loss"][order], f"Kneser-Ney {order} on the same documents"))
-    elif a and b:  # not a pass: a point is read only behind both gates
-        gates.append(verdicts.Gate("ngram", None, f"no Kneser-Ney {order} line: the sweep's shared/tokenizer (or "
-                                                  "its cached lines) is not in the folder"))
+    if a and b:  # no line: not measured, never a pass (a point is read only behind both gates)
+        gates.append(verdicts.sweep_ngram_gate({a_name: entry[a_name]["mean"], b_name: entry[b_name]["mean"]},
+                                               lines, order, f"Kneser-Ney {order} on the same documents"))
     ref = _seeds(results, ref_arm) if ref_arm in results["arms"] else {}
     if ref:
         entry["reference"] = _interval([r["score"] for r in ref.values()])

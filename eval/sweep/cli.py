@@ -13,6 +13,7 @@ import signal
 import sys
 from pathlib import Path
 
+from ema_boundary.format import count
 from ema_boundary.usage import EXIT_USAGE, UsageError, UsageParser, comma_list, first_line, positive_int
 from eval import scale
 from eval.sweep.launch import LAUNCHERS, make_launcher
@@ -59,7 +60,7 @@ def run(parser: UsageParser, args: argparse.Namespace, command: str) -> int:
                 print(f"{parser.prog}: {Path(args.summarize) / path}: {why}; "
                       + ("left out of the summary" if path != IDENTITY else "summarised without it"), file=sys.stderr)
             print(f"{PROG}: rebuilt {Path(args.summarize) / 'results.json'} "
-                  f"({'complete' if results['complete'] else str(len(results['missing'])) + ' run(s) still to run'})")
+                  f"({'complete' if results['complete'] else count(len(results['missing']), 'run') + ' still to run'})")
             return 0
         if args.output_dir and not args.plan:
             parser.error("--output_dir needs a PLAN")

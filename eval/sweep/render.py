@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ema_boundary.format import count
 from eval.scale.data_axis import markdown
 
 
@@ -28,7 +29,8 @@ def render_markdown(results: dict[str, Any]) -> str:
     lines = [f"# Sweep `{results['name']}`", "",
              f"Plan `{results['plan']['path']}`, trainer `{results['trainer']}`, analysis `{kind}`; "
              f"every seed scored on the {results['scored_on']} split; "
-             + ("complete." if results["complete"] else f"**{len(results['missing'])} run(s) still to run**."), "",
+             + ("complete." if results["complete"]
+                else f"**{count(len(results['missing']), 'run')} still to run**."), "",
              f"- reproduce: `{results['commands']['reproduce']}`",
              f"- continue: `{results['commands']['resume']}`",
              f"- rebuild this file without training: `{results['commands']['summarize']}`", "",

@@ -44,6 +44,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ema_boundary.format import count
 from ema_boundary.io import MARKER, check_output_dir, content_digest, output_owner, write_json, write_text
 from ema_boundary.machine import machine_record
 from ema_boundary.signals import StopSignal, signal_name
@@ -524,20 +525,21 @@ def run_sweep(plan: SweepPlan, folder: Path, launcher: Any, command: str, *, res
         end_invocation(folder, failed=[rid for rid, _ in failures])
     results = summarize(folder, plan, seconds=time.perf_counter() - started)
     if signum is not None:
-        raise SweepStopped(f"stopped by {signal_name(signum)}: {len(stopped)} run(s) saved and stopped"
+        raise SweepStopped(f"stopped by {signal_name(signum)}: {count(len(stopped), 'run')} saved and stopped"
                            + (f" ({', '.join(stopped[:3])}{', ...' if len(stopped) > 3 else ''})" if stopped else "")
                            + f", nothing more started; finished runs are kept; continue with: "
                            f"ema-boundary sweep --resume_from {folder}", signum)
     if failures:
         rid, error = failures[0]
         raise RunFailed(f"{rid} failed ({type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}); "
-                        f"its log: {RunPaths(folder, rid).log}; {len(failures)} run(s) failed, finished runs are kept; "
+                        f"its log: {RunPaths(folder, rid).log}; {count(len(failures), 'run')} failed, finished runs "
+                        "are kept; "
                         f"continue with: ema-boundary sweep --resume_from {folder}")
     missing = results["missing"]
     if busy:
-        progress(f"{TOOL}: {len(busy)} run(s) left to the other process training them")
-    progress(f"{TOOL}: {launched - len(busy)} run(s) trained in {time.perf_counter() - started:.0f} s; "
-             + (f"{len(missing)} run(s) still to run: continue with ema-boundary sweep --resume_from {folder}"
+        progress(f"{TOOL}: {count(len(busy), 'run')} left to the other process training them")
+    progress(f"{TOOL}: {count(launched - len(busy), 'run')} trained in {time.perf_counter() - started:.0f} s; "
+             + (f"{count(len(missing), 'run')} still to run: continue with ema-boundary sweep --resume_from {folder}"
                 if missing else f"complete: {folder / RESULTS}"))
     return results
 
