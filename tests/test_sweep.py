@@ -162,6 +162,12 @@ def test_sweep_layout_rates_scores_and_summarize(tmp_path: Path, corpus_file: st
     assert set(results["arms"]["linear"]["budgets"]) == {"2", "4"}
     assert results["scored_on"] == "test"
     assert results["machine"]["versions"]["torch"] and results["machine"]["cpu"]  # ema_boundary.machine
+    # The cost: every finished run of the arm (every rate tried) and the CPU seconds they recorded, in results.md.
+    cost = results["seconds"]["cpu_by_arm"]["linear"]
+    ran = [json.loads(p.read_text()) for p in out.glob("runs/linear/*/*/*/result.json")]
+    assert cost["runs"] == len(ran) == 2 * 2 + len(choice["tried"]) - 1 and cost["unmeasured"] == 0
+    assert cost["cpu_seconds"] == pytest.approx(sum(r["cpu_seconds"] for r in ran)) and cost["cpu_seconds"] > 0
+    assert f"| `linear` | {cost['runs']} | {cost['cpu_seconds']:,.0f} |" in (out / "results.md").read_text()
     # No absolute path in the commands the sweep records, nor in the train.yaml they run: they run from a clone.
     text = json.dumps(results["commands"]) + (out / "results.md").read_text()
     for result in out.glob("runs/**/result.json"):

@@ -23,6 +23,21 @@ def _interval(m: dict[str, Any] | None) -> str:
     return f"{m['mean']:.4f}" + (f" [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "") + f" (n={m['n']})"
 
 
+def _cost(results: dict[str, Any]) -> list[str]:
+    """Each arm's finished runs and CPU seconds (every rate tried), the sweep's cost on a shared machine."""
+    by_arm = (results.get("seconds") or {}).get("cpu_by_arm")
+    if not by_arm:  # summarised before the cost was recorded
+        return []
+    lines = ["", "## Cost (CPU seconds of the finished runs, every rate tried)", "",
+             "| arm | runs | CPU seconds |", "|---|---|---|"]
+    for arm, c in by_arm.items():
+        note = f" ({c['unmeasured']} not measured)" if c.get("unmeasured") else ""
+        lines.append(f"| `{arm}` | {c['runs']} | {c['cpu_seconds']:,.0f}{note} |")
+    total = sum(c["cpu_seconds"] for c in by_arm.values())
+    lines.append(f"| all | {sum(c['runs'] for c in by_arm.values())} | {total:,.0f} |")
+    return lines
+
+
 def render_markdown(results: dict[str, Any]) -> str:
     analysis = results.get("analysis") or {}
     kind = analysis.get("kind", "none")
@@ -132,6 +147,7 @@ def render_markdown(results: dict[str, Any]) -> str:
                 lines.append(f"| `{arm}` | {_interval(m)} | {diff} | {c['conclusion'] if c else ''} |")
     if kind == "data_axis":
         lines += markdown(analysis)
+    lines += _cost(results)
     if results["missing"]:
         lines += ["", "## Still to run", ""] + [f"- {m}" for m in results["missing"][:40]]
         if len(results["missing"]) > 40:

@@ -594,6 +594,21 @@ def run_in_process(plan: SweepPlan, folder: Path, command: str, *, shared: Mappi
 # ---------------------------------------------------------------------------------------------
 
 
+def cpu_by_arm(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The cost of each arm: its finished runs (every rate tried, extensions included) and their CPU seconds, the
+    number a shared machine's neighbours do not move (``cpu_seconds`` of execute.run_one; runs finished before it
+    was recorded count as 0 and are counted in ``unmeasured``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in runs:
+        a = out.setdefault(r["arm"], {"runs": 0, "cpu_seconds": 0.0, "unmeasured": 0})
+        a["runs"] += 1
+        if r.get("cpu_seconds") is None:
+            a["unmeasured"] += 1
+        else:
+            a["cpu_seconds"] += float(r["cpu_seconds"])
+    return dict(sorted(out.items()))
+
+
 def summarize(folder: Path, plan: SweepPlan | None = None, seconds: float | None = None) -> dict[str, Any]:
     """results.json (and results.md) of a sweep folder from its finished runs, without training."""
     # delayed: the analyses, figures and results.md import torch, scipy, statsmodels and matplotlib (seconds), which
@@ -649,7 +664,7 @@ def summarize(folder: Path, plan: SweepPlan | None = None, seconds: float | None
                      "cwd_of_run_commands": "the sweep folder"},
         "arms": arms,
         "seconds": {"runs": sum(r.get("seconds", 0.0) for r in runs), "runs_count": len(runs),
-                    "this_invocation": seconds},
+                    "this_invocation": seconds, "cpu_by_arm": cpu_by_arm(runs)},
         "machine": machine_record(),  # of the invocation that wrote this file (ema_boundary.machine)
     }
     if failed:
