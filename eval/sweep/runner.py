@@ -594,11 +594,11 @@ def run_in_process(plan: SweepPlan, folder: Path, command: str, *, shared: Mappi
 # ---------------------------------------------------------------------------------------------
 
 
-def cpu_by_arm(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The cost of each arm: its finished runs (every rate tried, extensions included) and their CPU seconds, the
-    number a shared machine's neighbours do not move (``cpu_seconds`` of execute.run_one; runs finished before it
-    was recorded count as 0 and are counted in ``unmeasured``)."""
-    out: dict[str, dict[str, Any]] = {}
+def cpu_by_arm(runs: Sequence[dict[str, Any]], order: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
+    """The cost of each arm (in the plan's ``order``): its finished runs (every rate tried, extensions included)
+    and their CPU seconds, the number a shared machine's neighbours do not move (``cpu_seconds`` of
+    execute.run_one; runs finished before it was recorded count as 0 and are counted in ``unmeasured``)."""
+    out: dict[str, dict[str, Any]] = {arm: {"runs": 0, "cpu_seconds": 0.0, "unmeasured": 0} for arm in order}
     for r in runs:
         a = out.setdefault(r["arm"], {"runs": 0, "cpu_seconds": 0.0, "unmeasured": 0})
         a["runs"] += 1
@@ -606,7 +606,7 @@ def cpu_by_arm(runs: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             a["unmeasured"] += 1
         else:
             a["cpu_seconds"] += float(r["cpu_seconds"])
-    return dict(sorted(out.items()))
+    return {arm: a for arm, a in out.items() if a["runs"]}
 
 
 def summarize(folder: Path, plan: SweepPlan | None = None, seconds: float | None = None) -> dict[str, Any]:
@@ -664,7 +664,7 @@ def summarize(folder: Path, plan: SweepPlan | None = None, seconds: float | None
                      "cwd_of_run_commands": "the sweep folder"},
         "arms": arms,
         "seconds": {"runs": sum(r.get("seconds", 0.0) for r in runs), "runs_count": len(runs),
-                    "this_invocation": seconds, "cpu_by_arm": cpu_by_arm(runs)},
+                    "this_invocation": seconds, "cpu_by_arm": cpu_by_arm(runs, [a.name for a in plan.arms])},
         "machine": machine_record(),  # of the invocation that wrote this file (ema_boundary.machine)
     }
     if failed:
