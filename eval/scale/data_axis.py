@@ -403,6 +403,11 @@ def draw_settings(ax: Any, analysis: dict[str, Any], settings: list[str], size: 
                         alpha=0.35)
     ax.axhline(0.0, color="black", lw=0.8)
     ax.set_xscale("log")
+    # Ticks at the fractions' distinct tokens (thousands): a log axis's own labels overlap between 1e5 and 1e6.
+    ticks = sorted({p["distinct_tokens"] for p in points})
+    if ticks:
+        ax.set_xticks(ticks, [f"{t / 1000:,.0f}k" for t in ticks])
+        ax.tick_params(axis="x", which="minor", labelbottom=False)
 
 
 def figure(analysis: dict[str, Any], path: Path) -> Path:
