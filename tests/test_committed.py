@@ -376,6 +376,17 @@ def test_the_perplexity_row_names_the_trend_along_the_data_axis(tmp_path: Path) 
         Plan.load(plan_naming(tmp_path, {"data_axis": str(tmp_path / "ladder")}))
 
 
+def test_a_setting_where_no_point_passes_its_gates_is_named_in_the_row(tmp_path: Path) -> None:
+    # SPEN above the trigram line (3.6 nats) at every fraction of w128-e6: no point is read, and the row says so.
+    ladder_sweep(tmp_path / "ladder", *BETTER, 3.50)
+    data_axis_sweep(tmp_path / "data", {**NARROWING, "w128-e6": lambda t: 0.30})
+    block = sweeps_block({"ladder": str(tmp_path / "ladder"), "data_axis": str(tmp_path / "data")})
+    words = row(evaluate(report_with(block)), "perplexity_gap_ladder")["conditions"]
+    assert ("w128-e6 (6.06 epochs): no trend (no point with both gates holding: a trend needs at least 3 points and "
+            "4 gaps) (left out: w128-e6/f1_8: not all below the Kneser-Ney trigram; ") in words
+    assert "w192-e6 (6.06 epochs): SPEN better" in words and "w192-e1" not in words
+
+
 def test_the_ladder_sweep_is_in_the_readme_block() -> None:
     from eval.report.render import readme_results
 

@@ -574,7 +574,9 @@ def data_axis_conditions(block: dict[str, Any]) -> str | None:
     of the data; where the fitted line crosses 0, or that it does not narrow) and the over-fitting check, in the words
     results.md uses (:mod:`eval.scale.data_axis`); None before any setting has run."""
     a = block["analysis"]
-    fits = [f for f in (a.get("fits") or {}).values() if f.get("n")]
+    # Every setting with a point run, a setting where no point passes its gates included: the row says where the
+    # gap could not be read, not only where it could.
+    fits = [f for f in (a.get("fits") or {}).values() if f.get("n") or f.get("excluded")]
     if not fits:
         return None
     left = partial(block)

@@ -158,9 +158,9 @@ def fit_trend(points: list[dict[str, Any]], bootstrap: int = BOOTSTRAP, seed: in
     out: dict[str, Any] = {"points": [p["name"] for p in pts], "n": int(len(y)),
                            "tokens": [int(p["tokens"]) for p in pts]}
     if len(pts) < 3 or len(y) < 4:
-        return {**out, "fit": False, "reading": None,
-                "why": f"{count(len(pts), 'point')} with both gates holding, {count(len(y), 'seed gap')}: a trend "
-                       "needs at least 3 points and 4 gaps"}
+        have = (f"{count(len(pts), 'point')} with both gates holding, {count(len(y), 'seed gap')}" if pts
+                else "no point with both gates holding")
+        return {**out, "fit": False, "reading": None, "why": f"{have}: a trend needs at least 3 points and 4 gaps"}
     slope, intercept, (lo, hi), df = stats.slope_interval(x, y)
     at_smallest = intercept + slope * float(x.min())
     toward_zero = -1.0 if at_smallest > 0 else 1.0  # the slope's sign that brings the gap at the least data to 0
