@@ -257,3 +257,19 @@ def test_the_plan_is_declared_as_issue_47_asks() -> None:
     assert plan.budgets_of(plan.arm(f"{check['longer']}/spen")) == ladder.budgets_of(ladder.arm("w128-4000/spen"))
     assert plan.config_of(plan.arm(f"{check['regularised']}/gpt2"))["weight_decay"] > plan.base["weight_decay"]
     assert {check["shorter"], check["longer"], check["regularised"]} <= {a.name.rsplit("/", 1)[0] for a in plan.arms}
+
+
+def test_settings_at_different_epochs_on_one_axis_have_their_own_marker() -> None:
+    from ema_boundary.figures import pyplot
+
+    def point(setting: str, tokens: int, gap: float) -> dict[str, Any]:
+        return {"setting": setting, "distinct_tokens": tokens, "gap": {"mean": gap, "ci95": None}, "gate": False}
+    settings = ["w192-e6", "w128-e6", "w192-e1"]
+    analysis = {"points": [point(s, t, -0.5) for s in settings for t in (89_472, 675_840)],
+                "fits": {s: {"fit": False} for s in settings}}
+    plt = pyplot()
+    fig, ax = plt.subplots()
+    da.draw_settings(ax, analysis, settings)
+    markers = {ln.get_label(): ln.get_marker() for ln in ax.get_lines() if ln.get_label() in settings}
+    assert markers == {"w192-e6": "o", "w128-e6": "o", "w192-e1": "^"}  # the inset of the boundary figure
+    plt.close(fig)

@@ -296,7 +296,9 @@ def _data_axis_inset(ax: Any, report: dict) -> bool:
     inset.set_xlabel("distinct training tokens (log)", fontsize=6)
     inset.set_ylabel(f"{a['a']} − {a['b']} (nats)", fontsize=6)
     inset.tick_params(labelsize=5.5)
-    inset.legend(fontsize=5, loc="best", framealpha=0.8)
+    lo, hi = inset.get_ylim()  # room below the points for the legend: "best" hid the lowest ones
+    inset.set_ylim(lo - 0.45 * (hi - lo), hi)
+    inset.legend(fontsize=5, loc="lower center", ncol=2, framealpha=0.8)
     return True
 
 

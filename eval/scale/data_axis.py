@@ -370,19 +370,23 @@ def markdown(analysis: dict[str, Any]) -> list[str]:
 # ---------------------------------------------------------------------------------------------
 
 SIZE_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:purple")
+EPOCH_MARKERS = ("o", "^", "D", "v")  # one per number of epochs among a trend's settings drawn on one axis
 
 
 def draw_settings(ax: Any, analysis: dict[str, Any], settings: list[str], size: float = 6) -> None:
     """``settings`` of the analysis on ``ax``: each point's gap with its interval against its distinct training tokens
-    (hollow where a gate fails), a colour per model size; a setting with a trend (``fits``) as circles with its fitted
-    line, solid over the data and dashed beyond it to its zero crossing, the crossing's interval along 0; a setting
-    at one fraction as squares. The data-axis figure and the report's perplexity panel draw with it."""
+    (hollow where a gate fails), a colour per model size; a setting with a trend (``fits``) as circles (triangles,
+    diamonds for a second and third number of epochs on the same axis) with its fitted line, solid over the data and
+    dashed beyond it to its zero crossing, the crossing's interval along 0; a setting at one fraction as squares. The
+    data-axis figure and the report's perplexity panel draw with it."""
     points = [p for p in analysis["points"] if p["distinct_tokens"] and p["gap"]["mean"] is not None]
     sizes = list(dict.fromkeys(p["setting"].split("-")[0] for p in analysis["points"]))
+    epochs = list(dict.fromkeys(_epochs_label(s) for s in settings if s in analysis["fits"]))
     for setting in settings:
         color = SIZE_COLORS[sizes.index(setting.split("-")[0]) % len(SIZE_COLORS)]
         fit = analysis["fits"].get(setting)
-        marker = "o" if fit is not None else "s"
+        marker = (EPOCH_MARKERS[epochs.index(_epochs_label(setting)) % len(EPOCH_MARKERS)] if fit is not None
+                  else "s")
         mine = sorted((p for p in points if p["setting"] == setting), key=lambda p: p["distinct_tokens"])
         for p in mine:
             g = p["gap"]
